@@ -1,0 +1,118 @@
+//! WASI-command guests: core modules with `_start`, any language that
+//! targets WASI preview 1. The input arrives on stdin, the result is read
+//! from stdout, stderr lines become log lines, a non-zero exit is a step
+//! error, and the context arrives as the only environment variables
+//! (`WEFT_RUN_ID`, `WEFT_STEP`, `WEFT_ATTEMPT`, `WEFT_IDEMPOTENCY_KEY`,
+//! `WEFT_DEADLINE_MS`).
+
+use wasmtime::{Engine, InstancePre, Linker, Module, Store, StoreLimits};
+use wasmtime_wasi::I32Exit;
+use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wasi::p2::pipe::MemoryInputPipe;
+
+use crate::GuestOutcome;
+use crate::error::{GuestError, GuestErrorKind, LoadError, SandboxError};
+use crate::invoke::{self, Armed, Invocation};
+use crate::pipes::CappedPipe;
+use crate::report::{Collector, Level};
+
+/// What a command guest's store holds.
+pub(crate) struct CommandState {
+    wasi: WasiP1Ctx,
+    limits: StoreLimits,
+}
+
+/// The linker shared by every command guest: WASI preview 1 only.
+pub(crate) fn linker(engine: &Engine) -> Result<Linker<CommandState>, SandboxError> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s: &mut CommandState| &mut s.wasi)
+        .map_err(|e| crate::HostError::Engine(format!("{e:#}")))?;
+    Ok(linker)
+}
+
+/// A prepared command guest.
+pub(crate) struct CommandGuest {
+    pre: InstancePre<CommandState>,
+}
+
+impl CommandGuest {
+    pub(crate) fn prepare(linker: &Linker<CommandState>, module: &Module) -> Result<Self, SandboxError> {
+        if module.get_export("_start").is_none() {
+            return Err(LoadError::NotCommand("it has no `_start` export (is it a library/reactor?)".into()).into());
+        }
+        let pre = linker.instantiate_pre(module).map_err(|e| LoadError::NotCommand(format!("{e:#}")))?;
+        Ok(CommandGuest { pre })
+    }
+
+    pub(crate) fn invoke(&self, engine: &Engine, inv: &Invocation) -> (Result<GuestOutcome, GuestError>, Collector) {
+        let stdout = CappedPipe::new(inv.limits.output_bytes);
+        let stderr = CappedPipe::new(inv.limits.log_bytes);
+        let mut b = wasmtime_wasi::WasiCtxBuilder::new();
+        b.stdin(MemoryInputPipe::new(inv.input.clone().into_bytes()))
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .arg("guest")
+            .env("WEFT_RUN_ID", &inv.ctx.run_id)
+            .env("WEFT_STEP", &inv.ctx.step)
+            .env("WEFT_ATTEMPT", inv.ctx.attempt.to_string())
+            .env("WEFT_IDEMPOTENCY_KEY", &inv.ctx.idempotency_key)
+            .env("WEFT_DEADLINE_MS", inv.ctx.deadline_ms.to_string())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
+        let state = CommandState { wasi: b.build_p1(), limits: invoke::store_limits(&inv.limits) };
+        let mut store = Store::new(engine, state);
+        store.limiter(|s| &mut s.limits);
+
+        let exit = self.run(&mut store, inv);
+        let (err_text, err_overflow) = stderr.take();
+        let mut collector = Collector::new(inv.limits.log_bytes, inv.limits.artifact_bytes, inv.observer.clone());
+        collector.log_text(Level::Info, &err_text);
+        if err_overflow {
+            collector.log(Level::Warn, crate::report::TRUNCATED_MARKER.to_string());
+        }
+        let (out, out_overflow) = stdout.take();
+        let result = match exit {
+            // A flood of output is the story, however the guest ended.
+            _ if out_overflow => invoke::parse_output(&out, true, &inv.limits),
+            Ok(0) => invoke::parse_output(&out, false, &inv.limits),
+            Ok(code) => {
+                let tail = last_lines(&err_text, 5);
+                Err(GuestError {
+                    kind: GuestErrorKind::GuestError,
+                    message: if tail.is_empty() {
+                        format!("the guest exited with code {code}")
+                    } else {
+                        format!("the guest exited with code {code}: {tail}")
+                    },
+                    retryable: false,
+                    code: Some(format!("exit_{code}")),
+                })
+            }
+            Err(e) => Err(e),
+        };
+        (result, collector)
+    }
+
+    /// Runs `_start`; the exit code, or a classified failure.
+    fn run(&self, store: &mut Store<CommandState>, inv: &Invocation) -> Result<i32, GuestError> {
+        let armed = Armed::arm(store, inv)?;
+        let instance = self.pre.instantiate(&mut *store).map_err(|e| armed.classify(&e))?;
+        let start = instance
+            .get_typed_func::<(), ()>(&mut *store, "_start")
+            .map_err(|e| GuestError::new(GuestErrorKind::Trap, format!("{e:#}")))?;
+        match start.call(&mut *store, ()) {
+            Ok(()) => Ok(0),
+            Err(e) => match e.downcast_ref::<I32Exit>() {
+                Some(I32Exit(code)) => Ok(*code),
+                None => Err(armed.classify(&e)),
+            },
+        }
+    }
+}
+
+fn last_lines(text: &[u8], n: usize) -> String {
+    let s = String::from_utf8_lossy(text);
+    let lines: Vec<&str> = s.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join(" | ")
+}

@@ -1,0 +1,135 @@
+//! Component guests: WebAssembly components that target the
+//! `weft:step/step` world. Prepared once per guest (an `InstancePre`),
+//! instantiated in a fresh store for every invocation.
+
+use std::sync::Arc;
+
+use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::{Engine, Store, StoreLimits};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::bindings::{self, Step, StepPre};
+use crate::error::{GuestError, GuestErrorKind, LoadError, SandboxError};
+use crate::invoke::{self, Armed, Invocation};
+use crate::pipes::CappedPipe;
+use crate::report::{Collector, Level};
+use crate::{GuestOutcome, Metadata};
+
+/// What a component guest's store holds.
+pub(crate) struct ComponentState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) limits: StoreLimits,
+    pub(crate) collector: Collector,
+}
+
+impl WasiView for ComponentState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+/// The linker shared by every component guest: all of WASI 0.2 (guests
+/// from componentize-py import sockets; the context denies them) plus the
+/// weft host interface.
+pub(crate) fn linker(engine: &Engine) -> Result<Linker<ComponentState>, SandboxError> {
+    let mut linker = Linker::new(engine);
+    let host = |e: wasmtime::Error| crate::HostError::Engine(format!("{e:#}"));
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(host)?;
+    Step::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(host)?;
+    Ok(linker)
+}
+
+/// A prepared component guest.
+pub(crate) struct ComponentGuest {
+    pre: StepPre<ComponentState>,
+}
+
+impl ComponentGuest {
+    pub(crate) fn prepare(linker: &Linker<ComponentState>, component: &Component) -> Result<Self, SandboxError> {
+        let instance_pre = linker.instantiate_pre(component).map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?;
+        let pre = StepPre::new(instance_pre).map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?;
+        Ok(ComponentGuest { pre })
+    }
+
+    fn store(&self, engine: &Engine, inv: &Invocation) -> (Store<ComponentState>, CappedPipe) {
+        // Stdout and stderr of a component guest are log lines; they share
+        // the log budget through one pipe.
+        let out = CappedPipe::new(inv.limits.log_bytes);
+        let wasi = wasmtime_wasi::WasiCtxBuilder::new()
+            .stdout(out.clone())
+            .stderr(out.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .socket_addr_check(|_, _| Box::pin(async { false }))
+            .build();
+        let state = ComponentState {
+            wasi,
+            table: ResourceTable::new(),
+            limits: invoke::store_limits(&inv.limits),
+            collector: Collector::new(inv.limits.log_bytes, inv.limits.artifact_bytes, inv.observer.clone()),
+        };
+        let mut store = Store::new(engine, state);
+        store.limiter(|s| &mut s.limits);
+        (store, out)
+    }
+
+    pub(crate) fn describe(&self, engine: &Engine) -> Result<Metadata, LoadError> {
+        let inv = Invocation::describe();
+        let (mut store, _) = self.store(engine, &inv);
+        let _armed = Armed::arm(&mut store, &inv).map_err(|e| LoadError::Describe(e.message))?;
+        let step = self.pre.instantiate(&mut store).map_err(|e| LoadError::Describe(format!("{e:#}")))?;
+        let m = step.call_describe(&mut store).map_err(|e| LoadError::Describe(format!("{e:#}")))?;
+        let schema = |s: Option<String>, which: &str| -> Result<Option<serde_json::Value>, LoadError> {
+            s.map(|t| {
+                serde_json::from_str(&t)
+                    .map_err(|e| LoadError::Describe(format!("its {which} schema is not valid JSON: {e}")))
+            })
+            .transpose()
+        };
+        Ok(Metadata {
+            name: m.name,
+            description: m.description,
+            version: m.version,
+            kind: crate::GuestKindName::Component,
+            input_schema: schema(m.input_schema, "input")?,
+            output_schema: schema(m.output_schema, "output")?,
+        })
+    }
+
+    pub(crate) fn invoke(&self, engine: &Engine, inv: &Invocation) -> (Result<GuestOutcome, GuestError>, Collector) {
+        let (mut store, out) = self.store(engine, inv);
+        let result = self.call(&mut store, inv);
+        let (text, _) = out.take();
+        let mut collector = std::mem::replace(&mut store.data_mut().collector, Collector::new(0, 0, None));
+        collector.log_text(Level::Info, &text);
+        (result, collector)
+    }
+
+    fn call(&self, store: &mut Store<ComponentState>, inv: &Invocation) -> Result<GuestOutcome, GuestError> {
+        let armed = Armed::arm(store, inv)?;
+        let ctx = bindings::Context {
+            run_id: inv.ctx.run_id.clone(),
+            step: inv.ctx.step.clone(),
+            attempt: inv.ctx.attempt,
+            idempotency_key: inv.ctx.idempotency_key.clone(),
+            deadline_ms: inv.ctx.deadline_ms,
+        };
+        let step = self.pre.instantiate(&mut *store).map_err(|e| armed.classify(&e))?;
+        let result = step.call_run(&mut *store, &ctx, &inv.input).map_err(|e| armed.classify(&e))?;
+        match result {
+            Ok(bindings::Outcome::Done(text)) => invoke::parse_output(text.as_bytes(), false, &inv.limits),
+            Ok(bindings::Outcome::Reject(reason)) => Ok(GuestOutcome::Reject(reason)),
+            Err(e) => Err(GuestError {
+                kind: GuestErrorKind::GuestError,
+                message: e.message,
+                retryable: e.retryable,
+                code: Some(e.code),
+            }),
+        }
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_send(_: Arc<ComponentGuest>) {}

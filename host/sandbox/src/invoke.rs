@@ -1,0 +1,140 @@
+//! What one invocation is given (context, input, limits, a cancel handle)
+//! and the arming of a fresh store with those limits: fuel, an epoch
+//! deadline whose callback also watches for cancellation, and a memory
+//! limiter. Shared by component and command guests.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, Trap, UpdateDeadline};
+
+use crate::GuestOutcome;
+use crate::error::{GuestError, GuestErrorKind};
+use crate::limits::{CancelHandle, InterruptReason, Limits, classify};
+use crate::report::Observer;
+
+/// Who is running: the WIT `context` record (and the environment of a
+/// command guest).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StepContext {
+    /// The run id, empty outside a run.
+    pub run_id: String,
+    /// The step name.
+    pub step: String,
+    /// The attempt number, from 1.
+    pub attempt: u32,
+    /// `<run_id>/<step>[/<item>]/<attempt>`.
+    pub idempotency_key: String,
+    /// Deadline of the attempt, ms since the Unix epoch.
+    pub deadline_ms: u64,
+}
+
+/// One invocation's inputs.
+#[derive(Clone)]
+pub struct Invocation {
+    /// The context handed to the guest.
+    pub ctx: StepContext,
+    /// The input, as JSON text.
+    pub input: String,
+    /// The limits.
+    pub limits: Limits,
+    /// Fires to interrupt the guest.
+    pub cancel: CancelHandle,
+    /// Sees log lines, progress and artifacts as they happen.
+    pub observer: Option<Arc<dyn Observer>>,
+}
+
+impl Invocation {
+    /// An invocation of `input` with default limits and an ad-hoc context.
+    pub fn new(input: impl Into<String>) -> Self {
+        Invocation {
+            ctx: StepContext { attempt: 1, ..StepContext::default() },
+            input: input.into(),
+            limits: Limits::default(),
+            cancel: CancelHandle::new(),
+            observer: None,
+        }
+    }
+
+    /// The invocation used for `describe`: small fixed limits.
+    pub(crate) fn describe() -> Self {
+        let mut inv = Invocation::new("");
+        inv.limits.timeout = Duration::from_secs(5);
+        inv.limits.memory_bytes = 256 << 20;
+        inv
+    }
+}
+
+/// The memory limiter of one store.
+pub(crate) fn store_limits(limits: &Limits) -> StoreLimits {
+    StoreLimitsBuilder::new().memory_size(limits.memory_bytes).trap_on_grow_failure(true).build()
+}
+
+/// A store armed with an invocation's limits; classifies what went wrong.
+pub(crate) struct Armed {
+    interrupt: InterruptReason,
+    limits: Limits,
+}
+
+impl Armed {
+    /// Sets fuel and the epoch deadline (with cancellation) on `store`.
+    pub(crate) fn arm<T: 'static>(store: &mut Store<T>, inv: &Invocation) -> Result<Armed, GuestError> {
+        match (store.set_fuel(inv.limits.fuel.unwrap_or(u64::MAX)), inv.limits.fuel) {
+            (Ok(()), _) | (Err(_), None) => {}
+            (Err(_), Some(_)) => {
+                return Err(GuestError::new(
+                    GuestErrorKind::Trap,
+                    "a fuel limit was asked for but this sandbox was built without fuel metering",
+                ));
+            }
+        }
+        let interrupt = InterruptReason::default();
+        let deadline = Instant::now() + inv.limits.timeout;
+        let cancel = inv.cancel.clone();
+        let why = interrupt.clone();
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if cancel.is_canceled() {
+                why.set(InterruptReason::CANCELED);
+                return Err(Trap::Interrupt.into());
+            }
+            if Instant::now() >= deadline {
+                why.set(InterruptReason::TIMEOUT);
+                return Err(Trap::Interrupt.into());
+            }
+            Ok(UpdateDeadline::Continue(1))
+        });
+        Ok(Armed { interrupt, limits: inv.limits.clone() })
+    }
+
+    /// Classifies an error from instantiation or a call.
+    pub(crate) fn classify(&self, err: &wasmtime::Error) -> GuestError {
+        classify(err, &self.interrupt, &self.limits)
+    }
+}
+
+/// Parses a guest's result: capped, and it must be JSON.
+pub(crate) fn parse_output(bytes: &[u8], overflowed: bool, limits: &Limits) -> Result<GuestOutcome, GuestError> {
+    if overflowed || bytes.len() > limits.output_bytes {
+        return Err(GuestError::new(
+            GuestErrorKind::OutputTooLarge,
+            format!(
+                "the guest's output is larger than the {} byte cap; return less, or write large results as artifacts",
+                limits.output_bytes
+            ),
+        ));
+    }
+    serde_json::from_slice(bytes).map(GuestOutcome::Done).map_err(|e| {
+        let text = String::from_utf8_lossy(bytes);
+        let shown: String = text.chars().take(200).collect();
+        let more = if text.chars().count() > 200 { "..." } else { "" };
+        GuestError::new(
+            GuestErrorKind::InvalidOutput,
+            if bytes.is_empty() {
+                "the guest produced no output; it must produce one JSON value".to_string()
+            } else {
+                format!("the guest's output is not valid JSON ({e}): {shown}{more}")
+            },
+        )
+    })
+}

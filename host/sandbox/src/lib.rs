@@ -1,0 +1,272 @@
+//! weft's sandbox: runs untrusted WebAssembly code steps under limits.
+//!
+//! Two kinds of guest are accepted, told apart by their bytes:
+//! **components** that target the `weft:step/step` world (`wit/step.wit`),
+//! and **WASI commands** (core modules with `_start`) that read their input
+//! on stdin and print their result on stdout. Every invocation gets a fresh
+//! store, armed with fuel, an epoch deadline (which also carries
+//! cancellation) and a memory limiter; output and logs are capped on the
+//! host side. Guests see no host files, no environment (commands see only
+//! the `WEFT_*` context variables) and no sockets.
+//!
+//! Loading is done once per guest: compiled code comes from the on-disk
+//! [`ArtifactCache`] when possible and an `InstancePre` is kept per digest,
+//! so an invocation costs an instantiation and a call.
+//!
+//! ```no_run
+//! use weft_sandbox::{Invocation, Sandbox, SandboxConfig, GuestOutcome};
+//! let sandbox = Sandbox::new(SandboxConfig::default(), None)?;
+//! let guest = sandbox.load(&std::fs::read("guest.wasm")?)?;
+//! let result = sandbox.invoke(&guest, &Invocation::new(r#"{"text": "hi"}"#));
+//! match result.outcome {
+//!     Ok(GuestOutcome::Done(value)) => println!("{value}"),
+//!     Ok(GuestOutcome::Reject(reason)) => println!("rejected: {reason}"),
+//!     Err(e) => println!("{}: {}", e.kind, e.message),
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod bindings;
+mod cache;
+mod command;
+mod component;
+mod config;
+mod digest;
+mod error;
+mod invoke;
+mod limits;
+mod pipes;
+pub mod registry;
+mod report;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use wasmtime::Engine;
+
+pub use cache::{ArtifactCache, write_atomic};
+pub use config::{EPOCH_TICK, SandboxConfig};
+pub use digest::{BadDigest, Digest};
+pub use error::{GuestError, GuestErrorKind, HostError, LoadError, SandboxError};
+pub use invoke::{Invocation, StepContext};
+pub use limits::{CancelHandle, Limits};
+pub use limits::{
+    DEFAULT_ARTIFACT_BYTES, DEFAULT_FUEL, DEFAULT_LOG_BYTES, DEFAULT_MEMORY_MB, DEFAULT_OUTPUT_BYTES, DEFAULT_TIMEOUT,
+};
+pub use report::{Artifact, Level, LogLine, Observer, Report, TRUNCATED_MARKER};
+
+use command::CommandGuest;
+use component::ComponentGuest;
+
+/// What a successful invocation produced.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GuestOutcome {
+    /// The step's result.
+    Done(serde_json::Value),
+    /// The guest rejects the whole run, with a reason.
+    Reject(String),
+}
+
+/// The two kinds of guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GuestKindName {
+    /// A component targeting `weft:step/step`.
+    Component,
+    /// A WASI preview-1 command.
+    Command,
+}
+
+/// What a guest says about itself (`describe`), with its schemas parsed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metadata {
+    /// The guest's name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// Its version.
+    pub version: String,
+    /// Which kind of guest.
+    pub kind: GuestKindName,
+    /// JSON Schema of its input.
+    pub input_schema: Option<serde_json::Value>,
+    /// JSON Schema of its output.
+    pub output_schema: Option<serde_json::Value>,
+}
+
+/// A loaded, prepared guest.
+pub struct Guest {
+    digest: Digest,
+    kind: Kind,
+}
+
+enum Kind {
+    Component(ComponentGuest),
+    Command(CommandGuest),
+}
+
+impl Guest {
+    /// The sha256 of its bytes.
+    pub fn digest(&self) -> Digest {
+        self.digest
+    }
+    /// Which kind of guest it is.
+    pub fn kind(&self) -> GuestKindName {
+        match self.kind {
+            Kind::Component(_) => GuestKindName::Component,
+            Kind::Command(_) => GuestKindName::Command,
+        }
+    }
+}
+
+/// The result of one invocation.
+#[derive(Debug)]
+pub struct InvokeResult {
+    /// The outcome, or why the step failed.
+    pub outcome: Result<GuestOutcome, GuestError>,
+    /// Logs, progress and artifacts.
+    pub report: Report,
+    /// Wall time of the invocation (instantiate + call).
+    pub elapsed: Duration,
+}
+
+/// The sandbox: one engine, its linkers, its cache and its loaded guests.
+pub struct Sandbox {
+    engine: Engine,
+    components: wasmtime::component::Linker<component::ComponentState>,
+    commands: wasmtime::Linker<command::CommandState>,
+    cache: ArtifactCache,
+    loaded: Mutex<HashMap<Digest, Arc<Guest>>>,
+    slots: Slots,
+}
+
+impl Sandbox {
+    /// A sandbox with `config`, caching compiled artifacts under
+    /// `cache_dir` when given.
+    pub fn new(config: SandboxConfig, cache_dir: Option<&Path>) -> Result<Self, SandboxError> {
+        let engine = config.engine()?;
+        Ok(Sandbox {
+            components: component::linker(&engine)?,
+            commands: command::linker(&engine)?,
+            cache: ArtifactCache::new(cache_dir, &engine),
+            loaded: Mutex::default(),
+            slots: Slots::new(config.max_concurrent.max(1) as usize),
+            engine,
+        })
+    }
+
+    /// The wasmtime engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The compiled-artifact cache.
+    pub fn cache(&self) -> &ArtifactCache {
+        &self.cache
+    }
+
+    /// Loads and prepares a guest (once per digest in this process).
+    pub fn load(&self, bytes: &[u8]) -> Result<Arc<Guest>, SandboxError> {
+        let digest = Digest::of(bytes);
+        if let Some(g) = self.loaded.lock().unwrap_or_else(|p| p.into_inner()).get(&digest) {
+            return Ok(g.clone());
+        }
+        let kind = match sniff(bytes)? {
+            GuestKindName::Component => {
+                let c = self.cache.component(&self.engine, &digest, bytes)?;
+                Kind::Component(ComponentGuest::prepare(&self.components, &c)?)
+            }
+            GuestKindName::Command => {
+                let m = self.cache.module(&self.engine, &digest, bytes)?;
+                Kind::Command(CommandGuest::prepare(&self.commands, &m)?)
+            }
+        };
+        let guest = Arc::new(Guest { digest, kind });
+        self.loaded.lock().unwrap_or_else(|p| p.into_inner()).insert(digest, guest.clone());
+        Ok(guest)
+    }
+
+    /// The guest's metadata: `describe` for components; commands carry
+    /// none (`None`).
+    pub fn describe(&self, guest: &Guest) -> Result<Option<Metadata>, LoadError> {
+        match &guest.kind {
+            Kind::Component(c) => {
+                let _slot = self.slots.acquire();
+                c.describe(&self.engine).map(Some)
+            }
+            Kind::Command(_) => Ok(None),
+        }
+    }
+
+    /// Runs one invocation in a fresh store. Blocks the calling thread for
+    /// at most the invocation's timeout (plus one epoch tick); call it from
+    /// a blocking-capable thread in async code.
+    pub fn invoke(&self, guest: &Guest, inv: &Invocation) -> InvokeResult {
+        let _slot = self.slots.acquire();
+        let start = Instant::now();
+        let (outcome, collector) = match &guest.kind {
+            Kind::Component(c) => c.invoke(&self.engine, inv),
+            Kind::Command(c) => c.invoke(&self.engine, inv),
+        };
+        InvokeResult { outcome, report: collector.report, elapsed: start.elapsed() }
+    }
+}
+
+/// Tells a component from a core module by the preamble; text is accepted
+/// as WAT (`(module` / `(component`).
+fn sniff(bytes: &[u8]) -> Result<GuestKindName, LoadError> {
+    if bytes.len() >= 8 && &bytes[..4] == b"\0asm" {
+        return match bytes[4..8] {
+            [1, 0, 0, 0] => Ok(GuestKindName::Command),
+            [0x0d, 0, 1, 0] => Ok(GuestKindName::Component),
+            ref v => Err(LoadError::Invalid(format!("unknown WebAssembly version/layer {v:02x?}"))),
+        };
+    }
+    let text = std::str::from_utf8(bytes).unwrap_or("").trim_start();
+    if text.starts_with("(component") {
+        return Ok(GuestKindName::Component);
+    }
+    if text.starts_with("(module") {
+        return Ok(GuestKindName::Command);
+    }
+    let shown: Vec<u8> = bytes.iter().take(8).copied().collect();
+    Err(LoadError::NotWasm(format!(
+        "it starts with {shown:02x?} instead of the \\0asm preamble (or WAT text)"
+    )))
+}
+
+/// Counts guests running at once so the pooling allocator never runs out of
+/// slots: a caller past the limit waits for a slot instead of failing.
+struct Slots {
+    free: Mutex<usize>,
+    cv: Condvar,
+}
+
+struct Slot<'a>(&'a Slots);
+
+impl Slots {
+    fn new(n: usize) -> Self {
+        Slots { free: Mutex::new(n), cv: Condvar::new() }
+    }
+    fn acquire(&self) -> Slot<'_> {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        while *free == 0 {
+            free = self.cv.wait(free).unwrap_or_else(|p| p.into_inner());
+        }
+        *free -= 1;
+        Slot(self)
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        *self.0.free.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.0.cv.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests;

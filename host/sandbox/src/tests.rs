@@ -1,0 +1,161 @@
+//! Unit tests of the sandbox with small hand-written WAT guests. The real
+//! guests (Rust, C, JS, Python) are exercised end to end in host/tests.
+
+use std::time::Duration;
+
+use super::*;
+
+/// A WASI command that writes `text` to fd `fd` and exits with `code`
+/// (or loops, or grows memory, when `body` says so).
+fn command(body: &str) -> String {
+    format!(
+        r#"(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 100) "{{\"ok\":true}}")
+  (data (i32.const 200) "not json")
+  (func $write (param $fd i32) (param $ptr i32) (param $len i32)
+    (i32.store (i32.const 0) (local.get $ptr))
+    (i32.store (i32.const 4) (local.get $len))
+    (drop (call $fd_write (local.get $fd) (i32.const 0) (i32.const 1) (i32.const 8))))
+  (func (export "_start") {body}))"#
+    )
+}
+
+fn sandbox() -> Sandbox {
+    Sandbox::new(SandboxConfig { max_concurrent: 4, ..SandboxConfig::default() }, None).expect("sandbox")
+}
+
+fn run(s: &Sandbox, wat: &str, limits: Limits) -> InvokeResult {
+    let g = s.load(wat.as_bytes()).expect("loads");
+    let mut inv = Invocation::new("{}");
+    inv.limits = limits;
+    s.invoke(&g, &inv)
+}
+
+fn err_kind(r: &InvokeResult) -> GuestErrorKind {
+    match &r.outcome {
+        Err(e) => e.kind,
+        Ok(o) => panic!("expected an error, got {o:?}"),
+    }
+}
+
+#[test]
+fn a_command_guest_returns_its_stdout_as_json() {
+    let s = sandbox();
+    let r = run(&s, &command("(call $write (i32.const 1) (i32.const 100) (i32.const 11))"), Limits::default());
+    assert_eq!(r.outcome, Ok(GuestOutcome::Done(serde_json::json!({"ok": true}))));
+}
+
+#[test]
+fn stderr_lines_become_logs_and_exit_codes_become_guest_errors() {
+    let s = sandbox();
+    let body = "(call $write (i32.const 2) (i32.const 200) (i32.const 8)) (call $exit (i32.const 3))";
+    let r = run(&s, &command(body), Limits::default());
+    assert_eq!(err_kind(&r), GuestErrorKind::GuestError);
+    let e = r.outcome.unwrap_err();
+    assert!(e.message.contains("code 3") && e.message.contains("not json"), "{}", e.message);
+    assert_eq!(r.report.logs[0].message, "not json");
+}
+
+#[test]
+fn invalid_json_output_is_invalid_output() {
+    let s = sandbox();
+    let r = run(&s, &command("(call $write (i32.const 1) (i32.const 200) (i32.const 8))"), Limits::default());
+    assert_eq!(err_kind(&r), GuestErrorKind::InvalidOutput);
+}
+
+#[test]
+fn an_infinite_loop_times_out_near_its_deadline_and_the_next_call_works() {
+    let s = sandbox();
+    let limits = Limits { fuel: None, timeout: Duration::from_millis(100), ..Limits::default() };
+    let r = run(&s, &command("(loop (br 0))"), limits);
+    assert_eq!(err_kind(&r), GuestErrorKind::Timeout);
+    assert!(r.elapsed >= Duration::from_millis(100) && r.elapsed < Duration::from_millis(600), "{:?}", r.elapsed);
+    let ok = run(&s, &command("(call $write (i32.const 1) (i32.const 100) (i32.const 11))"), Limits::default());
+    assert!(ok.outcome.is_ok());
+}
+
+#[test]
+fn an_infinite_loop_runs_out_of_fuel() {
+    let s = sandbox();
+    let limits = Limits { fuel: Some(1_000_000), ..Limits::default() };
+    let r = run(&s, &command("(loop (br 0))"), limits);
+    assert_eq!(err_kind(&r), GuestErrorKind::FuelExhausted);
+}
+
+#[test]
+fn cancel_interrupts_a_running_guest() {
+    let s = sandbox();
+    let g = s.load(command("(loop (br 0))").as_bytes()).unwrap();
+    let mut inv = Invocation::new("{}");
+    inv.limits.fuel = None;
+    let cancel = inv.cancel.clone();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        cancel.cancel();
+    });
+    let r = s.invoke(&g, &inv);
+    t.join().unwrap();
+    assert_eq!(err_kind(&r), GuestErrorKind::Canceled);
+    assert!(r.elapsed < Duration::from_secs(2));
+}
+
+#[test]
+fn growing_memory_past_the_limit_is_memory_limit() {
+    let s = sandbox();
+    let limits = Limits { memory_bytes: 2 << 20, ..Limits::default() };
+    let r = run(&s, &command("(loop (drop (memory.grow (i32.const 1))) (br 0))"), limits);
+    assert_eq!(err_kind(&r), GuestErrorKind::MemoryLimit);
+}
+
+#[test]
+fn a_stdout_flood_is_output_too_large() {
+    let s = sandbox();
+    let limits = Limits { output_bytes: 1000, ..Limits::default() };
+    let body = "(loop (call $write (i32.const 1) (i32.const 100) (i32.const 11)) (br 0))";
+    let limits = Limits { fuel: Some(10_000_000), ..limits };
+    let r = run(&s, &command(body), limits);
+    // The flood either runs out of fuel after the cap was passed or stops;
+    // either way, what the guest produced is over the cap.
+    assert_eq!(err_kind(&r), GuestErrorKind::OutputTooLarge);
+}
+
+#[test]
+fn bad_bytes_are_refused_with_a_clear_error() {
+    let s = sandbox();
+    assert!(matches!(s.load(b"hello"), Err(SandboxError::Load(LoadError::NotWasm(_)))));
+    assert!(matches!(s.load(b"\0asm\x01\0\0\0\xff"), Err(SandboxError::Load(LoadError::Invalid(_)))));
+    let no_start = "(module (func (export \"main\")))";
+    assert!(matches!(s.load(no_start.as_bytes()), Err(SandboxError::Load(LoadError::NotCommand(_)))));
+    let odd_import = "(module (import \"env\" \"f\" (func)) (func (export \"_start\")))";
+    assert!(matches!(s.load(odd_import.as_bytes()), Err(SandboxError::Load(LoadError::NotCommand(_)))));
+    let empty_component = "(component)";
+    match s.load(empty_component.as_bytes()) {
+        Err(SandboxError::Load(LoadError::WrongWorld(m))) => assert!(m.contains("run") || m.contains("describe"), "{m}"),
+        Err(other) => panic!("expected WrongWorld, got {other}"),
+        Ok(_) => panic!("expected WrongWorld, got a guest"),
+    }
+}
+
+#[test]
+fn the_cache_serves_a_second_sandbox_from_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let wat = command("(call $write (i32.const 1) (i32.const 100) (i32.const 11))");
+    let a = Sandbox::new(SandboxConfig { max_concurrent: 2, ..SandboxConfig::default() }, Some(dir.path())).unwrap();
+    a.load(wat.as_bytes()).unwrap();
+    let entries: Vec<_> = std::fs::read_dir(a.cache().dir().unwrap()).unwrap().collect();
+    assert_eq!(entries.len(), 1, "one artifact written");
+    // A differently configured engine must not share the entry.
+    let b = Sandbox::new(SandboxConfig { fuel_metering: false, max_concurrent: 2, ..SandboxConfig::default() }, Some(dir.path()))
+        .unwrap();
+    assert_ne!(a.cache().dir(), b.cache().dir());
+    // A corrupt entry is ignored and replaced, not trusted.
+    let entry = entries[0].as_ref().unwrap().path();
+    std::fs::write(&entry, b"garbage").unwrap();
+    let c = Sandbox::new(SandboxConfig { max_concurrent: 2, ..SandboxConfig::default() }, Some(dir.path())).unwrap();
+    let g = c.load(wat.as_bytes()).unwrap();
+    assert!(c.invoke(&g, &Invocation::new("{}")).outcome.is_ok());
+    assert_ne!(std::fs::read(&entry).unwrap(), b"garbage");
+}

@@ -1,0 +1,100 @@
+//! Helpers shared by the end-to-end tests: a fresh data directory per test
+//! and a way to run the real `weft` binary against it.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+/// The repository's top folder.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("host/ has a parent")
+        .to_path_buf()
+}
+
+/// What one `weft` invocation did.
+#[derive(Debug)]
+pub struct Outcome {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Outcome {
+    /// stdout parsed as JSON; panics with both streams when it is not.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| {
+            panic!("stdout is not JSON ({e}):\n--- stdout\n{}\n--- stderr\n{}", self.stdout, self.stderr)
+        })
+    }
+
+    /// Asserts the exit code, showing both streams when it differs.
+    #[track_caller]
+    pub fn expect_code(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.code, code,
+            "unexpected exit code\n--- stdout\n{}\n--- stderr\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+}
+
+/// A `weft` with its own data directory, removed when dropped.
+pub struct Weft {
+    pub dir: tempfile::TempDir,
+}
+
+impl Weft {
+    pub fn new() -> Self {
+        Weft { dir: tempfile::tempdir().expect("temp dir") }
+    }
+
+    /// The data directory this instance uses.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// A `weft` command with the data directory set and the working
+    /// directory in the temp dir (so no stray `weft.toml` is picked up).
+    pub fn cmd(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
+        cmd.env("WEFT_DATA_DIR", self.data_dir())
+            .env_remove("WEFT_CONFIG")
+            // One compiled-artifact cache for the whole suite: big guests
+            // (JS, Python) compile once, and sharing across processes is
+            // itself part of what is tested.
+            .env("WEFT_CACHE_DIR", repo_root().join("target/test-cache"))
+            .env("NO_COLOR", "1")
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs `weft ARGS...` to completion.
+    pub fn run<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> Outcome {
+        let out = self.cmd().args(args).output().expect("start weft");
+        Outcome {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// `weft step run GUEST --input INPUT [EXTRA...]`.
+    pub fn step_run(&self, guest: &Path, input: &Value, extra: &[&str]) -> Outcome {
+        let mut args: Vec<String> = vec![
+            "step".into(),
+            "run".into(),
+            guest.display().to_string(),
+            "--input".into(),
+            input.to_string(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        self.run(&args)
+    }
+}

@@ -1,0 +1,6 @@
+//! End-to-end tests of the `weft` binary, compiled as one test binary (as
+//! ripgrep does) so the suite links once. Each module covers one area; the
+//! helpers in `common` start the real binary against a fresh data directory.
+
+mod common;
+mod examples;
