@@ -1,1 +1,5 @@
-fn main() {}
+//! The `weft` binary: parse arguments, run the command, exit with its code.
+
+fn main() -> std::process::ExitCode {
+    weft::cli::main()
+}

@@ -1,0 +1,208 @@
+//! The "hostile guests" row of reliability.md: guests compiled from source
+//! (tests/guests) that loop, allocate, recurse, flood, snoop and trap. Each
+//! must fail its own invocation with the right error kind within its limit
+//! (plus a small slack), and the same sandbox must run the next invocation
+//! normally.
+
+use std::net::TcpListener;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use weft_sandbox::{
+    Guest, GuestErrorKind, GuestOutcome, InvokeResult, Invocation, Limits, Sandbox, SandboxConfig, TRUNCATED_MARKER,
+};
+
+fn sandbox() -> &'static Sandbox {
+    static S: OnceLock<Sandbox> = OnceLock::new();
+    S.get_or_init(|| Sandbox::new(SandboxConfig { max_concurrent: 8, ..Default::default() }, None).unwrap())
+}
+
+fn guest(path: &str) -> std::sync::Arc<Guest> {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    sandbox().load(&bytes).unwrap()
+}
+
+fn hostile() -> std::sync::Arc<Guest> {
+    guest(weft_test_artifacts::HOSTILE)
+}
+
+fn call(g: &Guest, input: Value, limits: Limits) -> InvokeResult {
+    let mut inv = Invocation::new(input.to_string());
+    inv.ctx.step = "s".into();
+    inv.limits = limits;
+    sandbox().invoke(g, &inv)
+}
+
+/// Asserts the error kind, then that the same guest still works.
+#[track_caller]
+fn fails_with(g: &Guest, r: &InvokeResult, kind: GuestErrorKind) -> String {
+    let e = match &r.outcome {
+        Err(e) => e.clone(),
+        Ok(o) => panic!("expected {kind}, got {o:?}"),
+    };
+    assert_eq!(e.kind, kind, "{}", e.message);
+    let next = if g.kind() == weft_sandbox::GuestKindName::Component {
+        call(g, json!({"mode": "ok"}), Limits::default())
+    } else {
+        call(g, json!({"mode": "ok"}), Limits::default())
+    };
+    assert!(next.outcome.is_ok(), "the next invocation must work: {:?}", next.outcome);
+    e.message
+}
+
+#[test]
+fn an_infinite_loop_hits_the_wall_clock_limit() {
+    let g = hostile();
+    let limits = Limits { fuel: None, timeout: Duration::from_millis(300), ..Limits::default() };
+    let r = call(&g, json!({"mode": "loop"}), limits);
+    fails_with(&g, &r, GuestErrorKind::Timeout);
+    assert!(r.elapsed >= Duration::from_millis(300), "{:?}", r.elapsed);
+    assert!(r.elapsed < Duration::from_millis(300 + 250), "slack exceeded: {:?}", r.elapsed);
+}
+
+#[test]
+fn an_infinite_loop_exhausts_its_fuel() {
+    let g = hostile();
+    let limits = Limits { fuel: Some(50_000_000), ..Limits::default() };
+    let r = call(&g, json!({"mode": "loop"}), limits);
+    fails_with(&g, &r, GuestErrorKind::FuelExhausted);
+    assert!(r.elapsed < Duration::from_secs(2), "{:?}", r.elapsed);
+}
+
+#[test]
+fn a_memory_bomb_hits_the_memory_limit() {
+    let g = hostile();
+    let limits = Limits { memory_bytes: 32 << 20, ..Limits::default() };
+    let r = call(&g, json!({"mode": "alloc"}), limits);
+    let msg = fails_with(&g, &r, GuestErrorKind::MemoryLimit);
+    assert!(msg.contains("32 MiB"), "{msg}");
+}
+
+#[test]
+fn unbounded_recursion_is_a_stack_overflow_trap() {
+    let g = hostile();
+    let r = call(&g, json!({"mode": "recurse"}), Limits::default());
+    let msg = fails_with(&g, &r, GuestErrorKind::Trap);
+    assert!(msg.contains("stack overflow"), "{msg}");
+}
+
+#[test]
+fn a_huge_result_is_output_too_large() {
+    let g = hostile();
+    // 20 MiB result against the 16 MiB default cap (memory raised so the
+    // guest can build it).
+    let limits = Limits { memory_bytes: 256 << 20, ..Limits::default() };
+    let r = call(&g, json!({"mode": "big_output", "n": 20}), limits);
+    fails_with(&g, &r, GuestErrorKind::OutputTooLarge);
+}
+
+#[test]
+fn a_100_mb_stdout_flood_is_output_too_large() {
+    let g = guest(weft_test_artifacts::HOSTILE_COMMAND);
+    let r = call(&g, json!({"mode": "flood"}), Limits::default());
+    fails_with(&g, &r, GuestErrorKind::OutputTooLarge);
+    assert!(r.elapsed < Duration::from_secs(5), "{:?}", r.elapsed);
+}
+
+#[test]
+fn host_files_are_invisible() {
+    let g = hostile();
+    let r = call(&g, json!({"mode": "read_file"}), Limits::default());
+    let msg = fails_with(&g, &r, GuestErrorKind::GuestError);
+    assert!(msg.contains("cannot read /etc/passwd"), "{msg}");
+    assert!(!msg.contains("root:"), "{msg}");
+    let c = guest(weft_test_artifacts::HOSTILE_COMMAND);
+    let r = call(&c, json!({"mode": "read_file"}), Limits::default());
+    fails_with(&c, &r, GuestErrorKind::GuestError);
+}
+
+#[test]
+fn the_host_environment_is_invisible() {
+    // SAFETY: set before any guest reads it; tests only read env vars.
+    #[allow(unsafe_code)]
+    unsafe {
+        std::env::set_var("WEFT_TEST_SECRET", "hunter2");
+    }
+    let g = hostile();
+    let r = call(&g, json!({"mode": "env"}), Limits::default());
+    assert_eq!(r.outcome, Ok(GuestOutcome::Done(json!({"env": []}))));
+    let c = guest(weft_test_artifacts::HOSTILE_COMMAND);
+    let mut inv = Invocation::new(json!({"mode": "ok"}).to_string());
+    inv.ctx.step = "snoop".into();
+    inv.ctx.run_id = "r_1".into();
+    inv.ctx.idempotency_key = "r_1/snoop/1".into();
+    let r = sandbox().invoke(&c, &inv);
+    let Ok(GuestOutcome::Done(out)) = r.outcome else { panic!("{:?}", r.outcome) };
+    let names: Vec<&str> = out["env"].as_array().unwrap().iter().map(|p| p[0].as_str().unwrap()).collect();
+    assert_eq!(names, ["WEFT_RUN_ID", "WEFT_STEP", "WEFT_ATTEMPT", "WEFT_IDEMPOTENCY_KEY", "WEFT_DEADLINE_MS"]);
+    assert_eq!(out["env"][1][1], "snoop");
+    assert_eq!(r.report.logs[0].message, "hello from the command guest");
+}
+
+#[test]
+fn sockets_are_closed() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let g = hostile();
+    let r = call(&g, json!({"mode": "socket", "addr": addr}), Limits::default());
+    let msg = fails_with(&g, &r, GuestErrorKind::GuestError);
+    assert!(msg.contains("cannot connect"), "{msg}");
+    assert!(listener.accept().is_err(), "the guest must not have reached the listener");
+}
+
+#[test]
+fn a_panic_is_a_trap_with_the_guest_message_in_the_logs() {
+    let g = hostile();
+    let r = call(&g, json!({"mode": "trap"}), Limits::default());
+    fails_with(&g, &r, GuestErrorKind::Trap);
+    assert!(
+        r.report.logs.iter().any(|l| l.message.contains("panics on purpose")),
+        "the panic message is kept: {:?}",
+        r.report.logs
+    );
+}
+
+#[test]
+fn invalid_json_is_invalid_output() {
+    let g = hostile();
+    let r = call(&g, json!({"mode": "invalid_json"}), Limits::default());
+    let msg = fails_with(&g, &r, GuestErrorKind::InvalidOutput);
+    assert!(msg.contains("{this is not json"), "{msg}");
+}
+
+#[test]
+fn a_log_flood_is_truncated_with_a_marker() {
+    let g = hostile();
+    let r = call(&g, json!({"mode": "log_flood"}), Limits::default());
+    assert_eq!(r.outcome, Ok(GuestOutcome::Done(json!({"logged": 3000}))));
+    assert!(r.report.logs_truncated);
+    assert_eq!(r.report.logs.last().unwrap().message, TRUNCATED_MARKER);
+    let kept: usize = r.report.logs.iter().map(|l| l.message.len()).sum();
+    assert!(kept <= (1 << 20) + TRUNCATED_MARKER.len(), "{kept}");
+}
+
+#[test]
+fn rejects_and_retryable_errors_come_through() {
+    let g = hostile();
+    let r = call(&g, json!({"mode": "reject"}), Limits::default());
+    assert_eq!(r.outcome, Ok(GuestOutcome::Reject("rejected on purpose".into())));
+    let r = call(&g, json!({"mode": "error"}), Limits::default());
+    let e = r.outcome.unwrap_err();
+    assert_eq!((e.kind, e.retryable, e.code.as_deref()), (GuestErrorKind::GuestError, true, Some("flaky")));
+}
+
+#[test]
+fn context_reaches_the_guest() {
+    let g = hostile();
+    let mut inv = Invocation::new(json!({"mode": "ok", "echo": [1, 2]}).to_string());
+    inv.ctx.step = "greet".into();
+    inv.ctx.attempt = 3;
+    inv.ctx.idempotency_key = "r_x/greet/3".into();
+    let r = sandbox().invoke(&g, &inv);
+    assert_eq!(
+        r.outcome,
+        Ok(GuestOutcome::Done(json!({"ok": true, "step": "greet", "attempt": 3, "key": "r_x/greet/3", "echo": [1, 2]})))
+    );
+}

@@ -1,0 +1,116 @@
+//! The command line: argument parsing, dispatch, and exit codes.
+//!
+//! Exit codes (interfaces.md): 0 success, 1 the step or run failed (or was
+//! rejected or canceled), 2 bad usage or invalid input, 3 the run is waiting
+//! for input. Errors that are the user's to fix are wrapped in [`BadInput`]
+//! and exit with 2; anything else exits with 1.
+
+mod output;
+mod plugin;
+mod step;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::Settings;
+
+/// weft: durable workflows of sandboxed WebAssembly code steps and MCP tool calls.
+#[derive(Debug, Parser)]
+#[command(name = "weft", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Configuration file (default: $WEFT_CONFIG, else ./weft.toml if present).
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Data directory (default: $WEFT_DATA_DIR, else the config's data_dir, else .weft).
+    #[arg(long, global = true, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run or inspect a single code step (a guest) outside any workflow.
+    #[command(subcommand)]
+    Step(step::StepCommand),
+    /// Register, list and inspect code plugins.
+    #[command(subcommand)]
+    Plugin(plugin::PluginCommand),
+}
+
+/// An error the user can fix: exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct BadInput(#[from] pub anyhow::Error);
+
+/// Marks `e` as the user's to fix (exit code 2).
+pub fn bad(e: impl Into<anyhow::Error>) -> anyhow::Error {
+    BadInput(e.into()).into()
+}
+
+/// What a command ends with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// 0.
+    Success,
+    /// 1: the step or run failed, was rejected or canceled.
+    Failed,
+    /// 3: the run waits for input.
+    Waiting,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(e: Exit) -> ExitCode {
+        ExitCode::from(match e {
+            Exit::Success => 0,
+            Exit::Failed => 1,
+            Exit::Waiting => 3,
+        })
+    }
+}
+
+/// Parses the process's arguments and runs the command.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    match run(cli) {
+        Ok(exit) => exit.into(),
+        Err(e) => {
+            eprintln!("error: {}", chain(&e));
+            if e.downcast_ref::<BadInput>().is_some() { ExitCode::from(2) } else { ExitCode::from(1) }
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<Exit> {
+    let settings = Settings::load(cli.config.as_deref(), cli.data_dir.as_deref()).map_err(bad)?;
+    match cli.command {
+        Command::Step(c) => step::run(&settings, c),
+        Command::Plugin(c) => plugin::run(&settings, c),
+    }
+}
+
+/// `a: b: c` from an error and its causes, without repeating a cause whose
+/// text is already included.
+fn chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let s = cause.to_string();
+        if out.contains(&s) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&s);
+    }
+    out
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("WEFT_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}

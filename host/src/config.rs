@@ -1,0 +1,189 @@
+//! `weft.toml`: where weft keeps its data and the default limits of code
+//! steps. Found at `--config FILE`, else `$WEFT_CONFIG`, else `./weft.toml`;
+//! no file is needed at all. Unknown keys are errors naming the file and
+//! line, so a typo never silently changes behaviour.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use weft_sandbox::Limits;
+
+/// The parsed configuration file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// Store, plugins and compiled cache. Relative to the config file.
+    pub data_dir: Option<PathBuf>,
+    /// `sqlite:PATH` (the default is `sqlite:<data_dir>/weft.db`).
+    pub database: Option<String>,
+    /// `normal` or `full`.
+    pub durability: Option<Durability>,
+    /// Defaults for code and tool steps.
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    /// Upstream MCP servers (used by tool steps).
+    #[serde(default)]
+    pub servers: BTreeMap<String, toml::Table>,
+}
+
+/// How hard commits are pushed to disk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// Survives a process kill (WAL, synchronous=NORMAL).
+    #[default]
+    Normal,
+    /// Survives power loss (fsync every group commit).
+    Full,
+}
+
+/// `[limits]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Fuel per code-step invocation.
+    pub fuel: Option<u64>,
+    /// Memory cap per guest, MiB.
+    pub memory_mb: Option<u64>,
+    /// Default per-attempt timeout of code steps.
+    pub code_timeout_ms: Option<u64>,
+    /// Default per-attempt timeout of tool steps.
+    pub tool_timeout_ms: Option<u64>,
+}
+
+/// A configuration problem: exit code 2.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read the configuration file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid (unknown key, wrong type, bad TOML).
+    #[error("{path}:{line}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Everything a command needs to know about where things are.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The data directory.
+    pub data_dir: PathBuf,
+    /// The compiled-artifact cache.
+    pub cache_dir: PathBuf,
+    /// The configuration file that was read, if any.
+    pub config_path: Option<PathBuf>,
+    /// The parsed file (defaults when there is none).
+    pub file: ConfigFileShared,
+}
+
+/// The parsed file, shareable.
+pub type ConfigFileShared = std::sync::Arc<ConfigFile>;
+
+impl Settings {
+    /// Resolves settings: `data_dir_flag` > `$WEFT_DATA_DIR` > the file's
+    /// `data_dir` > `.weft`; the cache is `$WEFT_CACHE_DIR` or
+    /// `<data_dir>/cache`.
+    pub fn load(config_flag: Option<&Path>, data_dir_flag: Option<&Path>) -> Result<Settings, ConfigError> {
+        let env_config = std::env::var_os("WEFT_CONFIG").map(PathBuf::from);
+        let candidate = config_flag.map(Path::to_path_buf).or(env_config);
+        let (config_path, file) = match candidate {
+            Some(p) => {
+                let f = read_file(&p)?;
+                (Some(p), f)
+            }
+            None if Path::new("weft.toml").exists() => {
+                let p = PathBuf::from("weft.toml");
+                let f = read_file(&p)?;
+                (Some(p), f)
+            }
+            None => (None, ConfigFile::default()),
+        };
+        let base = config_path.as_ref().and_then(|p| p.parent()).map(Path::to_path_buf).unwrap_or_default();
+        let data_dir = data_dir_flag
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::var_os("WEFT_DATA_DIR").map(PathBuf::from))
+            .or_else(|| file.data_dir.as_ref().map(|d| base.join(d)))
+            .unwrap_or_else(|| PathBuf::from(".weft"));
+        let cache_dir =
+            std::env::var_os("WEFT_CACHE_DIR").map(PathBuf::from).unwrap_or_else(|| data_dir.join("cache"));
+        Ok(Settings { data_dir, cache_dir, config_path, file: std::sync::Arc::new(file) })
+    }
+
+    /// Default limits of a code step, from `[limits]`.
+    pub fn code_limits(&self) -> Limits {
+        let mut l = Limits::default();
+        let c = &self.file.limits;
+        if let Some(f) = c.fuel {
+            l.fuel = Some(f);
+        }
+        if let Some(m) = c.memory_mb {
+            l.memory_bytes = (m as usize) << 20;
+        }
+        if let Some(t) = c.code_timeout_ms {
+            l.timeout = Duration::from_millis(t);
+        }
+        l
+    }
+}
+
+fn read_file(path: &Path) -> Result<ConfigFile, ConfigError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+    parse(path, &text)
+}
+
+/// Parses `text` (the content of `path`), mapping errors to file:line.
+pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, ConfigError> {
+    toml::from_str(text).map_err(|e| {
+        let line = e.span().map(|s| text[..s.start.min(text.len())].lines().count().max(1)).unwrap_or(1);
+        ConfigError::Invalid { path: path.to_path_buf(), line, message: e.message().to_string() }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_name_the_file_and_line() {
+        let text = "data_dir = \"x\"\n[limits]\nfuel = 5\nfule = 6\n";
+        let err = parse(Path::new("weft.toml"), text).unwrap_err().to_string();
+        assert!(err.starts_with("weft.toml:4:"), "{err}");
+        assert!(err.contains("fule"), "{err}");
+    }
+
+    #[test]
+    fn the_spec_example_parses() {
+        let text = r#"
+data_dir = ".weft"
+database = "sqlite:.weft/weft.db"
+durability = "normal"
+[limits]
+fuel = 1_000_000_000
+memory_mb = 64
+code_timeout_ms = 10000
+tool_timeout_ms = 30000
+[servers.everything]
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-everything"]
+"#;
+        let c = parse(Path::new("weft.toml"), text).unwrap();
+        assert_eq!(c.limits.memory_mb, Some(64));
+        assert_eq!(c.durability, Some(Durability::Normal));
+        assert!(c.servers.contains_key("everything"));
+    }
+}

@@ -1,0 +1,93 @@
+//! A hostile component guest, written against the raw WIT bindings (not the
+//! SDK) so the sandbox is tested independently of it. The input's `mode`
+//! picks the misbehaviour; `fib` is an honest workload for benchmarks.
+
+wit_bindgen::generate!({ path: "../../../wit", world: "weft:step/step" });
+
+use serde_json::{Value, json};
+use weft::step::host::{Level, log, progress};
+
+struct Hostile;
+
+fn done(v: Value) -> Result<Outcome, StepError> {
+    Ok(Outcome::Done(v.to_string()))
+}
+
+fn err(code: &str, message: String) -> Result<Outcome, StepError> {
+    Err(StepError { code: code.into(), message, retryable: false })
+}
+
+fn fib(n: u64) -> u64 {
+    if n < 2 { n } else { fib(n - 1) + fib(n - 2) }
+}
+
+fn recurse(n: u64) -> u64 {
+    if n == 0 { 0 } else { 1 + recurse(std::hint::black_box(n - 1)) }
+}
+
+impl Guest for Hostile {
+    fn describe() -> Metadata {
+        Metadata {
+            name: "hostile".into(),
+            description: "misbehaves on request".into(),
+            version: "0.1.0".into(),
+            input_schema: Some(r#"{"type":"object","required":["mode"]}"#.into()),
+            output_schema: None,
+        }
+    }
+
+    fn run(ctx: Context, input: String) -> Result<Outcome, StepError> {
+        let input: Value = match serde_json::from_str(&input) {
+            Ok(v) => v,
+            Err(e) => return err("invalid_input", e.to_string()),
+        };
+        let n = input["n"].as_u64().unwrap_or(10);
+        match input["mode"].as_str().unwrap_or("") {
+            "ok" => done(json!({"ok": true, "step": ctx.step, "attempt": ctx.attempt,
+                                "key": ctx.idempotency_key, "echo": input["echo"]})),
+            "fib" => done(json!(fib(n))),
+            "loop" => {
+                let mut i: u64 = 0;
+                loop {
+                    i = std::hint::black_box(i.wrapping_add(1));
+                }
+            }
+            "alloc" => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(vec![1u8; 1 << 20]);
+                    std::hint::black_box(&hoard);
+                }
+            }
+            "recurse" => done(json!(recurse(u64::MAX))),
+            "big_output" => done(Value::String("a".repeat((n as usize) << 20))),
+            "read_file" => match std::fs::read_to_string("/etc/passwd") {
+                Ok(text) => done(json!({"read": text})),
+                Err(e) => err("io", format!("cannot read /etc/passwd: {e}")),
+            },
+            "env" => done(json!({"env": std::env::vars().collect::<Vec<_>>()})),
+            "socket" => {
+                let addr = input["addr"].as_str().unwrap_or("127.0.0.1:9");
+                match std::net::TcpStream::connect(addr) {
+                    Ok(_) => done(json!({"connected": addr})),
+                    Err(e) => err("net", format!("cannot connect to {addr}: {e}")),
+                }
+            }
+            "trap" => panic!("the hostile guest panics on purpose"),
+            "invalid_json" => Ok(Outcome::Done("{this is not json".into())),
+            "reject" => Ok(Outcome::Reject("rejected on purpose".into())),
+            "error" => Err(StepError { code: "flaky".into(), message: "try again".into(), retryable: true }),
+            "log_flood" => {
+                let line = "x".repeat(1000);
+                for _ in 0..3000 {
+                    log(Level::Info, &line);
+                }
+                progress("flooded");
+                done(json!({"logged": 3000}))
+            }
+            other => err("invalid_input", format!("unknown mode `{other}`")),
+        }
+    }
+}
+
+export!(Hostile);
