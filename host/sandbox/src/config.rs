@@ -15,6 +15,10 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(2);
 /// How the sandbox's engine is built.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxConfig {
+    /// Check epoch deadlines in compiled code (timeouts and cancellation).
+    /// Always on in weft; turning it off exists only to measure its cost
+    /// (benchmark W2): without it a guest cannot be stopped.
+    pub epoch_interruption: bool,
     /// Meter fuel so `Limits::fuel` is enforced (+~11–14% on compute-heavy
     /// guests). When false, fuel limits are refused.
     pub fuel_metering: bool,
@@ -29,7 +33,7 @@ pub struct SandboxConfig {
 
 impl Default for SandboxConfig {
     fn default() -> Self {
-        SandboxConfig { fuel_metering: true, pooling: true, max_concurrent: 64, max_memory_mb: 4096 }
+        SandboxConfig { epoch_interruption: true, fuel_metering: true, pooling: true, max_concurrent: 64, max_memory_mb: 4096 }
     }
 }
 
@@ -38,7 +42,7 @@ impl SandboxConfig {
     /// so each configuration has its own compiled-artifact cache folder.
     pub fn engine(&self) -> Result<Engine, HostError> {
         let mut config = Config::new();
-        config.epoch_interruption(true);
+        config.epoch_interruption(self.epoch_interruption);
         config.consume_fuel(self.fuel_metering);
         config.wasm_component_model(true);
         config.cranelift_opt_level(wasmtime::OptLevel::Speed);
@@ -62,7 +66,9 @@ impl SandboxConfig {
             config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         }
         let engine = Engine::new(&config).map_err(|e| HostError::Engine(format!("{e:#}")))?;
-        start_ticker(&engine)?;
+        if self.epoch_interruption {
+            start_ticker(&engine)?;
+        }
         Ok(engine)
     }
 }

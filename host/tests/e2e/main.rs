@@ -4,3 +4,5 @@
 
 mod common;
 mod examples;
+mod plugins;
+mod step_cli;

@@ -1,0 +1,34 @@
+//! The durable scheduler: state machine, retry policy, recovery; sees only traits.
+//!
+//! - [`state`]: the one state machine of runs, steps and attempts.
+//! - [`store`]: the persistence seam ([`store::Store`]), [`memstore`] for tests.
+//! - [`runner`]: the seam that does code and tool steps ([`runner::StepRunner`]).
+//! - [`clock`], [`rng`]: injected time and randomness.
+//! - [`retry`]: retry decisions and delays.
+//! - [`scheduler`]: the [`Engine`] that creates, drives, recovers and cancels runs.
+//! - [`view`]: the `runs show --json` shape.
+
+pub mod cancel;
+pub mod clock;
+pub mod error;
+pub mod ids;
+pub mod memstore;
+pub mod model_glue;
+pub mod retry;
+pub mod rng;
+pub mod runner;
+pub mod scheduler;
+pub mod state;
+pub mod store;
+pub mod view;
+
+pub use cancel::CancelToken;
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::{ErrorKind, StepError};
+pub use ids::{AttemptNo, ItemIndex, RunId, Seq};
+pub use memstore::MemStore;
+pub use rng::{Rng, SeededRng};
+pub use runner::{EventSink, StepFailure, StepOutput, StepRequest, StepRunner};
+pub use scheduler::{Engine, EngineConfig, EngineError, RunOptions};
+pub use state::{RunState, StepState, TransitionRefused};
+pub use store::{Batch, RunRecord, Store, StoreError, Write};

@@ -1,0 +1,361 @@
+//! An in-memory [`Store`], for unit tests of the scheduler. It applies the
+//! same rules as the SQLite store: batches are atomic, state writes are
+//! compare-and-set, attempts and event seqs are unique.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::Value;
+
+use crate::ids::{RunId, Seq};
+use crate::state::AttemptState;
+use crate::store::*;
+
+#[derive(Default)]
+struct Inner {
+    runs: BTreeMap<RunId, RunRecord>,
+    events: HashMap<RunId, Vec<NewEvent>>,
+    templates: BTreeMap<String, Vec<TemplateRecord>>,
+}
+
+/// See the module docs.
+#[derive(Default)]
+pub struct MemStore {
+    inner: Mutex<Inner>,
+    commits: AtomicU64,
+    fail_next: Mutex<Option<StoreError>>,
+}
+
+impl MemStore {
+    pub fn new() -> Self {
+        MemStore::default()
+    }
+
+    /// How many batches were committed.
+    pub fn commits(&self) -> u64 {
+        self.commits.load(Ordering::SeqCst)
+    }
+
+    /// Make the next commit fail with `err` (nothing applied).
+    pub fn fail_next_commit(&self, err: StoreError) {
+        *self.fail_next.lock().unwrap() = Some(err);
+    }
+
+    /// Every write of every committed batch, for assertions.
+    pub fn all_events(&self, run: &RunId) -> Vec<NewEvent> {
+        self.inner.lock().unwrap().events.get(run).cloned().unwrap_or_default()
+    }
+
+    fn apply(inner: &mut Inner, batch: &Batch) -> Result<(), StoreError> {
+        // Stage every touched run and log, apply, then swap in.
+        let mut runs: HashMap<RunId, Option<RunRecord>> = HashMap::new();
+        let mut events: HashMap<RunId, Vec<NewEvent>> = HashMap::new();
+        for w in &batch.writes {
+            let id = w.run_id().clone();
+            runs.entry(id.clone()).or_insert_with(|| inner.runs.get(&id).cloned());
+            events.entry(id.clone()).or_insert_with(|| inner.events.get(&id).cloned().unwrap_or_default());
+        }
+        for w in &batch.writes {
+            let id = w.run_id();
+            let slot = runs.get_mut(id).expect("staged");
+            apply_write(slot, events.get_mut(id).expect("staged"), w)?;
+        }
+        for (id, r) in runs {
+            if let Some(r) = r {
+                inner.runs.insert(id, r);
+            }
+        }
+        inner.events.extend(events);
+        Ok(())
+    }
+}
+
+fn missing(what: &str) -> StoreError {
+    StoreError::Conflict(format!("{what} does not exist"))
+}
+
+/// The reference semantics of one write against one run.
+pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut Vec<NewEvent>, w: &Write) -> Result<(), StoreError> {
+    match w {
+        Write::CreateRun { run, steps } => {
+            if slot.is_some() {
+                return Err(StoreError::Conflict(format!("run {} exists", run.id)));
+            }
+            *slot = Some(RunRecord {
+                id: run.id.clone(),
+                template: run.template.clone(),
+                version: run.version,
+                state: crate::state::RunState::Submitted,
+                definition: run.definition.clone(),
+                input: run.input.clone(),
+                output: None,
+                error: None,
+                parent: run.parent.clone(),
+                depth: run.depth,
+                concurrency_key: run.concurrency_key.clone(),
+                created_at: run.created_at,
+                updated_at: run.created_at,
+                deadline_at: run.deadline_at,
+                steps: steps
+                    .iter()
+                    .map(|n| StepRecord {
+                        name: n.clone(),
+                        state: crate::state::StepState::Pending,
+                        attempts: 0,
+                        output: None,
+                        error: None,
+                        started_at: None,
+                        ended_at: None,
+                        next_attempt_at: None,
+                    })
+                    .collect(),
+                attempts: vec![],
+                last_seq: Seq::ZERO,
+            });
+        }
+        Write::RunState { run, from, to, output, error, at } => {
+            let r = slot.as_mut().ok_or_else(|| missing(&format!("run {run}")))?;
+            if r.state != *from {
+                return Err(StoreError::Conflict(format!("run {run} is {} not {from}", r.state)));
+            }
+            r.state = *to;
+            r.output = output.clone();
+            r.error = error.clone();
+            r.updated_at = *at;
+        }
+        Write::StepState { run, step, from, to, output, error, next_attempt_at, at } => {
+            let r = slot.as_mut().ok_or_else(|| missing(&format!("run {run}")))?;
+            let s = r.steps.iter_mut().find(|s| s.name == *step).ok_or_else(|| missing(&format!("step {run}/{step}")))?;
+            if s.state != *from {
+                return Err(StoreError::Conflict(format!("step {run}/{step} is {} not {from}", s.state)));
+            }
+            s.state = *to;
+            s.output = output.clone();
+            s.error = error.clone();
+            s.next_attempt_at = *next_attempt_at;
+            if *to == crate::state::StepState::Running && s.started_at.is_none() {
+                s.started_at = Some(*at);
+            }
+            if to.is_terminal() {
+                s.ended_at = Some(*at);
+            }
+            r.updated_at = *at;
+        }
+        Write::StartAttempt { run, step, item, attempt, lease_until, at } => {
+            let r = slot.as_mut().ok_or_else(|| missing(&format!("run {run}")))?;
+            if r.attempts.iter().any(|a| a.step == *step && a.item == *item && (a.attempt == *attempt || a.state == AttemptState::Running)) {
+                return Err(StoreError::Conflict(format!("attempt {attempt} of {run}/{step} exists or another is running")));
+            }
+            let s = r.steps.iter_mut().find(|s| s.name == *step).ok_or_else(|| missing(&format!("step {run}/{step}")))?;
+            s.attempts += 1;
+            r.attempts.push(AttemptRecord {
+                step: step.clone(),
+                item: *item,
+                attempt: *attempt,
+                state: AttemptState::Running,
+                lease_until: *lease_until,
+                started_at: *at,
+                ended_at: None,
+                output: None,
+                error: None,
+            });
+            let order: HashMap<&str, usize> = r.steps.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
+            let mut atts = std::mem::take(&mut r.attempts);
+            atts.sort_by_key(|a| (order.get(a.step.as_str()).copied(), a.item, a.attempt));
+            r.attempts = atts;
+            r.updated_at = *at;
+        }
+        Write::FinishAttempt { run, step, item, attempt, state, output, error, at } => {
+            let r = slot.as_mut().ok_or_else(|| missing(&format!("run {run}")))?;
+            let a = r
+                .attempts
+                .iter_mut()
+                .find(|a| a.step == *step && a.item == *item && a.attempt == *attempt)
+                .ok_or_else(|| missing(&format!("attempt {attempt} of {run}/{step}")))?;
+            a.state = a.state.finish(*state).map_err(|e| StoreError::Conflict(e.to_string()))?;
+            a.output = output.clone();
+            a.error = error.clone();
+            a.ended_at = Some(*at);
+            r.updated_at = *at;
+        }
+        Write::Event(e) => {
+            let r = slot.as_mut().ok_or_else(|| missing(&format!("run {}", e.run)))?;
+            if log.iter().any(|x| x.seq == e.seq) {
+                return Err(StoreError::Conflict(format!("event {} of {} exists", e.seq.0, e.run)));
+            }
+            let pos = log.partition_point(|x| x.seq < e.seq);
+            log.insert(pos, e.clone());
+            r.last_seq = r.last_seq.max(e.seq);
+        }
+    }
+    Ok(())
+}
+
+#[async_trait::async_trait]
+impl Store for MemStore {
+    async fn commit(&self, batch: Batch) -> Result<(), StoreError> {
+        if let Some(e) = self.fail_next.lock().unwrap().take() {
+            return Err(e);
+        }
+        let mut inner = self.inner.lock().unwrap();
+        MemStore::apply(&mut inner, &batch)?;
+        self.commits.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    async fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
+        Ok(self.inner.lock().unwrap().runs.get(id).cloned())
+    }
+
+    async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
+        let inner = self.inner.lock().unwrap();
+        let it = inner.runs.values().rev().filter(|r| filter.matches(r.state, &r.template)).map(|r| RunSummary {
+            id: r.id.clone(),
+            template: r.template.clone(),
+            version: r.version,
+            state: r.state,
+            parent: r.parent.clone(),
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        });
+        Ok(it.take(filter.limit.unwrap_or(usize::MAX)).collect())
+    }
+
+    async fn events_after(&self, run: &RunId, after: Seq, limit: usize) -> Result<Vec<EventRecord>, StoreError> {
+        let inner = self.inner.lock().unwrap();
+        Ok(inner
+            .events
+            .get(run)
+            .map(|l| l.iter().filter(|e| e.seq > after).take(limit).cloned().collect())
+            .unwrap_or_default())
+    }
+
+    async fn unfinished_runs(&self) -> Result<Vec<RunId>, StoreError> {
+        let inner = self.inner.lock().unwrap();
+        Ok(inner.runs.values().filter(|r| !r.state.is_terminal()).map(|r| r.id.clone()).collect())
+    }
+
+    async fn expired_leases(&self, now_ms: i64) -> Result<Vec<ExpiredLease>, StoreError> {
+        let inner = self.inner.lock().unwrap();
+        Ok(inner
+            .runs
+            .values()
+            .filter(|r| !r.state.is_terminal())
+            .flat_map(|r| {
+                r.attempts.iter().filter(|a| a.state == AttemptState::Running && a.lease_until < now_ms).map(|a| ExpiredLease {
+                    run: r.id.clone(),
+                    step: a.step.clone(),
+                    item: a.item,
+                    attempt: a.attempt,
+                    lease_until: a.lease_until,
+                })
+            })
+            .collect())
+    }
+
+    async fn save_template(&self, name: &str, definition: &Value, at: i64) -> Result<u32, StoreError> {
+        let mut inner = self.inner.lock().unwrap();
+        let versions = inner.templates.entry(name.to_string()).or_default();
+        let v = versions.last().map(|t| t.version + 1).unwrap_or(1);
+        versions.push(TemplateRecord { name: name.to_string(), version: v, definition: definition.clone(), created_at: at });
+        Ok(v)
+    }
+
+    async fn template(&self, name: &str, version: Option<u32>) -> Result<Option<TemplateRecord>, StoreError> {
+        let inner = self.inner.lock().unwrap();
+        let Some(vs) = inner.templates.get(name) else { return Ok(None) };
+        Ok(match version {
+            None => vs.last().cloned(),
+            Some(v) => vs.iter().find(|t| t.version == v).cloned(),
+        })
+    }
+
+    async fn list_templates(&self) -> Result<Vec<TemplateRecord>, StoreError> {
+        let inner = self.inner.lock().unwrap();
+        Ok(inner.templates.values().filter_map(|v| v.last().cloned()).collect())
+    }
+
+    async fn delete_template(&self, name: &str) -> Result<u32, StoreError> {
+        let mut inner = self.inner.lock().unwrap();
+        Ok(inner.templates.remove(name).map(|v| v.len() as u32).unwrap_or(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{AttemptNo, ItemIndex};
+    use crate::rng::SeededRng;
+    use crate::state::{RunState, StepState};
+    use serde_json::json;
+
+    fn new_run(id: &RunId) -> Write {
+        Write::CreateRun {
+            run: NewRun {
+                id: id.clone(),
+                template: "t".into(),
+                version: Some(1),
+                definition: json!({"name": "t"}),
+                input: json!({"a": 1}),
+                parent: None,
+                depth: 0,
+                concurrency_key: None,
+                created_at: 10,
+                deadline_at: None,
+            },
+            steps: vec!["a".into(), "b".into()],
+        }
+    }
+
+    #[tokio::test]
+    async fn failed_batch_leaves_no_trace() {
+        let s = MemStore::new();
+        let id = RunId::generate(1, &SeededRng::new(1));
+        let mut b = Batch::new();
+        b.push(new_run(&id));
+        b.push(Write::RunState { run: id.clone(), from: RunState::Working, to: RunState::Completed, output: None, error: None, at: 11 });
+        assert!(matches!(s.commit(b).await, Err(StoreError::Conflict(_))));
+        assert!(s.run(&id).await.unwrap().is_none());
+        assert_eq!(s.commits(), 0);
+    }
+
+    #[tokio::test]
+    async fn attempts_unique_and_cas() {
+        let s = MemStore::new();
+        let id = RunId::generate(1, &SeededRng::new(1));
+        s.commit(Batch { writes: vec![new_run(&id)] }).await.unwrap();
+        let start = |n: u32| Write::StartAttempt {
+            run: id.clone(),
+            step: "a".into(),
+            item: Some(ItemIndex(0)),
+            attempt: AttemptNo::new(n).unwrap(),
+            lease_until: 100,
+            at: 12,
+        };
+        s.commit(Batch { writes: vec![start(1)] }).await.unwrap();
+        // a second running attempt of the same unit is refused
+        assert!(s.commit(Batch { writes: vec![start(2)] }).await.is_err());
+        let st = Write::StepState { run: id.clone(), step: "a".into(), from: StepState::Pending, to: StepState::Running, output: None, error: None, next_attempt_at: None, at: 12 };
+        s.commit(Batch { writes: vec![st.clone()] }).await.unwrap();
+        assert!(s.commit(Batch { writes: vec![st] }).await.is_err(), "the same transition twice is refused");
+        assert_eq!(s.expired_leases(101).await.unwrap().len(), 1);
+        assert_eq!(s.expired_leases(100).await.unwrap().len(), 0);
+        let r = s.run(&id).await.unwrap().unwrap();
+        assert_eq!(r.steps[0].state, StepState::Running);
+        assert_eq!(r.steps[0].attempts, 1);
+        assert_eq!(r.steps[0].started_at, Some(12));
+    }
+
+    #[tokio::test]
+    async fn templates_version() {
+        let s = MemStore::new();
+        assert_eq!(s.save_template("x", &json!(1), 1).await.unwrap(), 1);
+        assert_eq!(s.save_template("x", &json!(2), 2).await.unwrap(), 2);
+        assert_eq!(s.template("x", None).await.unwrap().unwrap().definition, json!(2));
+        assert_eq!(s.template("x", Some(1)).await.unwrap().unwrap().definition, json!(1));
+        assert_eq!(s.list_templates().await.unwrap().len(), 1);
+        assert_eq!(s.delete_template("x").await.unwrap(), 2);
+        assert!(s.template("x", None).await.unwrap().is_none());
+    }
+}

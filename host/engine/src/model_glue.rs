@@ -1,0 +1,34 @@
+//! The one place the engine names `weft-model` items, so a change of the
+//! model's shape touches one file.
+
+pub use weft_model::{
+    Action, Condition, Definition, EdgeOn, ErrorKind, Graph, Join, Limits, Problem, Problems, RetryPolicy, Scope, Step,
+    StepStatus, StepView,
+};
+
+use serde_json::Value;
+
+use crate::state::StepState;
+
+/// Parse and validate a stored definition (a run's pinned plan).
+pub fn parse_definition(v: &Value) -> Result<Definition, Problems> {
+    weft_model::from_value(v, &weft_model::NoSchemas).map_err(Problems)
+}
+
+/// Check a run input against the definition's `input_schema`.
+pub fn check_input(def: &Definition, input: &Value) -> Result<(), Problems> {
+    weft_model::validate_input(def, input).map_err(Problems)
+}
+
+pub fn status_of(s: StepState) -> StepStatus {
+    match s {
+        StepState::Pending => StepStatus::Pending,
+        StepState::Running => StepStatus::Running,
+        StepState::Waiting => StepStatus::Waiting,
+        StepState::Retrying => StepStatus::Retrying,
+        StepState::Succeeded => StepStatus::Succeeded,
+        StepState::Failed => StepStatus::Failed,
+        StepState::Skipped => StepStatus::Skipped,
+        StepState::Canceled => StepStatus::Canceled,
+    }
+}

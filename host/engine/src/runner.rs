@@ -1,0 +1,89 @@
+//! The seam that does a step: code steps go to the sandbox, tool steps to
+//! the MCP client pool. The engine itself handles `return`, `when` and
+//! `for_each` and never calls a runner for them.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+pub use crate::cancel::CancelToken;
+use crate::error::{ErrorKind, StepError};
+use crate::ids::{AttemptNo, ItemIndex, RunId};
+use crate::model_glue::{Action, Limits};
+
+/// Progress and log lines of a running attempt, appended to the run's
+/// event log (best effort: they never fail the step).
+pub trait EventSink: Send + Sync {
+    /// `{"progress": p, "total": t, "message": m}`-like data.
+    fn progress(&self, data: Value);
+    fn log(&self, line: String);
+}
+
+/// A sink that drops everything.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoEvents;
+
+impl EventSink for NoEvents {
+    fn progress(&self, _: Value) {}
+    fn log(&self, _: String) {}
+}
+
+/// One attempt of one step (or one item of a `for_each` step).
+#[derive(Clone)]
+pub struct StepRequest {
+    pub run: RunId,
+    pub step: String,
+    pub item: Option<ItemIndex>,
+    pub attempt: AttemptNo,
+    /// `<run_id>/<step>[/<item>]/<attempt>`
+    pub idempotency_key: String,
+    /// The attempt's deadline, ms since epoch (the engine also enforces it).
+    pub deadline_ms: Option<i64>,
+    pub action: Action,
+    /// The step's `input` with every ref resolved.
+    pub input: Value,
+    pub limits: Option<Limits>,
+    pub events: Arc<dyn EventSink>,
+}
+
+impl std::fmt::Debug for StepRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepRequest")
+            .field("key", &self.idempotency_key)
+            .field("action", &self.action.key())
+            .field("input", &self.input)
+            .field("deadline_ms", &self.deadline_ms)
+            .finish()
+    }
+}
+
+/// What a successful attempt produced.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepOutput {
+    /// The step's output value.
+    Done(Value),
+    /// The guest rejects the whole run, with a reason: the run ends `rejected`.
+    Reject(String),
+}
+
+/// A failed attempt.
+pub type StepFailure = StepError;
+
+impl StepError {
+    pub fn timeout(message: impl Into<String>) -> Self {
+        StepError::new(ErrorKind::Timeout, message, true)
+    }
+    pub fn canceled(message: impl Into<String>) -> Self {
+        StepError::new(ErrorKind::Canceled, message, false)
+    }
+}
+
+/// Does code and tool steps.
+#[async_trait::async_trait]
+pub trait StepRunner: Send + Sync + 'static {
+    /// Run one attempt. When `cancel` fires the runner should stop as soon
+    /// as it can (interrupt the guest, send `notifications/cancelled`); the
+    /// engine stops waiting for it at once either way and records the
+    /// attempt as canceled.
+    async fn run(&self, req: StepRequest, cancel: CancelToken) -> Result<StepOutput, StepFailure>;
+}

@@ -1,0 +1,284 @@
+//! The scheduler: creates runs, drives each unfinished run with one task
+//! (`driver`), recovers after a crash, cancels. It sees only the [`Store`],
+//! [`StepRunner`], [`Clock`] and [`Rng`] traits.
+
+mod attempt;
+mod driver;
+mod scope;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinHandle;
+
+use crate::cancel::CancelToken;
+use crate::clock::Clock;
+use crate::ids::{RunId, Seq};
+use crate::model_glue::{Action, Definition, Problems, check_input};
+use crate::rng::Rng;
+use crate::runner::StepRunner;
+use crate::state::{RunState, TransitionRefused};
+use crate::store::{Batch, NewEvent, NewRun, RunRecord, Store, StoreError, Write};
+
+/// Knobs of the scheduler.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Attempts running at once, across all runs.
+    pub max_concurrency: usize,
+    /// A lease lasts the attempt's timeout plus this slack.
+    pub lease_slack_ms: u64,
+    /// The lease of an attempt without a timeout.
+    pub default_lease_ms: u64,
+    /// How often a retryable store error (busy, I/O) is retried.
+    pub commit_retries: u32,
+    /// After a run ends, how long (real time) its canceled attempts get to
+    /// wind down before they are dropped.
+    pub cancel_grace_ms: u64,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            max_concurrency: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).max(1) * 4,
+            lease_slack_ms: 30_000,
+            default_lease_ms: 300_000,
+            commit_retries: 5,
+            cancel_grace_ms: 2_000,
+        }
+    }
+}
+
+/// How a run is created.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// The template's name (default: the definition's `name`).
+    pub template: Option<String>,
+    /// The template's version (default: the definition's `version`).
+    pub version: Option<u32>,
+    pub parent: Option<RunId>,
+    pub depth: u32,
+    pub concurrency_key: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The input does not match `input_schema` (nothing was stored).
+    #[error("invalid input: {0}")]
+    Invalid(Problems),
+    /// A definition uses something this engine does not run yet.
+    #[error("not yet supported: {0}")]
+    Unsupported(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("no run {0}")]
+    NotFound(RunId),
+    #[error(transparent)]
+    Transition(#[from] TransitionRefused),
+    #[error("the run's stored plan does not load: {0}")]
+    Plan(String),
+}
+
+struct Active {
+    generation: u64,
+    cancel: CancelToken,
+    done: watch::Receiver<bool>,
+    task: JoinHandle<()>,
+}
+
+pub(crate) struct Shared {
+    pub store: Arc<dyn Store>,
+    pub runner: Arc<dyn StepRunner>,
+    pub clock: Arc<dyn Clock>,
+    pub rng: Arc<dyn Rng>,
+    pub config: EngineConfig,
+    pub permits: Arc<Semaphore>,
+    active: Mutex<HashMap<RunId, Active>>,
+    generation: std::sync::atomic::AtomicU64,
+}
+
+/// The scheduler. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct Engine {
+    sh: Arc<Shared>,
+}
+
+impl Engine {
+    pub fn new(
+        store: Arc<dyn Store>,
+        runner: Arc<dyn StepRunner>,
+        clock: Arc<dyn Clock>,
+        rng: Arc<dyn Rng>,
+        config: EngineConfig,
+    ) -> Self {
+        let permits = Arc::new(Semaphore::new(config.max_concurrency.max(1)));
+        Engine { sh: Arc::new(Shared { store, runner, clock, rng, config, permits, active: Mutex::new(HashMap::new()), generation: Default::default() }) }
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.sh.store
+    }
+
+    /// Refuse what this engine cannot execute yet (before anything is stored).
+    pub fn check_supported(def: &Definition) -> Result<(), EngineError> {
+        for s in &def.steps {
+            match &s.action {
+                Action::Code(_) | Action::Tool(_) | Action::Return => {}
+                other => {
+                    return Err(EngineError::Unsupported(format!("step `{}`: action `{}`", s.name, other.key())));
+                }
+            }
+            if s.transform.is_some() {
+                return Err(EngineError::Unsupported(format!("step `{}`: `transform`", s.name)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Validate the input, then commit the run (`submitted`) with every step
+    /// `pending` in one batch. Returns its id; nothing runs until [`Engine::start`].
+    pub async fn create_run(&self, def: &Definition, input: Value, opts: RunOptions) -> Result<RunId, EngineError> {
+        Self::check_supported(def)?;
+        check_input(def, &input).map_err(EngineError::Invalid)?;
+        let now = self.sh.clock.now_ms();
+        let id = RunId::generate(now, self.sh.rng.as_ref());
+        let definition = serde_json::to_value(def).map_err(|e| EngineError::Plan(e.to_string()))?;
+        let run = NewRun {
+            id: id.clone(),
+            template: opts.template.unwrap_or_else(|| def.name.clone()),
+            version: opts.version.or(Some(def.version)),
+            definition,
+            input,
+            parent: opts.parent,
+            depth: opts.depth,
+            concurrency_key: opts.concurrency_key,
+            created_at: now,
+            deadline_at: def.timeout_ms.map(|t| now.saturating_add(t.min(i64::MAX as u64) as i64)),
+        };
+        let mut batch = Batch::new();
+        batch.push(Write::CreateRun { run, steps: def.steps.iter().map(|s| s.name.clone()).collect() });
+        batch.push(Write::Event(NewEvent {
+            run: id.clone(),
+            seq: Seq(1),
+            at: now,
+            kind: "run.submitted".into(),
+            step: None,
+            item: None,
+            data: serde_json::json!({"state": "submitted"}),
+        }));
+        self.sh.store.commit(batch).await?;
+        Ok(id)
+    }
+
+    /// Create a run and start driving it.
+    pub async fn submit(&self, def: &Definition, input: Value, opts: RunOptions) -> Result<RunId, EngineError> {
+        let id = self.create_run(def, input, opts).await?;
+        self.start_with(&id, Some(Arc::new(def.clone())));
+        Ok(id)
+    }
+
+    /// Start driving a stored run (no-op when it is already driven).
+    pub fn start(&self, id: &RunId) {
+        self.start_with(id, None);
+    }
+
+    fn start_with(&self, id: &RunId, def: Option<Arc<Definition>>) {
+        let mut active = self.sh.active.lock().unwrap();
+        if let Some(a) = active.get(id)
+            && !*a.done.borrow()
+        {
+            return;
+        }
+        let cancel = CancelToken::new();
+        let (tx, rx) = watch::channel(false);
+        let sh = self.sh.clone();
+        let run = id.clone();
+        let c = cancel.clone();
+        let generation = self.sh.generation.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let task = tokio::spawn(async move {
+            if let Err(e) = driver::drive(sh.clone(), run.clone(), def, c).await {
+                tracing::error!(run = %run, error = %e, "run driver stopped");
+            }
+            // Forget the finished driver (waiters fall back to the store).
+            {
+                let mut active = sh.active.lock().unwrap();
+                if active.get(&run).is_some_and(|a| a.generation == generation) {
+                    active.remove(&run);
+                }
+            }
+            let _ = tx.send(true);
+        });
+        active.insert(id.clone(), Active { generation, cancel, done: rx, task });
+    }
+
+    /// After a restart: drive every unfinished run. Running attempts of the
+    /// previous owner are treated as failed (their leases are void once
+    /// this process owns the store) and retried per their policy.
+    pub async fn recover(&self) -> Result<Vec<RunId>, EngineError> {
+        let ids = self.sh.store.unfinished_runs().await?;
+        for id in &ids {
+            self.start(id);
+        }
+        Ok(ids)
+    }
+
+    /// Wait until the run's driver stops, then return the stored run.
+    pub async fn wait(&self, id: &RunId) -> Result<RunRecord, EngineError> {
+        let done = self.sh.active.lock().unwrap().get(id).map(|a| a.done.clone());
+        if let Some(mut d) = done {
+            let _ = d.wait_for(|v| *v).await;
+        }
+        self.sh.store.run(id).await?.ok_or_else(|| EngineError::NotFound(id.clone()))
+    }
+
+    /// Cancel a run: running attempts get their cancel token fired and are
+    /// recorded `canceled`, like every unfinished step; the run ends `canceled`.
+    pub async fn cancel(&self, id: &RunId) -> Result<RunRecord, EngineError> {
+        let driven = {
+            let active = self.sh.active.lock().unwrap();
+            active.get(id).filter(|a| !*a.done.borrow()).map(|a| (a.cancel.clone(), a.done.clone()))
+        };
+        match driven {
+            Some((cancel, mut done)) => {
+                cancel.cancel();
+                let _ = done.wait_for(|v| *v).await;
+            }
+            None => driver::cancel_undriven(&self.sh, id).await?,
+        }
+        self.sh.store.run(id).await?.ok_or_else(|| EngineError::NotFound(id.clone()))
+    }
+
+    /// Runs being driven now.
+    pub fn active_runs(&self) -> usize {
+        self.sh.active.lock().unwrap().values().filter(|a| !*a.done.borrow()).count()
+    }
+
+    /// Stop every driver at once, writing nothing (what a crash does; also
+    /// a hard shutdown). Running attempts keep their leases in the store.
+    pub fn abort_all(&self) {
+        let mut active = self.sh.active.lock().unwrap();
+        for (_, a) in active.drain() {
+            // Not the run's cancel token: that would record a cancel.
+            // Dropping the driver drops its attempt tasks.
+            a.task.abort();
+        }
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Ok(mut a) = self.active.lock() {
+            for (_, a) in a.drain() {
+                a.task.abort();
+            }
+        }
+    }
+}
+
+/// The RunState of a record, for callers that only need the state.
+pub fn is_finished(r: &RunRecord) -> bool {
+    r.state.is_terminal() || matches!(r.state, RunState::InputRequired | RunState::AuthRequired)
+}

@@ -1,0 +1,299 @@
+//! The persistence seam. The engine owns this trait; `weft-store-sqlite`
+//! implements it, and [`crate::memstore::MemStore`] implements it in memory
+//! for tests.
+//!
+//! Writes come in [`Batch`]es that commit atomically: every write of a
+//! batch is applied, or none is. State writes carry the state they expect
+//! to replace (`from`): a store refuses a batch whose expectation does not
+//! hold ([`StoreError::Conflict`]), so two writers can never both apply a
+//! transition. An implementation may group-commit many callers' batches in
+//! one transaction; `commit` returns once the caller's batch is durable.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::StepError;
+use crate::ids::{AttemptNo, ItemIndex, RunId, Seq};
+use crate::state::{AttemptState, RunState, StepState};
+
+/// A run to create, with the plan it pins.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewRun {
+    pub id: RunId,
+    /// The template's name, or the definition's `name` for an inline run.
+    pub template: String,
+    pub version: Option<u32>,
+    /// The definition as it will execute (pinned at creation).
+    pub definition: Value,
+    pub input: Value,
+    pub parent: Option<RunId>,
+    pub depth: u32,
+    pub concurrency_key: Option<String>,
+    pub created_at: i64,
+    /// The whole-run deadline (ms since epoch), from `timeout_ms`.
+    pub deadline_at: Option<i64>,
+}
+
+/// One write of a batch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Write {
+    /// A run in state `submitted` with every step `pending`.
+    CreateRun { run: NewRun, steps: Vec<String> },
+    /// A run transition (refused unless the run is in `from`).
+    RunState {
+        run: RunId,
+        from: RunState,
+        to: RunState,
+        output: Option<Value>,
+        error: Option<StepError>,
+        at: i64,
+    },
+    /// A step transition (refused unless the step is in `from`).
+    StepState {
+        run: RunId,
+        step: String,
+        from: StepState,
+        to: StepState,
+        output: Option<Value>,
+        error: Option<StepError>,
+        /// Set with `to = retrying`, cleared otherwise.
+        next_attempt_at: Option<i64>,
+        at: i64,
+    },
+    /// A new attempt, running, with its lease. Refused when this attempt
+    /// exists or another attempt of the same (run, step, item) is running.
+    StartAttempt {
+        run: RunId,
+        step: String,
+        item: Option<ItemIndex>,
+        attempt: AttemptNo,
+        lease_until: i64,
+        at: i64,
+    },
+    /// Ends a running attempt (refused unless it is running).
+    FinishAttempt {
+        run: RunId,
+        step: String,
+        item: Option<ItemIndex>,
+        attempt: AttemptNo,
+        state: AttemptState,
+        output: Option<Value>,
+        error: Option<StepError>,
+        at: i64,
+    },
+    /// An event of the run's log (refused when its seq is taken).
+    Event(NewEvent),
+}
+
+impl Write {
+    pub fn run_id(&self) -> &RunId {
+        match self {
+            Write::CreateRun { run, .. } => &run.id,
+            Write::RunState { run, .. }
+            | Write::StepState { run, .. }
+            | Write::StartAttempt { run, .. }
+            | Write::FinishAttempt { run, .. } => run,
+            Write::Event(e) => &e.run,
+        }
+    }
+}
+
+/// Writes that commit together or not at all.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Batch {
+    pub writes: Vec<Write>,
+}
+
+impl Batch {
+    pub fn new() -> Self {
+        Batch::default()
+    }
+    pub fn push(&mut self, w: Write) {
+        self.writes.push(w);
+    }
+    pub fn is_empty(&self) -> bool {
+        self.writes.is_empty()
+    }
+    pub fn len(&self) -> usize {
+        self.writes.len()
+    }
+}
+
+/// An event to append to a run's log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewEvent {
+    pub run: RunId,
+    pub seq: Seq,
+    pub at: i64,
+    /// `run.<state>`, `step.<state>`, `attempt.started`, `attempt.<state>`,
+    /// `progress`, `log`.
+    pub kind: String,
+    pub step: Option<String>,
+    pub item: Option<ItemIndex>,
+    pub data: Value,
+}
+
+/// A stored event.
+pub type EventRecord = NewEvent;
+
+/// A run with its steps and attempts (what `runs show` prints).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub id: RunId,
+    pub template: String,
+    pub version: Option<u32>,
+    pub state: RunState,
+    pub definition: Value,
+    pub input: Value,
+    pub output: Option<Value>,
+    pub error: Option<StepError>,
+    pub parent: Option<RunId>,
+    pub depth: u32,
+    pub concurrency_key: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub deadline_at: Option<i64>,
+    /// In definition order.
+    pub steps: Vec<StepRecord>,
+    /// Ordered by step (definition order), item, attempt.
+    pub attempts: Vec<AttemptRecord>,
+    /// The highest event seq of the run (0 when none).
+    pub last_seq: Seq,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    pub name: String,
+    pub state: StepState,
+    /// How many attempts were started (all items together).
+    pub attempts: u32,
+    pub output: Option<Value>,
+    pub error: Option<StepError>,
+    pub started_at: Option<i64>,
+    pub ended_at: Option<i64>,
+    pub next_attempt_at: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    pub step: String,
+    pub item: Option<ItemIndex>,
+    pub attempt: AttemptNo,
+    pub state: AttemptState,
+    pub lease_until: i64,
+    pub started_at: i64,
+    pub ended_at: Option<i64>,
+    pub output: Option<Value>,
+    pub error: Option<StepError>,
+}
+
+/// One line of `runs list`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub id: RunId,
+    pub template: String,
+    pub version: Option<u32>,
+    pub state: RunState,
+    pub parent: Option<RunId>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunFilter {
+    pub state: Option<RunState>,
+    pub template: Option<String>,
+    /// Newest first; `None` = no limit.
+    pub limit: Option<usize>,
+}
+
+impl RunFilter {
+    pub fn matches(&self, state: RunState, template: &str) -> bool {
+        self.state.is_none_or(|s| s == state) && self.template.as_deref().is_none_or(|t| t == template)
+    }
+}
+
+/// A running attempt whose lease ran out (its owner is gone).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExpiredLease {
+    pub run: RunId,
+    pub step: String,
+    pub item: Option<ItemIndex>,
+    pub attempt: AttemptNo,
+    pub lease_until: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TemplateRecord {
+    pub name: String,
+    pub version: u32,
+    pub definition: Value,
+    pub created_at: i64,
+}
+
+/// What can go wrong in a store. [`StoreError::is_retryable`] splits
+/// transient faults (busy, locked database, I/O) from the rest.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StoreError {
+    #[error("the store is busy: {0}")]
+    Busy(String),
+    #[error("store I/O error: {0}")]
+    Io(String),
+    #[error("the store {path} is owned by another process{}", pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    Locked { path: String, pid: Option<u32> },
+    /// A batch's expectation did not hold (a state changed meanwhile, an
+    /// attempt or event already exists): nothing of the batch was applied.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error("the store holds invalid data: {0}")]
+    Corrupt(String),
+    #[error("the store's schema version {found} is newer than this build supports ({supported})")]
+    SchemaTooNew { found: u32, supported: u32 },
+    #[error("the store is closed")]
+    Closed,
+    /// Anything else the database reported (not retryable).
+    #[error("store error: {0}")]
+    Other(String),
+}
+
+impl StoreError {
+    /// True for faults that may pass if the same batch is tried again.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, StoreError::Busy(_) | StoreError::Io(_))
+    }
+}
+
+/// The persistence seam (see the module docs).
+#[async_trait::async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Commit a batch atomically; returns once it is durable.
+    async fn commit(&self, batch: Batch) -> Result<(), StoreError>;
+
+    /// A run with its steps and attempts.
+    async fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError>;
+
+    async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError>;
+
+    /// Events of a run with `seq > after`, in order, at most `limit`.
+    async fn events_after(&self, run: &RunId, after: Seq, limit: usize) -> Result<Vec<EventRecord>, StoreError>;
+
+    /// Runs not in a terminal state, oldest first.
+    async fn unfinished_runs(&self) -> Result<Vec<RunId>, StoreError>;
+
+    /// Running attempts of unfinished runs whose lease ended before `now_ms`.
+    async fn expired_leases(&self, now_ms: i64) -> Result<Vec<ExpiredLease>, StoreError>;
+
+    /// Save a new version of a template (1 for a new name); returns it.
+    async fn save_template(&self, name: &str, definition: &Value, at: i64) -> Result<u32, StoreError>;
+
+    /// A version of a template, or its latest when `version` is `None`.
+    async fn template(&self, name: &str, version: Option<u32>) -> Result<Option<TemplateRecord>, StoreError>;
+
+    /// The latest version of every template, by name.
+    async fn list_templates(&self) -> Result<Vec<TemplateRecord>, StoreError>;
+
+    /// Delete every version of a template; returns how many were deleted.
+    async fn delete_template(&self, name: &str) -> Result<u32, StoreError>;
+}

@@ -1,0 +1,57 @@
+//! The `runs show --json` shape (interfaces.md), stable for scripts.
+
+use serde_json::{Value, json};
+
+use crate::clock::rfc3339;
+use crate::store::{EventRecord, RunRecord};
+
+/// `{"id", "template", "version", "state", "input", "output", "error",
+/// "parent", "created_at", "updated_at", "steps": [{"name", "state",
+/// "attempts", "output", "error", "started_at", "ended_at"}]}`; a step
+/// waiting to retry also carries `next_attempt_at`.
+pub fn run_json(r: &RunRecord) -> Value {
+    let steps: Vec<Value> = r
+        .steps
+        .iter()
+        .map(|s| {
+            let mut v = json!({
+                "name": s.name,
+                "state": s.state,
+                "attempts": s.attempts,
+                "output": s.output,
+                "error": s.error,
+                "started_at": s.started_at.map(rfc3339),
+                "ended_at": s.ended_at.map(rfc3339),
+            });
+            if let Some(t) = s.next_attempt_at {
+                v["next_attempt_at"] = json!(rfc3339(t));
+            }
+            v
+        })
+        .collect();
+    json!({
+        "id": r.id,
+        "template": r.template,
+        "version": r.version,
+        "state": r.state,
+        "input": r.input,
+        "output": r.output,
+        "error": r.error,
+        "parent": r.parent,
+        "created_at": rfc3339(r.created_at),
+        "updated_at": rfc3339(r.updated_at),
+        "steps": steps,
+    })
+}
+
+/// One event as JSON (`runs events --json`).
+pub fn event_json(e: &EventRecord) -> Value {
+    json!({
+        "seq": e.seq.0,
+        "at": rfc3339(e.at),
+        "kind": e.kind,
+        "step": e.step,
+        "item": e.item,
+        "data": e.data,
+    })
+}

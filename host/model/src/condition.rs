@@ -1,0 +1,206 @@
+//! `when` conditions (workflow.md §2): `{"ref": REF}` plus at most one of
+//! `eq, neq, gt, gte, lt, lte, in, exists`, and their evaluation.
+//!
+//! - no operator: the value's truthiness (null, false, 0, "", [] and {} are
+//!   false; everything else is true);
+//! - `eq`/`neq`: deep JSON equality, numbers compared by value (1 == 1.0);
+//! - `gt`/`gte`/`lt`/`lte`: numbers numerically, strings lexically (by
+//!   Unicode code point); any other pair (mixed types, null, bools, arrays,
+//!   objects) is not ordered and the test is false;
+//! - `in`: the operand is an array (membership by `eq`), a string (the value
+//!   is a substring) or an object (the value is one of its keys);
+//! - `exists: true`: the value is not null (a missing field is null);
+//!   `exists: false`: it is null.
+//!
+//! Operands may hold refs (`{"ref": "@a.n", "lt": "@input.max"}`).
+
+use std::cmp::Ordering;
+
+use schemars::JsonSchema;
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+
+use crate::refs::Ref;
+use crate::scope::Scope;
+use crate::template::Template;
+
+/// A comparison operator of a `when`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Operator {
+    Eq,
+    Neq,
+    Gt,
+    Gte,
+    Lt,
+    Lte,
+    In,
+    Exists,
+}
+
+impl Operator {
+    pub const ALL: [Operator; 8] = [
+        Operator::Eq,
+        Operator::Neq,
+        Operator::Gt,
+        Operator::Gte,
+        Operator::Lt,
+        Operator::Lte,
+        Operator::In,
+        Operator::Exists,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operator::Eq => "eq",
+            Operator::Neq => "neq",
+            Operator::Gt => "gt",
+            Operator::Gte => "gte",
+            Operator::Lt => "lt",
+            Operator::Lte => "lte",
+            Operator::In => "in",
+            Operator::Exists => "exists",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Operator> {
+        Operator::ALL.into_iter().find(|o| o.as_str() == s)
+    }
+}
+
+/// An operator with its operand.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Test {
+    pub op: Operator,
+    pub operand: Template,
+}
+
+/// A parsed `when`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Condition {
+    pub reference: Ref,
+    /// The ref as written.
+    pub ref_text: String,
+    /// `None`: truthiness.
+    pub test: Option<Test>,
+}
+
+impl Condition {
+    /// Evaluate against a scope.
+    pub fn evaluate(&self, scope: &dyn Scope) -> bool {
+        let value = self.reference.resolve(scope);
+        match &self.test {
+            None => truthy(&value),
+            Some(t) => apply(t.op, &value, &t.operand.resolve(scope)),
+        }
+    }
+}
+
+impl Serialize for Condition {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("ref", &self.ref_text)?;
+        if let Some(t) = &self.test {
+            m.serialize_entry(t.op.as_str(), t.operand.raw())?;
+        }
+        m.end()
+    }
+}
+
+impl JsonSchema for Condition {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Condition".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let any = serde_json::json!({});
+        schemars::json_schema!({
+            "description": "`ref` plus at most one operator; no operator tests truthiness.",
+            "type": "object",
+            "required": ["ref"],
+            "maxProperties": 2,
+            "additionalProperties": false,
+            "properties": {
+                "ref": {"type": "string", "pattern": "^@"},
+                "eq": any, "neq": any,
+                "gt": {"type": ["number", "string"]}, "gte": {"type": ["number", "string"]},
+                "lt": {"type": ["number", "string"]}, "lte": {"type": ["number", "string"]},
+                "in": {"type": ["array", "string", "object"]},
+                "exists": {"type": "boolean"}
+            }
+        })
+    }
+}
+
+/// JS/Python-like truthiness: null, false, 0, "", [] and {} are false.
+pub fn truthy(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
+}
+
+/// Deep equality with numbers compared by value.
+pub fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(_), Value::Number(_)) => compare(a, b) == Some(Ordering::Equal),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// Order of two values: numbers numerically, strings lexically; `None` for
+/// any other pair.
+pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            if let (Some(p), Some(q)) = (x.as_i64(), y.as_i64()) {
+                return Some(p.cmp(&q));
+            }
+            if let (Some(p), Some(q)) = (x.as_u64(), y.as_u64()) {
+                return Some(p.cmp(&q));
+            }
+            x.as_f64()?.partial_cmp(&y.as_f64()?)
+        }
+        (Value::String(x), Value::String(y)) => Some(x.cmp(y)),
+        _ => None,
+    }
+}
+
+/// Apply an operator to a resolved value and operand.
+pub fn apply(op: Operator, value: &Value, operand: &Value) -> bool {
+    let ord = || compare(value, operand);
+    match op {
+        Operator::Eq => json_eq(value, operand),
+        Operator::Neq => !json_eq(value, operand),
+        Operator::Gt => ord() == Some(Ordering::Greater),
+        Operator::Gte => matches!(ord(), Some(Ordering::Greater | Ordering::Equal)),
+        Operator::Lt => ord() == Some(Ordering::Less),
+        Operator::Lte => matches!(ord(), Some(Ordering::Less | Ordering::Equal)),
+        Operator::In => match (operand, value) {
+            (Value::Array(a), v) => a.iter().any(|x| json_eq(x, v)),
+            (Value::String(hay), Value::String(needle)) => hay.contains(needle.as_str()),
+            (Value::Object(o), Value::String(k)) => o.contains_key(k),
+            _ => false,
+        },
+        Operator::Exists => {
+            let want = match operand {
+                Value::Bool(b) => *b,
+                other => truthy(other),
+            };
+            value.is_null() != want
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "condition_tests.rs"]
+mod tests;

@@ -1,0 +1,466 @@
+//! The typed form of a workflow definition (workflow.md §1–2): `Definition`,
+//! `Step`, `Action` and the small vocabularies (`EdgeOn`, `Join`, `Backoff`,
+//! `ErrorKind`, `StepStatus`). Values are built by `decode` from JSON (so
+//! every problem is reported with a path); `Serialize` writes the canonical
+//! JSON form back and `JsonSchema` describes it.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::Value;
+
+use crate::condition::Condition;
+use crate::template::Template;
+use crate::timestamp::Timestamp;
+
+/// Default per-attempt timeout of a code step (workflow.md §2).
+pub const DEFAULT_CODE_TIMEOUT_MS: u64 = 10_000;
+/// Default per-attempt timeout of a tool step (workflow.md §2).
+pub const DEFAULT_TOOL_TIMEOUT_MS: u64 = 30_000;
+/// Largest `limits.memory_mb` (a wasm32 memory is at most 4 GiB).
+pub const MAX_MEMORY_MB: u64 = 4096;
+
+/// A workflow definition. Build one with [`crate::parse_and_validate`].
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "weft workflow definition")]
+pub struct Definition {
+    /// `[a-z0-9][a-z0-9_-]*`
+    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"))]
+    pub name: String,
+    /// The template's plan version (default 1).
+    #[serde(default = "one")]
+    #[schemars(range(min = 1))]
+    pub version: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// JSON Schema the run input must match (checked when a run is created).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<Value>,
+    /// Whole-run deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub timeout_ms: Option<u64>,
+    /// On an unhandled failure, let independent branches finish first.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub fail_open: bool,
+    /// Fail the run at this many step failures, even handled ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_step_failures: Option<u32>,
+    #[schemars(length(min = 1))]
+    pub steps: Vec<Step>,
+    /// The run's output (refs resolved); default: the return value, else
+    /// an object of the sink steps' outputs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Template>,
+}
+
+fn one() -> u32 {
+    1
+}
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+fn is_zero(n: &i64) -> bool {
+    *n == 0
+}
+
+impl Definition {
+    pub fn step(&self, name: &str) -> Option<&Step> {
+        self.steps.iter().find(|s| s.name == name)
+    }
+    pub fn step_index(&self, name: &str) -> Option<usize> {
+        self.steps.iter().position(|s| s.name == name)
+    }
+}
+
+/// One step of a definition.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    /// `[A-Za-z_][A-Za-z0-9_]*`, unique, not `input`, `item`, `index` or `run`.
+    #[schemars(regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]*$"))]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Any JSON; strings may hold refs. For `return`, the run's output.
+    #[serde(default, skip_serializing_if = "Template::is_null")]
+    pub input: Template,
+    #[serde(flatten)]
+    pub action: Action,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<Condition>,
+    /// A ref to an array (or a literal array): run once per item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub for_each: Option<Template>,
+    /// Cap on parallel items of a `for_each` step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub concurrency: Option<u32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<Edge>,
+    #[serde(default, skip_serializing_if = "Join::is_all")]
+    pub join: Join,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryPolicy>,
+    /// Per attempt; defaults: code 10 s, tool 30 s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub timeout_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub continue_on_error: bool,
+    /// Code steps only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
+    /// Higher first among ready steps.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub priority: i64,
+    /// Tool steps only: a code step applied to the tool's output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transform: Option<CodeRef>,
+}
+
+impl Step {
+    /// The per-attempt timeout, with the defaults of workflow.md §2 for
+    /// code and tool steps (`None`: no per-attempt timeout).
+    pub fn effective_timeout_ms(&self) -> Option<u64> {
+        self.timeout_ms.or(match self.action {
+            Action::Code(_) => Some(DEFAULT_CODE_TIMEOUT_MS),
+            Action::Tool(_) => Some(DEFAULT_TOOL_TIMEOUT_MS),
+            _ => None,
+        })
+    }
+    /// The retry policy, or the default (one attempt).
+    pub fn retry_policy(&self) -> RetryPolicy {
+        self.retry.clone().unwrap_or_default()
+    }
+
+    /// The items of a `for_each` step (`None` without `for_each`). A `null`
+    /// value (a skipped step, a missing field) is no items; any other
+    /// non-array is an error that fails the step.
+    pub fn for_each_items(
+        &self,
+        scope: &dyn crate::scope::Scope,
+    ) -> Option<Result<Vec<Value>, NotAnArray>> {
+        let v = self.for_each.as_ref()?.resolve(scope);
+        Some(match v {
+            Value::Array(a) => Ok(a),
+            Value::Null => Ok(vec![]),
+            other => Err(NotAnArray(crate::problem::type_name(&other))),
+        })
+    }
+
+    /// The input to hand to the action, refs resolved. A code, tool or
+    /// workflow step without `input` receives `{}`; other steps `null`.
+    pub fn resolve_input(&self, scope: &dyn crate::scope::Scope) -> Value {
+        match (&self.action, self.input.is_null()) {
+            (Action::Code(_) | Action::Tool(_) | Action::Workflow(_), true) => {
+                Value::Object(Default::default())
+            }
+            _ => self.input.resolve(scope),
+        }
+    }
+}
+
+/// A `for_each` ref resolved to something other than an array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("`for_each` must resolve to an array, got {0}")]
+pub struct NotAnArray(pub &'static str);
+
+/// What a step does: exactly one per step.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(clippy::large_enum_variant)] // a definition holds few steps; no boxing at the API
+pub enum Action {
+    /// Run a sandboxed WebAssembly guest.
+    Code(CodeRef),
+    /// Call a tool on an MCP server.
+    Tool(ToolRef),
+    /// Finish the run now; the step's resolved `input` is the output.
+    /// Written `"return": true` (or `"return": VALUE`, see the docs).
+    #[serde(serialize_with = "ser_true")]
+    #[schemars(with = "Value")]
+    Return,
+    /// Suspend until a signal or a matching event.
+    Wait(WaitSpec),
+    /// A durable timer.
+    Sleep(SleepSpec),
+    /// Start a child run and wait for it.
+    Workflow(WorkflowRef),
+}
+
+fn ser_true<S: Serializer>(s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_bool(true)
+}
+
+impl Action {
+    /// The JSON key of this action.
+    pub fn key(&self) -> &'static str {
+        match self {
+            Action::Code(_) => "code",
+            Action::Tool(_) => "tool",
+            Action::Return => "return",
+            Action::Wait(_) => "wait",
+            Action::Sleep(_) => "sleep",
+            Action::Workflow(_) => "workflow",
+        }
+    }
+}
+
+/// The JSON keys of the actions.
+pub const ACTION_KEYS: [&str; 6] = ["code", "tool", "return", "wait", "sleep", "workflow"];
+
+/// Which guest a code step runs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum CodeRef {
+    /// A registered plugin by name.
+    Plugin(String),
+    /// A `.wasm` file (relative to the definition file's folder).
+    Path(String),
+    /// Content-addressed module (64 hex digits).
+    Sha256(String),
+}
+
+/// An MCP tool.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolRef {
+    pub server: String,
+    pub name: String,
+}
+
+/// A wait for a signal (`prompt`/`schema`/`reason`) or an event (`event`/`match`).
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitSpec {
+    /// Shown to whoever answers; may hold refs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<Template>,
+    /// JSON Schema the signal's data must match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<Value>,
+    #[serde(default, skip_serializing_if = "WaitReason::is_default")]
+    pub reason: WaitReason,
+    /// Fails the step with a `timeout` error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub timeout_ms: Option<u64>,
+    /// Event name to wait for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<String>,
+    /// Object of field → value (refs allowed); every field must equal the
+    /// same top-level field of the event's data.
+    #[serde(rename = "match", default, skip_serializing_if = "Option::is_none")]
+    pub matches: Option<Template>,
+}
+
+impl WaitSpec {
+    /// Whether an event's data matches: every `match` field (refs resolved)
+    /// equals the same top-level field of `data` (numbers by value). A wait
+    /// without `match` matches every event of its name.
+    pub fn matches_event(&self, scope: &dyn crate::scope::Scope, data: &Value) -> bool {
+        let Some(m) = &self.matches else { return true };
+        match m.resolve(scope) {
+            Value::Object(fields) => fields.iter().all(|(k, want)| {
+                data.get(k)
+                    .is_some_and(|got| crate::condition::json_eq(got, want))
+            }),
+            _ => false,
+        }
+    }
+}
+
+/// Why a run waits for a signal: the run's A2A state while waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum WaitReason {
+    #[default]
+    InputRequired,
+    AuthRequired,
+}
+
+impl WaitReason {
+    fn is_default(&self) -> bool {
+        *self == WaitReason::InputRequired
+    }
+}
+
+/// A durable timer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum SleepSpec {
+    /// Milliseconds from the moment the step starts.
+    Ms(u64),
+    /// An RFC 3339 instant.
+    Until(Timestamp),
+}
+
+/// A child workflow.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowRef {
+    pub template: String,
+    /// Pinned template version; default: the latest at run creation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub version: Option<u32>,
+}
+
+/// An explicit dependency: `"name"` or `{"step": NAME, "on": ...}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Edge {
+    pub step: String,
+    pub on: EdgeOn,
+}
+
+impl JsonSchema for Edge {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Edge".into()
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let on = generator.subschema_for::<EdgeOn>();
+        schemars::json_schema!({
+            "description": "A step name (an `on: success` edge) or {\"step\", \"on\"}.",
+            "anyOf": [
+                {"type": "string"},
+                {"type": "object", "additionalProperties": false, "required": ["step"],
+                 "properties": {"step": {"type": "string"}, "on": on}}
+            ]
+        })
+    }
+}
+
+/// When an edge's condition is met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EdgeOn {
+    /// The dependency succeeded (or failed with `continue_on_error`).
+    #[default]
+    Success,
+    /// The dependency failed.
+    Failure,
+    /// The dependency reached any terminal state.
+    Always,
+}
+
+impl EdgeOn {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EdgeOn::Success => "success",
+            EdgeOn::Failure => "failure",
+            EdgeOn::Always => "always",
+        }
+    }
+}
+
+/// When a step with several dependencies is ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Join {
+    /// Every dependency is terminal.
+    #[default]
+    All,
+    /// The first dependency that succeeded.
+    Any,
+    /// The first dependency that is terminal.
+    Race,
+}
+
+impl Join {
+    fn is_all(&self) -> bool {
+        *self == Join::All
+    }
+}
+
+/// How long to wait between attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Backoff {
+    /// `initial_delay_ms` every time.
+    Fixed,
+    /// `initial_delay_ms × n` after attempt n.
+    Linear,
+    /// `initial_delay_ms × 2^(n-1)` after attempt n.
+    #[default]
+    Exponential,
+}
+
+pub use crate::retry::RetryPolicy;
+pub use crate::status::{ErrorKind, StepStatus};
+
+/// Resource limits of a code step (defaults come from weft.toml `[limits]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub fuel: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 4096))]
+    pub memory_mb: Option<u32>,
+}
+
+/// Which part of a step a ref sits in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepPart {
+    Input,
+    WhenRef,
+    WhenOperand(crate::condition::Operator),
+    ForEach,
+    WaitPrompt,
+    WaitMatch,
+}
+
+/// A ref inside a step, with where it sits.
+#[derive(Debug, Clone, Copy)]
+pub struct StepRef<'a> {
+    pub part: StepPart,
+    /// JSON Pointer relative to the part (e.g. `/email` inside `input`).
+    pub pointer: &'a str,
+    pub reference: &'a crate::refs::Ref,
+    /// The string is exactly this ref.
+    pub exact: bool,
+}
+
+impl Step {
+    /// Every ref of the step: `input`, `when` (ref and operand), `for_each`,
+    /// and a wait's `prompt` and `match`.
+    pub fn refs(&self) -> Vec<StepRef<'_>> {
+        let mut out = vec![];
+        let mut parts: Vec<(StepPart, &Template)> = vec![(StepPart::Input, &self.input)];
+        if let Some(c) = &self.when {
+            out.push(StepRef {
+                part: StepPart::WhenRef,
+                pointer: "",
+                reference: &c.reference,
+                exact: true,
+            });
+            if let Some(t) = &c.test {
+                parts.push((StepPart::WhenOperand(t.op), &t.operand));
+            }
+        }
+        if let Some(f) = &self.for_each {
+            parts.push((StepPart::ForEach, f));
+        }
+        if let Action::Wait(w) = &self.action {
+            if let Some(p) = &w.prompt {
+                parts.push((StepPart::WaitPrompt, p));
+            }
+            if let Some(m) = &w.matches {
+                parts.push((StepPart::WaitMatch, m));
+            }
+        }
+        for (part, t) in parts {
+            for s in t.sites() {
+                out.push(StepRef {
+                    part,
+                    pointer: &s.pointer,
+                    reference: &s.reference,
+                    exact: s.exact,
+                });
+            }
+        }
+        out
+    }
+}

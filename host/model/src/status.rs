@@ -1,0 +1,95 @@
+//! The vocabularies of outcomes: [`ErrorKind`] (the `kind` of a step
+//! error, interfaces.md) and [`StepStatus`] (workflow.md §5).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Error kinds (interfaces.md): the `kind` of a step error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    Timeout,
+    FuelExhausted,
+    MemoryLimit,
+    Trap,
+    GuestError,
+    Transport,
+    ToolError,
+    Protocol,
+    Validation,
+    Canceled,
+    Deadline,
+    DependencyFailed,
+}
+
+impl ErrorKind {
+    pub const ALL: [ErrorKind; 12] = [
+        ErrorKind::Timeout,
+        ErrorKind::FuelExhausted,
+        ErrorKind::MemoryLimit,
+        ErrorKind::Trap,
+        ErrorKind::GuestError,
+        ErrorKind::Transport,
+        ErrorKind::ToolError,
+        ErrorKind::Protocol,
+        ErrorKind::Validation,
+        ErrorKind::Canceled,
+        ErrorKind::Deadline,
+        ErrorKind::DependencyFailed,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::FuelExhausted => "fuel_exhausted",
+            ErrorKind::MemoryLimit => "memory_limit",
+            ErrorKind::Trap => "trap",
+            ErrorKind::GuestError => "guest_error",
+            ErrorKind::Transport => "transport",
+            ErrorKind::ToolError => "tool_error",
+            ErrorKind::Protocol => "protocol",
+            ErrorKind::Validation => "validation",
+            ErrorKind::Canceled => "canceled",
+            ErrorKind::Deadline => "deadline",
+            ErrorKind::DependencyFailed => "dependency_failed",
+        }
+    }
+    pub fn parse(s: &str) -> Option<ErrorKind> {
+        ErrorKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// States of a step (workflow.md §5); `@step.$status` yields these names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    Pending,
+    Running,
+    Waiting,
+    Retrying,
+    Succeeded,
+    Failed,
+    Skipped,
+    Canceled,
+}
+
+impl StepStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepStatus::Pending => "pending",
+            StepStatus::Running => "running",
+            StepStatus::Waiting => "waiting",
+            StepStatus::Retrying => "retrying",
+            StepStatus::Succeeded => "succeeded",
+            StepStatus::Failed => "failed",
+            StepStatus::Skipped => "skipped",
+            StepStatus::Canceled => "canceled",
+        }
+    }
+    /// `succeeded`, `failed`, `skipped` and `canceled` never change.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            StepStatus::Succeeded | StepStatus::Failed | StepStatus::Skipped | StepStatus::Canceled
+        )
+    }
+}

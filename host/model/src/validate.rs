@@ -1,0 +1,453 @@
+//! Validation rules of workflow.md §4 that go beyond shape (which `decode`
+//! checks): name patterns and uniqueness, ranges, refs and `after` naming
+//! unknown steps, `@item`/`@index` outside `for_each`, field/action
+//! combinations, cycles, JSON Schemas (meta-validated, see `json_schema`),
+//! and literal inputs against the declared input schema of a plugin, tool
+//! or template. Every problem is reported, each with a JSON Pointer.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::decode::StepMeta;
+use crate::definition::{Action, CodeRef, Definition, MAX_MEMORY_MB, Step, StepPart};
+use crate::graph::Graph;
+use crate::json_schema::{SchemaLookup, check_literal_input, check_schema};
+use crate::problem::{Problem, did_you_mean, range_msg};
+use crate::refs::{RESERVED_ROOTS, RefRoot};
+
+/// Whether `s` matches `[a-z0-9][a-z0-9_-]*` (definition and template names).
+pub fn is_definition_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-')
+}
+
+/// Whether `s` matches `[A-Za-z_][A-Za-z0-9_]*` (step names).
+pub fn is_step_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && (b[0].is_ascii_alphabetic() || b[0] == b'_')
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
+}
+
+/// Validate a typed definition (e.g. one built in code), reporting every problem.
+pub fn validate(def: &Definition, lookup: &dyn SchemaLookup) -> Vec<Problem> {
+    let metas: Vec<StepMeta> = (0..def.steps.len()).map(StepMeta::plain).collect();
+    let mut out = vec![];
+    check(
+        def,
+        &metas,
+        DefFlags {
+            name_ok: true,
+            steps_ok: true,
+        },
+        lookup,
+        &mut out,
+    );
+    out
+}
+
+fn part_base(meta: &StepMeta, part: StepPart) -> String {
+    match part {
+        StepPart::Input => meta.input_at.clone(),
+        StepPart::WhenRef => format!("{}/when/ref", meta.at),
+        StepPart::WhenOperand(op) => format!("{}/when/{}", meta.at, op.as_str()),
+        StepPart::ForEach => format!("{}/for_each", meta.at),
+        StepPart::WaitPrompt => format!("{}/wait/prompt", meta.at),
+        StepPart::WaitMatch => format!("{}/wait/match", meta.at),
+    }
+}
+
+/// Which top-level fields decoded well enough to be checked further.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DefFlags {
+    pub name_ok: bool,
+    pub steps_ok: bool,
+}
+
+pub(crate) fn check(
+    def: &Definition,
+    metas: &[StepMeta],
+    flags: DefFlags,
+    lookup: &dyn SchemaLookup,
+    out: &mut Vec<Problem>,
+) {
+    let DefFlags { name_ok, steps_ok } = flags;
+    let mut p = |path: String, msg: String, hint: Option<String>| {
+        out.push(Problem {
+            path,
+            message: msg,
+            hint,
+        })
+    };
+    if name_ok && !is_definition_name(&def.name) {
+        p(
+            "/name".into(),
+            format!("invalid definition name `{}`", def.name),
+            Some(
+                "use lowercase letters, digits, `_` and `-`, starting with a letter or digit"
+                    .into(),
+            ),
+        );
+    }
+    if def.version == 0 {
+        p("/version".into(), range_msg("version", 1, None, "0"), None);
+    }
+    if def.timeout_ms == Some(0) {
+        p(
+            "/timeout_ms".into(),
+            range_msg("timeout_ms", 1, None, "0"),
+            None,
+        );
+    }
+    if def.max_step_failures == Some(0) {
+        p(
+            "/max_step_failures".into(),
+            range_msg("max_step_failures", 1, None, "0"),
+            None,
+        );
+    }
+    if def.steps.is_empty() && steps_ok {
+        p(
+            "/steps".into(),
+            "a definition needs at least one step".into(),
+            None,
+        );
+    }
+    if let Some(s) = &def.input_schema {
+        out.extend(check_schema(s, "/input_schema"));
+    }
+
+    let mut first: HashMap<&str, usize> = HashMap::new();
+    for (i, (s, m)) in def.steps.iter().zip(metas).enumerate() {
+        if !m.name_ok {
+            continue;
+        }
+        if !is_step_name(&s.name) {
+            out.push(Problem::new(format!("{}/name", m.at), format!("invalid step name `{}`", s.name)).hint("use letters, digits and `_`, not starting with a digit: [A-Za-z_][A-Za-z0-9_]*"));
+        } else if RESERVED_ROOTS.contains(&s.name.as_str()) {
+            out.push(
+                Problem::new(
+                    format!("{}/name", m.at),
+                    format!("step name `{}` is reserved", s.name),
+                )
+                .hint("`input`, `item`, `index` and `run` are ref roots; pick another name"),
+            );
+        }
+        match first.get(s.name.as_str()) {
+            Some(&j) => out.push(Problem::new(
+                format!("{}/name", m.at),
+                format!("duplicate step name `{}` (also /steps/{j})", s.name),
+            )),
+            None => {
+                first.insert(&s.name, i);
+            }
+        }
+    }
+    let known: Vec<&str> = first.keys().copied().collect();
+    let unknown = |name: &str, at: String| {
+        let mut pr = Problem::new(at, format!("unknown step `{name}`"));
+        if let Some(h) = did_you_mean(name, known.iter().copied()) {
+            pr = pr.hint(h);
+        }
+        pr
+    };
+
+    for (s, m) in def.steps.iter().zip(metas) {
+        step_rules(s, m, out);
+        let mut seen_after = HashSet::new();
+        for (k, e) in s.after.iter().enumerate() {
+            let at = format!("{}/after/{k}", m.at);
+            if !first.contains_key(e.step.as_str()) {
+                out.push(unknown(&e.step, at));
+            } else if !seen_after.insert(e.step.as_str()) {
+                out.push(
+                    Problem::new(at, format!("step `{}` is listed twice in `after`", e.step))
+                        .hint("keep one edge per step; use `on: always` for both outcomes"),
+                );
+            }
+        }
+        for r in s.refs() {
+            let at = format!("{}{}", part_base(m, r.part), r.pointer);
+            match &r.reference.root {
+                RefRoot::Step(n) | RefRoot::StepStatus(n) if !first.contains_key(n.as_str()) => {
+                    out.push(unknown(n, at))
+                }
+                RefRoot::Item | RefRoot::Index => {
+                    let allowed = s.for_each.is_some()
+                        && matches!(
+                            r.part,
+                            StepPart::Input | StepPart::WaitPrompt | StepPart::WaitMatch
+                        );
+                    if !allowed {
+                        let what = if r.reference.root == RefRoot::Item {
+                            "@item"
+                        } else {
+                            "@index"
+                        };
+                        let hint = if s.for_each.is_some() {
+                            "`when` and `for_each` are evaluated once for the whole step, before any item"
+                        } else {
+                            "add `for_each` to this step, or read the value with a ref to a step or @input"
+                        };
+                        out.push(
+                            Problem::new(
+                                at,
+                                format!("`{what}` is only defined in the input of a for_each step"),
+                            )
+                            .hint(hint),
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+        if m.action_ok {
+            let schema = match &s.action {
+                Action::Code(c) => lookup
+                    .code_input_schema(c)
+                    .map(|x| (x, format!("plugin {}", code_name(c)))),
+                Action::Tool(t) => lookup
+                    .tool_input_schema(&t.server, &t.name)
+                    .map(|x| (x, format!("tool {}.{}", t.server, t.name))),
+                Action::Workflow(w) => lookup
+                    .template_input_schema(&w.template, w.version)
+                    .map(|x| (x, format!("template {}", w.template))),
+                _ => None,
+            };
+            if let Some((schema, whose)) = schema {
+                check_literal_input(&schema, &s.input, &m.input_at, &whose, out);
+            }
+        }
+    }
+    if let Some(o) = &def.output {
+        for site in o.sites() {
+            let at = format!("/output{}", site.pointer);
+            match &site.reference.root {
+                RefRoot::Step(n) | RefRoot::StepStatus(n) if !first.contains_key(n.as_str()) => {
+                    out.push(unknown(n, at))
+                }
+                RefRoot::Item | RefRoot::Index => out.push(Problem::new(
+                    at,
+                    "`@item` and `@index` are only defined in the input of a for_each step",
+                )),
+                _ => {}
+            }
+        }
+    }
+
+    let graph = Graph::build(def);
+    for cycle in graph.cycles() {
+        let (s, last) = (cycle[0], *cycle.last().expect("non-empty"));
+        let step = &def.steps[s];
+        let lname = graph.name(last);
+        let at = if let Some(k) = step.after.iter().position(|e| e.step == lname) {
+            format!("{}/after/{k}", metas[s].at)
+        } else if let Some(r) = step
+            .refs()
+            .into_iter()
+            .find(|r| r.reference.step() == Some(lname))
+        {
+            format!("{}{}", part_base(&metas[s], r.part), r.pointer)
+        } else {
+            metas[s].at.clone()
+        };
+        out.push(
+            Problem::new(at, format!("cycle: {}", graph.describe_cycle(&cycle)))
+                .hint("a step cannot depend, directly or through others, on itself"),
+        );
+    }
+}
+
+fn code_name(c: &CodeRef) -> &str {
+    match c {
+        CodeRef::Plugin(s) | CodeRef::Path(s) | CodeRef::Sha256(s) => s,
+    }
+}
+
+fn code_ref_rules(c: &CodeRef, at: &str, out: &mut Vec<Problem>) {
+    match c {
+        CodeRef::Plugin(s) if s.is_empty() => out.push(Problem::new(
+            format!("{at}/plugin"),
+            "`plugin` must not be empty",
+        )),
+        CodeRef::Path(s) if s.is_empty() => out.push(Problem::new(
+            format!("{at}/path"),
+            "`path` must not be empty",
+        )),
+        CodeRef::Sha256(h) if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) => out
+            .push(Problem::new(
+                format!("{at}/sha256"),
+                "`sha256` must be 64 hexadecimal digits",
+            )),
+        _ => {}
+    }
+}
+
+/// Ranges and field/action combinations of one step.
+fn step_rules(s: &Step, m: &StepMeta, out: &mut Vec<Problem>) {
+    let at = &m.at;
+    let f = |k: &str| format!("{at}/{k}");
+    if m.action_ok {
+        match &s.action {
+            Action::Code(c) => code_ref_rules(c, &f("code"), out),
+            Action::Tool(t) => {
+                for (k, v) in [("server", &t.server), ("name", &t.name)] {
+                    if v.is_empty() {
+                        out.push(Problem::new(
+                            format!("{at}/tool/{k}"),
+                            format!("`{k}` must not be empty"),
+                        ));
+                    }
+                }
+            }
+            Action::Return => {
+                if s.for_each.is_some() {
+                    out.push(
+                        Problem::new(f("for_each"), "a `return` step cannot have `for_each`").hint(
+                            "the run ends at the first return; collect items in another step first",
+                        ),
+                    );
+                }
+            }
+            Action::Wait(w) => {
+                let w_at = f("wait");
+                if w.timeout_ms == Some(0) {
+                    out.push(Problem::new(
+                        format!("{w_at}/timeout_ms"),
+                        range_msg("timeout_ms", 1, None, "0"),
+                    ));
+                }
+                if let Some(schema) = &w.schema {
+                    out.extend(check_schema(schema, &format!("{w_at}/schema")));
+                }
+                match &w.event {
+                    Some(e) => {
+                        if e.is_empty() {
+                            out.push(Problem::new(
+                                format!("{w_at}/event"),
+                                "`event` must not be empty",
+                            ));
+                        }
+                        for (k, set) in [
+                            ("prompt", w.prompt.is_some()),
+                            ("schema", w.schema.is_some()),
+                        ] {
+                            if set {
+                                out.push(Problem::new(format!("{w_at}/{k}"), format!("`{k}` applies to signals, not to an `event` wait")).hint("a wait has either `event` (+ `match`) or `prompt`/`schema`/`reason`"));
+                            }
+                        }
+                    }
+                    None => {
+                        if w.matches.is_some() {
+                            out.push(Problem::new(format!("{w_at}/match"), "`match` needs `event`").hint("add `\"event\": \"NAME\"`, or remove `match` to wait for a signal"));
+                        }
+                    }
+                }
+            }
+            Action::Sleep(_) => {}
+            Action::Workflow(w) => {
+                if !is_definition_name(&w.template) {
+                    out.push(Problem::new(
+                        format!("{at}/workflow/template"),
+                        format!("invalid template name `{}`", w.template),
+                    ));
+                }
+                if w.version == Some(0) {
+                    out.push(Problem::new(
+                        format!("{at}/workflow/version"),
+                        range_msg("version", 1, None, "0"),
+                    ));
+                }
+            }
+        }
+    }
+    match s.concurrency {
+        Some(0) => out.push(Problem::new(
+            f("concurrency"),
+            range_msg("concurrency", 1, None, "0"),
+        )),
+        Some(_) if s.for_each.is_none() => out.push(
+            Problem::new(f("concurrency"), "`concurrency` needs `for_each`")
+                .hint("concurrency caps the parallel items of a for_each step"),
+        ),
+        _ => {}
+    }
+    if s.timeout_ms == Some(0) {
+        out.push(Problem::new(
+            f("timeout_ms"),
+            range_msg("timeout_ms", 1, None, "0"),
+        ));
+    }
+    if let Some(r) = &s.retry {
+        if r.max_attempts == 0 {
+            out.push(Problem::new(
+                format!("{at}/retry/max_attempts"),
+                range_msg("max_attempts", 1, None, "0"),
+            ));
+        }
+        if r.max_delay_ms < r.initial_delay_ms {
+            out.push(Problem::new(
+                format!("{at}/retry/max_delay_ms"),
+                format!(
+                    "`max_delay_ms` ({}) is less than `initial_delay_ms` ({})",
+                    r.max_delay_ms, r.initial_delay_ms
+                ),
+            ));
+        }
+    }
+    if let Some(l) = &s.limits {
+        if m.action_ok && !matches!(s.action, Action::Code(_)) {
+            out.push(Problem::new(
+                f("limits"),
+                "`limits` applies to code steps only",
+            ));
+        }
+        if l.fuel == Some(0) {
+            out.push(Problem::new(
+                format!("{at}/limits/fuel"),
+                range_msg("fuel", 1, None, "0"),
+            ));
+        }
+        if let Some(mb) = l
+            .memory_mb
+            .filter(|mb| *mb == 0 || u64::from(*mb) > MAX_MEMORY_MB)
+        {
+            out.push(Problem::new(
+                format!("{at}/limits/memory_mb"),
+                range_msg("memory_mb", 1, Some(MAX_MEMORY_MB), &mb.to_string()),
+            ));
+        }
+    }
+    if let Some(t) = &s.transform {
+        if m.action_ok && !matches!(s.action, Action::Tool(_)) {
+            out.push(
+                Problem::new(f("transform"), "`transform` applies to tool steps only")
+                    .hint("a transform is a code step applied to a tool's output"),
+            );
+        }
+        code_ref_rules(t, &f("transform"), out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_patterns() {
+        for ok in ["a", "onboard-user", "0day", "a_b-c9"] {
+            assert!(is_definition_name(ok), "{ok}");
+        }
+        for bad in ["", "A", "-a", "_a", "a b", "é"] {
+            assert!(!is_definition_name(bad), "{bad}");
+        }
+        for ok in ["a", "A1", "_x", "get_user_1"] {
+            assert!(is_step_name(ok), "{ok}");
+        }
+        for bad in ["", "1a", "a-b", "a.b", "a b"] {
+            assert!(!is_step_name(bad), "{bad}");
+        }
+    }
+}

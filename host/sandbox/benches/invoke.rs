@@ -1,0 +1,76 @@
+//! Per-invocation cost of a code step: a fresh store, instantiation from a
+//! prepared `InstancePre`, and one call, with the pooling allocator and the
+//! default limits (fuel + epoch + memory limiter). Rust and C guests are
+//! built by the test build; the JS and Python guests by
+//! `examples/build-all.sh` (skipped, loudly, when missing).
+//!
+//! Also measures loading a big guest from the compiled-artifact cache in a
+//! fresh sandbox (what a new `weft` process pays) against compiling it.
+//!
+//! Run: `cargo bench -p weft-sandbox --bench invoke`
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use weft_sandbox::{Invocation, Sandbox, SandboxConfig};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn guests() -> Vec<(&'static str, PathBuf, &'static str)> {
+    vec![
+        ("rust", PathBuf::from(weft_test_artifacts::EXAMPLE_RUST_GUEST), r#"{"text": "the cat and the hat", "top": 2}"#),
+        ("c", repo().join("examples/c-guest/build/guest.wasm"), r#"{"text": "hello"}"#),
+        ("js", repo().join("examples/js-guest/build/guest.wasm"), r#"{"text": "Hello World"}"#),
+        ("python", repo().join("examples/python-guest/build/guest.wasm"), r#"{"numbers": [1, 2, 3]}"#),
+    ]
+}
+
+fn invoke(c: &mut Criterion) {
+    let cache = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new(SandboxConfig::default(), Some(cache.path())).unwrap();
+    let mut group = c.benchmark_group("invoke");
+    group.sample_size(30);
+    for (name, path, input) in guests() {
+        let Ok(bytes) = std::fs::read(&path) else {
+            eprintln!("SKIPPED invoke/{name}: {} is missing (run examples/build-all.sh)", path.display());
+            continue;
+        };
+        let guest = sandbox.load(&bytes).unwrap();
+        let inv = Invocation::new(input);
+        let first = sandbox.invoke(&guest, &inv);
+        assert!(first.outcome.is_ok(), "{name}: {:?}", first.outcome);
+        group.bench_function(name, |b| b.iter(|| sandbox.invoke(&guest, &inv)));
+    }
+    group.finish();
+}
+
+fn cached_load(c: &mut Criterion) {
+    let cache = tempfile::tempdir().unwrap();
+    let mut group = c.benchmark_group("load-cached");
+    group.sample_size(10);
+    for (name, path, _) in guests() {
+        let Ok(bytes) = std::fs::read(&path) else { continue };
+        // Compile once (and fill the cache), timing it for comparison.
+        let t = Instant::now();
+        Sandbox::new(SandboxConfig::default(), Some(cache.path())).unwrap().load(&bytes).unwrap();
+        eprintln!("load-compile/{name}: {:.1} ms (no cache, {} bytes)", t.elapsed().as_secs_f64() * 1e3, bytes.len());
+        // A fresh sandbox each time, as a new process would have.
+        group.bench_function(name, |b| {
+            b.iter_batched(
+                || Sandbox::new(SandboxConfig::default(), Some(cache.path())).unwrap(),
+                |s| {
+                    s.load(&bytes).unwrap();
+                    s
+                },
+                criterion::BatchSize::PerIteration,
+            )
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, invoke, cached_load);
+criterion_main!(benches);

@@ -1,0 +1,248 @@
+//! The SQLite implementation of the engine's Store trait.
+//!
+//! - WAL journal; `synchronous = NORMAL` ([`Durability::Normal`]: a process
+//!   crash loses nothing committed) or `FULL` ([`Durability::Full`]: power
+//!   loss loses nothing committed).
+//! - One writer thread owns the write connection and group-commits every
+//!   batch waiting for it in one transaction, each batch in a savepoint so
+//!   a refused batch leaves no trace (see `writer`).
+//! - Reads use a small pool of separate connections.
+//! - Schema migrations by `PRAGMA user_version` (see `schema`).
+//! - [`SchedulerLock`]: one process owns a store's scheduler at a time.
+
+mod lock;
+mod read;
+mod schema;
+mod writer;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::JoinHandle;
+
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+use serde_json::Value;
+use tokio::sync::oneshot;
+use weft_engine::store::*;
+use weft_engine::{RunId, Seq};
+
+pub use lock::SchedulerLock;
+pub use schema::SCHEMA_VERSION;
+use writer::{Msg, Op};
+
+/// What a commit survives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// `synchronous = NORMAL`: survives a process crash.
+    #[default]
+    Normal,
+    /// `synchronous = FULL`: survives power loss (an fsync per group commit).
+    Full,
+}
+
+/// Counters of the writer (group-commit effectiveness).
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Transactions committed by the writer.
+    pub transactions: AtomicU64,
+    /// Batches (and template writes) those transactions carried.
+    pub batches: AtomicU64,
+}
+
+/// See the crate docs.
+pub struct SqliteStore {
+    path: PathBuf,
+    tx: Mutex<Option<mpsc::Sender<Msg>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    readers: Mutex<Vec<Connection>>,
+    stats: Arc<Stats>,
+}
+
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+const MAX_IDLE_READERS: usize = 8;
+
+pub(crate) fn map_err(e: rusqlite::Error) -> StoreError {
+    match &e {
+        rusqlite::Error::SqliteFailure(f, msg) => {
+            let m = msg.clone().unwrap_or_else(|| f.to_string());
+            match f.code {
+                ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => StoreError::Busy(m),
+                ErrorCode::ConstraintViolation => StoreError::Conflict(m),
+                ErrorCode::SystemIoFailure | ErrorCode::DiskFull | ErrorCode::CannotOpen | ErrorCode::OutOfMemory => {
+                    StoreError::Io(m)
+                }
+                ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase => StoreError::Corrupt(m),
+                _ => StoreError::Other(m),
+            }
+        }
+        rusqlite::Error::FromSqlConversionFailure(..) | rusqlite::Error::InvalidColumnType(..) => {
+            StoreError::Corrupt(e.to_string())
+        }
+        _ => StoreError::Other(e.to_string()),
+    }
+}
+
+pub(crate) fn opt_json(v: &Option<Value>) -> Option<String> {
+    v.as_ref().map(|v| v.to_string())
+}
+
+fn configure(conn: &Connection, durability: Durability) -> Result<(), StoreError> {
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(map_err)?;
+    let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0)).map_err(map_err)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Other(format!("could not switch the journal to WAL (got {mode})")));
+    }
+    let sync = match durability {
+        Durability::Normal => "NORMAL",
+        Durability::Full => "FULL",
+    };
+    conn.pragma_update(None, "synchronous", sync).map_err(map_err)?;
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(())
+}
+
+impl SqliteStore {
+    /// Open (creating if needed) and migrate the database at `path`.
+    /// Opening does not take the scheduler lock: see [`SqliteStore::lock_scheduler`].
+    pub fn open(path: impl AsRef<Path>, durability: Durability) -> Result<SqliteStore, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::Io(format!("{}: {e}", dir.display())))?;
+        }
+        let mut conn = Connection::open(&path).map_err(map_err)?;
+        configure(&conn, durability)?;
+        schema::migrate(&mut conn)?;
+        let (tx, rx) = mpsc::channel();
+        let stats = Arc::new(Stats::default());
+        let st = stats.clone();
+        let writer = std::thread::Builder::new()
+            .name("weft-store-writer".into())
+            .spawn(move || writer::run(conn, rx, st))
+            .map_err(|e| StoreError::Io(e.to_string()))?;
+        Ok(SqliteStore {
+            path,
+            tx: Mutex::new(Some(tx)),
+            writer: Mutex::new(Some(writer)),
+            readers: Mutex::new(vec![]),
+            stats,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Become the one process that drives this store's runs, or learn who is.
+    pub fn lock_scheduler(&self) -> Result<SchedulerLock, StoreError> {
+        SchedulerLock::acquire(&self.path)
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The schema version of the open database.
+    pub fn schema_version(&self) -> Result<u32, StoreError> {
+        self.read(|c| c.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(map_err))
+    }
+
+    async fn send(&self, op: Op) -> Result<u32, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        {
+            let tx = self.tx.lock().unwrap();
+            let tx = tx.as_ref().ok_or(StoreError::Closed)?;
+            tx.send(Msg { op, reply }).map_err(|_| StoreError::Closed)?;
+        }
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Run `f` on a reader connection (taken from the pool or opened).
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let conn = self.readers.lock().unwrap().pop();
+        let conn = match conn {
+            Some(c) => c,
+            None => {
+                let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+                let c = Connection::open_with_flags(&self.path, flags).map_err(map_err)?;
+                c.busy_timeout(BUSY_TIMEOUT).map_err(map_err)?;
+                c.pragma_update(None, "query_only", true).map_err(map_err)?;
+                c.set_prepared_statement_cache_capacity(32);
+                c
+            }
+        };
+        let r = f(&conn);
+        let mut pool = self.readers.lock().unwrap();
+        if pool.len() < MAX_IDLE_READERS {
+            pool.push(conn);
+        }
+        r
+    }
+
+    /// Stop the writer after it has committed everything queued.
+    pub fn close(&self) {
+        self.tx.lock().unwrap().take();
+        if let Some(h) = self.writer.lock().unwrap().take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for SqliteStore {
+    async fn commit(&self, batch: Batch) -> Result<(), StoreError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.send(Op::Batch(batch)).await.map(|_| ())
+    }
+
+    async fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
+        self.read(|c| read::run(c, id))
+    }
+
+    async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
+        self.read(|c| read::list_runs(c, filter))
+    }
+
+    async fn events_after(&self, run: &RunId, after: Seq, limit: usize) -> Result<Vec<EventRecord>, StoreError> {
+        self.read(|c| read::events_after(c, run, after, limit))
+    }
+
+    async fn unfinished_runs(&self) -> Result<Vec<RunId>, StoreError> {
+        self.read(read::unfinished_runs)
+    }
+
+    async fn expired_leases(&self, now_ms: i64) -> Result<Vec<ExpiredLease>, StoreError> {
+        self.read(|c| read::expired_leases(c, now_ms))
+    }
+
+    async fn save_template(&self, name: &str, definition: &Value, at: i64) -> Result<u32, StoreError> {
+        self.send(Op::SaveTemplate { name: name.to_string(), definition: definition.clone(), at }).await
+    }
+
+    async fn template(&self, name: &str, version: Option<u32>) -> Result<Option<TemplateRecord>, StoreError> {
+        self.read(|c| read::template(c, name, version))
+    }
+
+    async fn list_templates(&self) -> Result<Vec<TemplateRecord>, StoreError> {
+        self.read(read::list_templates)
+    }
+
+    async fn delete_template(&self, name: &str) -> Result<u32, StoreError> {
+        self.send(Op::DeleteTemplate { name: name.to_string() }).await
+    }
+}
+
+/// How many batches each transaction carried on average (1.0 = no grouping).
+pub fn group_factor(s: &Stats) -> f64 {
+    let t = s.transactions.load(Ordering::Relaxed).max(1);
+    s.batches.load(Ordering::Relaxed) as f64 / t as f64
+}

@@ -1,0 +1,303 @@
+//! Queries and row decoding.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde_json::Value;
+use weft_engine::store::*;
+use weft_engine::{AttemptNo, ItemIndex, RunId, Seq, StepError};
+
+use crate::map_err;
+
+fn corrupt(what: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(what.to_string())
+}
+
+fn json(s: Option<String>) -> Result<Option<Value>, StoreError> {
+    s.map(|s| serde_json::from_str(&s).map_err(corrupt)).transpose()
+}
+
+fn json_req(s: String) -> Result<Value, StoreError> {
+    serde_json::from_str(&s).map_err(corrupt)
+}
+
+fn error(s: Option<String>) -> Result<Option<StepError>, StoreError> {
+    s.map(|s| serde_json::from_str(&s).map_err(corrupt)).transpose()
+}
+
+fn id(s: String) -> Result<RunId, StoreError> {
+    s.parse().map_err(corrupt)
+}
+
+fn parse<T: std::str::FromStr>(s: String) -> Result<T, StoreError>
+where
+    T::Err: std::fmt::Display,
+{
+    s.parse().map_err(corrupt)
+}
+
+fn item(i: i64) -> Option<ItemIndex> {
+    (i >= 0).then_some(ItemIndex(i as u32))
+}
+
+fn attempt_no(n: u32) -> Result<AttemptNo, StoreError> {
+    AttemptNo::new(n).ok_or_else(|| corrupt("attempt 0"))
+}
+
+type Raw<T> = Result<T, rusqlite::Error>;
+
+pub fn run(c: &Connection, run_id: &RunId) -> Result<Option<RunRecord>, StoreError> {
+    #[allow(clippy::type_complexity)]
+    let row = c
+        .prepare_cached(
+            "SELECT template, version, state, definition, input, output, error, parent, depth, concurrency_key,
+                    created_at, updated_at, deadline_at, last_seq FROM runs WHERE id = ?1",
+        )
+        .and_then(|mut s| {
+            s.query_row([run_id.as_str()], |r: &Row<'_>| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, Option<u32>>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, Option<String>>(5)?,
+                    r.get::<_, Option<String>>(6)?,
+                    r.get::<_, Option<String>>(7)?,
+                    r.get::<_, u32>(8)?,
+                    r.get::<_, Option<String>>(9)?,
+                    (r.get::<_, i64>(10)?, r.get::<_, i64>(11)?, r.get::<_, Option<i64>>(12)?, r.get::<_, i64>(13)?),
+                ))
+            })
+            .optional()
+        })
+        .map_err(map_err)?;
+    let Some((template, version, state, definition, input, output, err, parent, depth, ckey, (created, updated, deadline, last_seq))) = row
+    else {
+        return Ok(None);
+    };
+    let steps = c
+        .prepare_cached(
+            "SELECT name, state, attempts, output, error, started_at, ended_at, next_attempt_at
+             FROM steps WHERE run_id = ?1 ORDER BY idx",
+        )
+        .and_then(|mut s| {
+            s.query_map([run_id.as_str()], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, u32>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                    r.get::<_, Option<i64>>(5)?,
+                    r.get::<_, Option<i64>>(6)?,
+                    r.get::<_, Option<i64>>(7)?,
+                ))
+            })?
+            .collect::<Raw<Vec<_>>>()
+        })
+        .map_err(map_err)?
+        .into_iter()
+        .map(|(name, state, attempts, output, err, started_at, ended_at, next_attempt_at)| {
+            Ok(StepRecord {
+                name,
+                state: parse(state)?,
+                attempts,
+                output: json(output)?,
+                error: error(err)?,
+                started_at,
+                ended_at,
+                next_attempt_at,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    let attempts = c
+        .prepare_cached(
+            "SELECT a.step, a.item, a.attempt, a.state, a.lease_until, a.started_at, a.ended_at, a.output, a.error
+             FROM attempts a JOIN steps s ON s.run_id = a.run_id AND s.name = a.step
+             WHERE a.run_id = ?1 ORDER BY s.idx, a.item, a.attempt",
+        )
+        .and_then(|mut s| {
+            s.query_map([run_id.as_str()], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, u32>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, i64>(5)?,
+                    r.get::<_, Option<i64>>(6)?,
+                    r.get::<_, Option<String>>(7)?,
+                    r.get::<_, Option<String>>(8)?,
+                ))
+            })?
+            .collect::<Raw<Vec<_>>>()
+        })
+        .map_err(map_err)?
+        .into_iter()
+        .map(|(step, it, n, state, lease_until, started_at, ended_at, output, err)| {
+            Ok(AttemptRecord {
+                step,
+                item: item(it),
+                attempt: attempt_no(n)?,
+                state: parse(state)?,
+                lease_until,
+                started_at,
+                ended_at,
+                output: json(output)?,
+                error: error(err)?,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    Ok(Some(RunRecord {
+        id: run_id.clone(),
+        template,
+        version,
+        state: parse(state)?,
+        definition: json_req(definition)?,
+        input: json_req(input)?,
+        output: json(output)?,
+        error: error(err)?,
+        parent: parent.map(id).transpose()?,
+        depth,
+        concurrency_key: ckey,
+        created_at: created,
+        updated_at: updated,
+        deadline_at: deadline,
+        steps,
+        attempts,
+        last_seq: Seq(last_seq as u64),
+    }))
+}
+
+pub fn list_runs(c: &Connection, f: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
+    let limit = f.limit.map(|l| l as i64).unwrap_or(-1);
+    let rows = c
+        .prepare_cached(
+            "SELECT id, template, version, state, parent, created_at, updated_at FROM runs
+             WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR template = ?2)
+             ORDER BY id DESC LIMIT ?3",
+        )
+        .and_then(|mut s| {
+            s.query_map(params![f.state.map(|s| s.as_str()), f.template, limit], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, Option<u32>>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                    r.get::<_, i64>(5)?,
+                    r.get::<_, i64>(6)?,
+                ))
+            })?
+            .collect::<Raw<Vec<_>>>()
+        })
+        .map_err(map_err)?;
+    rows.into_iter()
+        .map(|(rid, template, version, state, parent, created_at, updated_at)| {
+            Ok(RunSummary {
+                id: id(rid)?,
+                template,
+                version,
+                state: parse(state)?,
+                parent: parent.map(id).transpose()?,
+                created_at,
+                updated_at,
+            })
+        })
+        .collect()
+}
+
+pub fn events_after(c: &Connection, run: &RunId, after: Seq, limit: usize) -> Result<Vec<EventRecord>, StoreError> {
+    let rows = c
+        .prepare_cached(
+            "SELECT seq, at, kind, step, item, data FROM events WHERE run_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+        )
+        .and_then(|mut s| {
+            s.query_map(params![run.as_str(), after.0 as i64, limit.min(i64::MAX as usize) as i64], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                    r.get::<_, Option<i64>>(4)?,
+                    r.get::<_, String>(5)?,
+                ))
+            })?
+            .collect::<Raw<Vec<_>>>()
+        })
+        .map_err(map_err)?;
+    rows.into_iter()
+        .map(|(seq, at, kind, step, it, data)| {
+            Ok(NewEvent {
+                run: run.clone(),
+                seq: Seq(seq as u64),
+                at,
+                kind,
+                step,
+                item: it.and_then(item),
+                data: json_req(data)?,
+            })
+        })
+        .collect()
+}
+
+pub fn unfinished_runs(c: &Connection) -> Result<Vec<RunId>, StoreError> {
+    let rows = c
+        .prepare_cached(
+            "SELECT id FROM runs WHERE state NOT IN ('completed', 'failed', 'canceled', 'rejected') ORDER BY id",
+        )
+        .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect::<Raw<Vec<_>>>())
+        .map_err(map_err)?;
+    rows.into_iter().map(id).collect()
+}
+
+pub fn expired_leases(c: &Connection, now_ms: i64) -> Result<Vec<ExpiredLease>, StoreError> {
+    let rows = c
+        .prepare_cached(
+            "SELECT a.run_id, a.step, a.item, a.attempt, a.lease_until FROM attempts a JOIN runs r ON r.id = a.run_id
+             WHERE a.state = 'running' AND a.lease_until < ?1
+               AND r.state NOT IN ('completed', 'failed', 'canceled', 'rejected')
+             ORDER BY a.run_id, a.step, a.item",
+        )
+        .and_then(|mut s| {
+            s.query_map([now_ms], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?, r.get::<_, u32>(3)?, r.get::<_, i64>(4)?))
+            })?
+            .collect::<Raw<Vec<_>>>()
+        })
+        .map_err(map_err)?;
+    rows.into_iter()
+        .map(|(run, step, it, n, lease_until)| {
+            Ok(ExpiredLease { run: id(run)?, step, item: item(it), attempt: attempt_no(n)?, lease_until })
+        })
+        .collect()
+}
+
+fn template_row(r: &Row<'_>) -> Raw<(String, u32, String, i64)> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+}
+
+fn to_template((name, version, definition, created_at): (String, u32, String, i64)) -> Result<TemplateRecord, StoreError> {
+    Ok(TemplateRecord { name, version, definition: json_req(definition)?, created_at })
+}
+
+pub fn template(c: &Connection, name: &str, version: Option<u32>) -> Result<Option<TemplateRecord>, StoreError> {
+    let row = c
+        .prepare_cached(
+            "SELECT name, version, definition, created_at FROM templates
+             WHERE name = ?1 AND (?2 IS NULL OR version = ?2) ORDER BY version DESC LIMIT 1",
+        )
+        .and_then(|mut s| s.query_row(params![name, version], template_row).optional())
+        .map_err(map_err)?;
+    row.map(to_template).transpose()
+}
+
+pub fn list_templates(c: &Connection) -> Result<Vec<TemplateRecord>, StoreError> {
+    let rows = c
+        .prepare_cached(
+            "SELECT t.name, t.version, t.definition, t.created_at FROM templates t
+             WHERE t.version = (SELECT MAX(version) FROM templates WHERE name = t.name) ORDER BY t.name",
+        )
+        .and_then(|mut s| s.query_map([], template_row)?.collect::<Raw<Vec<_>>>())
+        .map_err(map_err)?;
+    rows.into_iter().map(to_template).collect()
+}

@@ -1,0 +1,467 @@
+//! Tests on real SQLite files in temp dirs. Where it helps, the same
+//! batches go to the engine's MemStore (the reference semantics) and the
+//! two stores must agree.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use weft_engine::state::AttemptState;
+use weft_engine::store::*;
+use weft_engine::{AttemptNo, ErrorKind, ItemIndex, MemStore, RunId, RunState, SeededRng, Seq, StepError, StepState};
+
+use super::*;
+
+fn tmp() -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("data").join("weft.db");
+    (d, p)
+}
+
+fn rid(n: i64) -> RunId {
+    RunId::generate(1_700_000_000_000 + n, &SeededRng::new(n as u64))
+}
+
+fn create(id: &RunId, steps: &[&str]) -> Write {
+    Write::CreateRun {
+        run: NewRun {
+            id: id.clone(),
+            template: "t".into(),
+            version: Some(2),
+            definition: json!({"name": "t", "steps": []}),
+            input: json!({"email": "a@b"}),
+            parent: None,
+            depth: 0,
+            concurrency_key: Some("k".into()),
+            created_at: 100,
+            deadline_at: Some(9_999),
+        },
+        steps: steps.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+fn event(id: &RunId, seq: u64, kind: &str) -> Write {
+    Write::Event(NewEvent { run: id.clone(), seq: Seq(seq), at: 100 + seq as i64, kind: kind.into(), step: None, item: None, data: json!({"k": kind}) })
+}
+
+fn step_to(id: &RunId, step: &str, from: StepState, to: StepState, output: Option<Value>, at: i64) -> Write {
+    Write::StepState { run: id.clone(), step: step.into(), from, to, output, error: None, next_attempt_at: None, at }
+}
+
+fn start(id: &RunId, step: &str, item: Option<u32>, n: u32, lease: i64) -> Write {
+    Write::StartAttempt { run: id.clone(), step: step.into(), item: item.map(ItemIndex), attempt: AttemptNo::new(n).unwrap(), lease_until: lease, at: 110 }
+}
+
+fn finish(id: &RunId, step: &str, item: Option<u32>, n: u32, state: AttemptState, output: Option<Value>, error: Option<StepError>) -> Write {
+    Write::FinishAttempt { run: id.clone(), step: step.into(), item: item.map(ItemIndex), attempt: AttemptNo::new(n).unwrap(), state, output, error, at: 120 }
+}
+
+fn b(writes: Vec<Write>) -> Batch {
+    Batch { writes }
+}
+
+/// Every write kind, in the order an engine would make them.
+fn life(id: &RunId) -> Vec<Batch> {
+    let err = StepError::new(ErrorKind::Transport, "down", true);
+    vec![
+        b(vec![create(id, &["a", "each", "z"]), event(id, 1, "run.submitted")]),
+        b(vec![
+            Write::RunState { run: id.clone(), from: RunState::Submitted, to: RunState::Working, output: None, error: None, at: 105 },
+            event(id, 2, "run.working"),
+            step_to(id, "a", StepState::Pending, StepState::Running, None, 106),
+            start(id, "a", None, 1, 5_000),
+        ]),
+        b(vec![
+            finish(id, "a", None, 1, AttemptState::Failed, None, Some(err.clone())),
+            Write::StepState {
+                run: id.clone(),
+                step: "a".into(),
+                from: StepState::Running,
+                to: StepState::Retrying,
+                output: None,
+                error: Some(err.clone()),
+                next_attempt_at: Some(300),
+                at: 121,
+            },
+            event(id, 3, "step.retrying"),
+        ]),
+        b(vec![step_to(id, "a", StepState::Retrying, StepState::Running, None, 300), start(id, "a", None, 2, 6_000)]),
+        b(vec![
+            finish(id, "a", None, 2, AttemptState::Succeeded, Some(json!({"ok": true})), None),
+            step_to(id, "a", StepState::Running, StepState::Succeeded, Some(json!({"ok": true})), 301),
+            step_to(id, "each", StepState::Pending, StepState::Running, None, 302),
+            start(id, "each", Some(0), 1, 7_000),
+            start(id, "each", Some(1), 1, 200),
+        ]),
+        b(vec![finish(id, "each", Some(0), 1, AttemptState::Succeeded, Some(json!(0)), None), event(id, 4, "item.succeeded")]),
+    ]
+}
+
+async fn apply_all(s: &dyn Store, batches: &[Batch]) {
+    for (k, batch) in batches.iter().enumerate() {
+        s.commit(batch.clone()).await.unwrap_or_else(|e| panic!("batch {k}: {e}"));
+    }
+}
+
+#[tokio::test]
+async fn migrations_create_and_refuse_newer() {
+    let (_d, p) = tmp();
+    let s = SqliteStore::open(&p, Durability::Normal).unwrap();
+    assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+    drop(s);
+    // idempotent reopen
+    let s = SqliteStore::open(&p, Durability::Full).unwrap();
+    assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+    drop(s);
+    let c = Connection::open(&p).unwrap();
+    c.pragma_update(None, "user_version", SCHEMA_VERSION + 7).unwrap();
+    drop(c);
+    match SqliteStore::open(&p, Durability::Normal) {
+        Err(StoreError::SchemaTooNew { found, supported }) => {
+            assert_eq!((found, supported), (SCHEMA_VERSION + 7, SCHEMA_VERSION));
+        }
+        Err(e) => panic!("wrong error {e}"),
+        Ok(_) => panic!("a newer schema must be refused"),
+    }
+}
+
+#[tokio::test]
+async fn every_write_kind_round_trips_like_the_reference() {
+    let (_d, p) = tmp();
+    let sql = SqliteStore::open(&p, Durability::Normal).unwrap();
+    let mem = MemStore::new();
+    let id = rid(1);
+    let batches = life(&id);
+    apply_all(&sql, &batches).await;
+    apply_all(&mem, &batches).await;
+    let a = sql.run(&id).await.unwrap().unwrap();
+    let m = mem.run(&id).await.unwrap().unwrap();
+    assert_eq!(a, m, "SQLite and the reference store disagree");
+    // spot checks of the decoded record
+    assert_eq!(a.state, RunState::Working);
+    assert_eq!(a.concurrency_key.as_deref(), Some("k"));
+    assert_eq!(a.steps[0].attempts, 2);
+    assert_eq!(a.steps[0].started_at, Some(106));
+    assert_eq!(a.steps[0].ended_at, Some(301));
+    assert_eq!(a.steps[0].output, Some(json!({"ok": true})));
+    assert_eq!(a.attempts.len(), 4);
+    assert_eq!(a.attempts[0].error.as_ref().unwrap().kind, ErrorKind::Transport);
+    assert_eq!(a.attempts[2].item, Some(ItemIndex(0)));
+    assert_eq!(a.last_seq, Seq(4));
+    // events
+    let ev = sql.events_after(&id, Seq(1), 10).await.unwrap();
+    assert_eq!(ev.iter().map(|e| e.seq.0).collect::<Vec<_>>(), vec![2, 3, 4]);
+    assert_eq!(ev, mem.events_after(&id, Seq(1), 10).await.unwrap());
+    assert_eq!(sql.events_after(&id, Seq::ZERO, 2).await.unwrap().len(), 2);
+    // recovery reads
+    assert_eq!(sql.unfinished_runs().await.unwrap(), vec![id.clone()]);
+    let exp = sql.expired_leases(1_000).await.unwrap();
+    assert_eq!(exp, mem.expired_leases(1_000).await.unwrap());
+    assert_eq!(exp.len(), 1);
+    assert_eq!((exp[0].step.as_str(), exp[0].item, exp[0].lease_until), ("each", Some(ItemIndex(1)), 200));
+    assert_eq!(sql.expired_leases(100).await.unwrap(), vec![]);
+    // finishing the run removes it from the unfinished set and its leases
+    sql.commit(b(vec![Write::RunState { run: id.clone(), from: RunState::Working, to: RunState::Failed, output: None, error: Some(StepError::new(ErrorKind::Deadline, "late", false)), at: 400 }]))
+        .await
+        .unwrap();
+    assert!(sql.unfinished_runs().await.unwrap().is_empty());
+    assert!(sql.expired_leases(i64::MAX).await.unwrap().is_empty());
+    let r = sql.run(&id).await.unwrap().unwrap();
+    assert_eq!(r.error.unwrap().kind, ErrorKind::Deadline);
+    assert_eq!(r.updated_at, 400);
+}
+
+#[tokio::test]
+async fn refused_writes_match_the_reference() {
+    let (_d, p) = tmp();
+    let sql = SqliteStore::open(&p, Durability::Normal).unwrap();
+    let mem = MemStore::new();
+    let id = rid(2);
+    for s in [&sql as &dyn Store, &mem] {
+        s.commit(b(vec![create(&id, &["a"]), start(&id, "a", None, 1, 10)])).await.unwrap();
+        let bad: Vec<Write> = vec![
+            create(&id, &["a"]),                                                                    // run exists
+            start(&id, "a", None, 1, 10),                                                           // attempt exists
+            start(&id, "a", None, 2, 10),                                                           // another is running
+            step_to(&id, "a", StepState::Running, StepState::Succeeded, None, 1),                   // step is pending
+            step_to(&id, "nope", StepState::Pending, StepState::Running, None, 1),                  // no such step
+            finish(&id, "a", None, 9, AttemptState::Failed, None, None),                            // no such attempt
+            Write::RunState { run: id.clone(), from: RunState::Working, to: RunState::Completed, output: None, error: None, at: 1 },
+            event(&rid(99), 1, "x"),                                                                // no such run
+        ];
+        for w in bad {
+            let e = s.commit(b(vec![w.clone()])).await.unwrap_err();
+            assert!(matches!(e, StoreError::Conflict(_)), "{w:?}: {e}");
+            assert!(!e.is_retryable());
+        }
+        s.commit(b(vec![event(&id, 1, "x")])).await.unwrap();
+        assert!(matches!(s.commit(b(vec![event(&id, 1, "again")])).await, Err(StoreError::Conflict(_))), "no event logged twice");
+        s.commit(b(vec![finish(&id, "a", None, 1, AttemptState::Canceled, None, None)])).await.unwrap();
+        assert!(s.commit(b(vec![finish(&id, "a", None, 1, AttemptState::Failed, None, None)])).await.is_err(), "an attempt ends once");
+    }
+    assert_eq!(sql.run(&id).await.unwrap(), mem.run(&id).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_failed_batch_leaves_no_trace() {
+    let (_d, p) = tmp();
+    let s = SqliteStore::open(&p, Durability::Normal).unwrap();
+    let id = rid(3);
+    // the last write is refused: the run, steps and event before it must vanish
+    let e = s
+        .commit(b(vec![
+            create(&id, &["a", "b"]),
+            event(&id, 1, "run.submitted"),
+            step_to(&id, "a", StepState::Pending, StepState::Running, None, 1),
+            start(&id, "a", None, 1, 10),
+            step_to(&id, "b", StepState::Running, StepState::Failed, None, 1),
+        ]))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::Conflict(_)));
+    assert!(s.run(&id).await.unwrap().is_none());
+    assert!(s.events_after(&id, Seq::ZERO, 10).await.unwrap().is_empty());
+    assert!(s.list_runs(&RunFilter::default()).await.unwrap().is_empty());
+    let c = Connection::open(&p).unwrap();
+    for t in ["runs", "steps", "attempts", "events"] {
+        let n: i64 = c.query_row(&format!("SELECT COUNT(*) FROM {t}"), [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 0, "{t} has rows of a refused batch");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn group_commit_under_concurrent_callers() {
+    let (_d, p) = tmp();
+    let s = Arc::new(SqliteStore::open(&p, Durability::Normal).unwrap());
+    let callers = 40;
+    let per = 15;
+    let mut tasks = tokio::task::JoinSet::new();
+    for c in 0..callers {
+        let s = s.clone();
+        tasks.spawn(async move {
+            let id = rid(1000 + c);
+            s.commit(b(vec![create(&id, &["a"]), event(&id, 1, "run.submitted")])).await.unwrap();
+            let mut refused = 0;
+            for k in 0..per {
+                // every third batch carries a duplicate seq and must fail alone
+                let seq = if k % 3 == 2 { 1 } else { k as u64 + 2 };
+                let r = s.commit(b(vec![event(&id, k as u64 + 100, "extra"), event(&id, seq, "e")])).await;
+                if k % 3 == 2 {
+                    assert!(matches!(r, Err(StoreError::Conflict(_))), "{r:?}");
+                    refused += 1;
+                } else {
+                    r.unwrap();
+                }
+            }
+            (id, refused)
+        });
+    }
+    let mut total_refused = 0;
+    while let Some(r) = tasks.join_next().await {
+        let (id, refused) = r.unwrap();
+        total_refused += refused;
+        let ev = s.events_after(&id, Seq::ZERO, 1000).await.unwrap();
+        let ok = per - refused;
+        assert_eq!(ev.len(), 1 + 2 * ok as usize, "the refused batches left nothing, the others everything");
+        assert!(ev.iter().all(|e| e.kind != "e" || e.seq.0 != 1));
+        let extra: Vec<u64> = ev.iter().filter(|e| e.kind == "extra").map(|e| e.seq.0 - 100).collect();
+        assert!(extra.iter().all(|k| k % 3 != 2), "{extra:?}");
+    }
+    assert_eq!(total_refused, callers * (per / 3));
+    let st = s.stats();
+    let txns = st.transactions.load(Ordering::Relaxed);
+    let batches = st.batches.load(Ordering::Relaxed);
+    assert_eq!(batches, (callers * (per + 1)) as u64, "every batch went through the writer");
+    assert!(txns <= batches);
+    assert_eq!(s.list_runs(&RunFilter::default()).await.unwrap().len(), callers as usize);
+}
+
+#[tokio::test]
+async fn data_survives_reopen() {
+    let (_d, p) = tmp();
+    let id = rid(4);
+    {
+        let s = SqliteStore::open(&p, Durability::Full).unwrap();
+        apply_all(&s, &life(&id)).await;
+    }
+    let s = SqliteStore::open(&p, Durability::Normal).unwrap();
+    let r = s.run(&id).await.unwrap().unwrap();
+    assert_eq!(r.attempts.len(), 4);
+    assert_eq!(r.last_seq, Seq(4));
+}
+
+#[tokio::test]
+async fn list_runs_filters() {
+    let (_d, p) = tmp();
+    let s = SqliteStore::open(&p, Durability::Normal).unwrap();
+    let (a, bb) = (rid(10), rid(11));
+    s.commit(b(vec![create(&a, &["x"])])).await.unwrap();
+    let mut w = create(&bb, &["x"]);
+    if let Write::CreateRun { run, .. } = &mut w {
+        run.template = "other".into();
+    }
+    s.commit(b(vec![w])).await.unwrap();
+    s.commit(b(vec![Write::RunState { run: a.clone(), from: RunState::Submitted, to: RunState::Working, output: None, error: None, at: 5 }]))
+        .await
+        .unwrap();
+    let all = s.list_runs(&RunFilter::default()).await.unwrap();
+    assert_eq!(all.iter().map(|r| r.id.clone()).collect::<Vec<_>>(), vec![bb.clone(), a.clone()], "newest first");
+    let f = RunFilter { state: Some(RunState::Working), ..Default::default() };
+    assert_eq!(s.list_runs(&f).await.unwrap().len(), 1);
+    let f = RunFilter { template: Some("other".into()), ..Default::default() };
+    assert_eq!(s.list_runs(&f).await.unwrap()[0].id, bb);
+    let f = RunFilter { limit: Some(1), ..Default::default() };
+    assert_eq!(s.list_runs(&f).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn templates_are_versioned() {
+    let (_d, p) = tmp();
+    let s = SqliteStore::open(&p, Durability::Normal).unwrap();
+    assert_eq!(s.save_template("onboard", &json!({"v": 1}), 1).await.unwrap(), 1);
+    assert_eq!(s.save_template("onboard", &json!({"v": 2}), 2).await.unwrap(), 2);
+    assert_eq!(s.save_template("zeta", &json!({"z": 1}), 3).await.unwrap(), 1);
+    assert_eq!(s.template("onboard", None).await.unwrap().unwrap().definition, json!({"v": 2}));
+    let v1 = s.template("onboard", Some(1)).await.unwrap().unwrap();
+    assert_eq!((v1.version, v1.definition, v1.created_at), (1, json!({"v": 1}), 1));
+    assert!(s.template("onboard", Some(3)).await.unwrap().is_none());
+    let list = s.list_templates().await.unwrap();
+    assert_eq!(list.iter().map(|t| (t.name.as_str(), t.version)).collect::<Vec<_>>(), vec![("onboard", 2), ("zeta", 1)]);
+    assert_eq!(s.delete_template("onboard").await.unwrap(), 2);
+    assert_eq!(s.delete_template("onboard").await.unwrap(), 0);
+    assert!(s.template("onboard", None).await.unwrap().is_none());
+}
+
+#[test]
+fn the_scheduler_lock_refuses_a_second_owner() {
+    let (_d, p) = tmp();
+    let s = SqliteStore::open(&p, Durability::Normal).unwrap();
+    let lock = s.lock_scheduler().unwrap();
+    assert!(lock.path().ends_with("weft.db.lock"));
+    // a second opener (another handle, as another process would have)
+    let s2 = SqliteStore::open(&p, Durability::Normal).unwrap();
+    match s2.lock_scheduler() {
+        Err(StoreError::Locked { pid, path }) => {
+            assert_eq!(pid, Some(std::process::id()));
+            assert!(path.ends_with("weft.db"));
+            let msg = StoreError::Locked { pid, path }.to_string();
+            assert!(msg.contains("owned by another process") && msg.contains("pid"), "{msg}");
+        }
+        other => panic!("expected Locked, got {other:?}"),
+    }
+    drop(lock);
+    let again = s2.lock_scheduler().expect("free once the owner lets go");
+    drop(again);
+}
+
+#[test]
+fn error_mapping_splits_retryable() {
+    let busy = rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY), None);
+    assert!(map_err(busy).is_retryable());
+    let locked = rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_LOCKED), None);
+    assert!(map_err(locked).is_retryable());
+    let io = rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_IOERR), None);
+    assert!(matches!(map_err(io), StoreError::Io(_)));
+    let c = rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CONSTRAINT), None);
+    assert!(matches!(map_err(c), StoreError::Conflict(_)));
+    let corrupt = rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT), None);
+    assert!(!map_err(corrupt).is_retryable());
+}
+
+#[tokio::test]
+async fn a_closed_store_refuses_writes() {
+    let (_d, p) = tmp();
+    let s = SqliteStore::open(&p, Durability::Normal).unwrap();
+    s.close();
+    assert_eq!(s.commit(b(vec![create(&rid(5), &["a"])])).await, Err(StoreError::Closed));
+}
+
+mod with_engine {
+    use super::*;
+    use weft_engine::runner::{StepOutput, StepRequest, StepRunner};
+    use weft_engine::{CancelToken, Engine, EngineConfig, RunOptions, SystemClock};
+
+    struct Echo {
+        hang_on: Option<&'static str>,
+    }
+
+    #[async_trait::async_trait]
+    impl StepRunner for Echo {
+        async fn run(&self, req: StepRequest, cancel: CancelToken) -> Result<StepOutput, StepError> {
+            if self.hang_on == Some(req.step.as_str()) {
+                cancel.canceled().await;
+                return Err(StepError::canceled("stopped"));
+            }
+            Ok(StepOutput::Done(json!({"step": req.step, "key": req.idempotency_key, "in": req.input})))
+        }
+    }
+
+    fn engine(store: Arc<SqliteStore>, hang_on: Option<&'static str>) -> Engine {
+        Engine::new(store, Arc::new(Echo { hang_on }), Arc::new(SystemClock), Arc::new(SeededRng::from_entropy()), EngineConfig::default())
+    }
+
+    fn def() -> weft_model::Definition {
+        weft_model::from_value(
+            &json!({"name": "chain", "steps": [
+                {"name": "a", "code": {"plugin": "p"}, "input": "@input"},
+                {"name": "b", "code": {"plugin": "p"}, "input": "@a.in",
+                 "retry": {"max_attempts": 2, "initial_delay_ms": 1, "jitter": false}},
+                {"name": "c", "code": {"plugin": "p"}, "for_each": [1, 2, 3], "input": "@item", "after": ["b"]}]}),
+            &weft_model::NoSchemas,
+        )
+        .unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn runs_complete_on_sqlite() {
+        let (_d, p) = tmp();
+        let store = Arc::new(SqliteStore::open(&p, Durability::Full).unwrap());
+        let e = engine(store.clone(), None);
+        let mut ids = vec![];
+        for k in 0..20 {
+            ids.push(e.submit(&def(), json!(k), RunOptions::default()).await.unwrap());
+        }
+        for (k, id) in ids.iter().enumerate() {
+            let r = e.wait(id).await.unwrap();
+            assert_eq!(r.state, RunState::Completed, "{:?}", r.error);
+            assert_eq!(r.steps[1].output.as_ref().unwrap()["in"], json!(k));
+            assert_eq!(r.steps[2].output.as_ref().unwrap().as_array().unwrap().len(), 3);
+            let evs = store.events_after(id, Seq::ZERO, 1000).await.unwrap();
+            assert_eq!(evs.len() as u64, r.last_seq.0);
+            assert!(evs.iter().enumerate().all(|(i, e)| e.seq.0 == i as u64 + 1));
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn crash_and_recover_on_sqlite() {
+        let (_d, p) = tmp();
+        let id = {
+            let store = Arc::new(SqliteStore::open(&p, Durability::Normal).unwrap());
+            let _lock = store.lock_scheduler().unwrap();
+            let e = engine(store.clone(), Some("b"));
+            let id = e.submit(&def(), json!("x"), RunOptions::default()).await.unwrap();
+            for _ in 0..500 {
+                if store.run(&id).await.unwrap().unwrap().steps[1].state == StepState::Running {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            }
+            e.abort_all();
+            id
+            // store and lock dropped: the "process" is gone
+        };
+        let store = Arc::new(SqliteStore::open(&p, Durability::Normal).unwrap());
+        let _lock = store.lock_scheduler().expect("the dead owner's lock is free");
+        let before = store.run(&id).await.unwrap().unwrap();
+        assert_eq!(before.steps[0].state, StepState::Succeeded);
+        assert_eq!(before.steps[1].state, StepState::Running);
+        assert_eq!(store.expired_leases(i64::MAX).await.unwrap().len(), 1);
+        let e = engine(store.clone(), None);
+        assert_eq!(e.recover().await.unwrap(), vec![id.clone()]);
+        let r = e.wait(&id).await.unwrap();
+        assert_eq!(r.state, RunState::Completed, "{:?}", r.error);
+        assert_eq!(r.steps[0].attempts, 1, "a succeeded step never runs again");
+        assert_eq!(r.steps[1].attempts, 2);
+        assert_eq!(r.steps[1].output.as_ref().unwrap()["key"], json!(format!("{id}/b/2")));
+        assert_eq!(r.attempts.iter().filter(|a| a.step == "b").map(|a| a.state).collect::<Vec<_>>(), vec![AttemptState::Failed, AttemptState::Succeeded]);
+    }
+}

@@ -1,0 +1,258 @@
+//! The single writer thread: it takes every batch waiting in its queue,
+//! applies each inside a savepoint of one transaction (a batch that fails
+//! is rolled back alone, leaving no trace), commits once, and answers each
+//! caller. Callers await their answer, so `commit` returns once durable.
+
+use std::sync::mpsc::{Receiver, TryRecvError};
+
+use rusqlite::{Connection, params};
+use serde_json::Value;
+use tokio::sync::oneshot;
+use weft_engine::store::{Batch, Write};
+use weft_engine::{StepError, StoreError};
+
+use crate::{map_err, opt_json};
+
+/// Work for the writer.
+pub(crate) enum Op {
+    Batch(Batch),
+    SaveTemplate { name: String, definition: Value, at: i64 },
+    DeleteTemplate { name: String },
+}
+
+pub(crate) struct Msg {
+    pub op: Op,
+    pub reply: oneshot::Sender<Result<u32, StoreError>>,
+}
+
+/// Most messages folded into one transaction.
+const MAX_GROUP: usize = 512;
+
+pub(crate) fn run(mut conn: Connection, rx: Receiver<Msg>, stats: std::sync::Arc<crate::Stats>) {
+    while let Ok(first) = rx.recv() {
+        let mut group = vec![first];
+        while group.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(m) => group.push(m),
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+            }
+        }
+        let results = commit_group(&mut conn, &group);
+        stats.transactions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        stats.batches.fetch_add(group.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        for (m, r) in group.into_iter().zip(results) {
+            let _ = m.reply.send(r);
+        }
+    }
+}
+
+fn commit_group(conn: &mut Connection, group: &[Msg]) -> Vec<Result<u32, StoreError>> {
+    let mut results = Vec::with_capacity(group.len());
+    let outcome = (|| -> Result<(), StoreError> {
+        let mut tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(map_err)?;
+        for m in group {
+            let sp = tx.savepoint().map_err(map_err)?;
+            let r = apply_op(&sp, &m.op);
+            if r.is_ok() {
+                sp.commit().map_err(map_err)?;
+            } else {
+                // dropping a savepoint rolls it back and releases it
+                drop(sp);
+            }
+            results.push(r);
+        }
+        tx.commit().map_err(map_err)
+    })();
+    match outcome {
+        Ok(()) => results,
+        // The transaction itself failed: nothing of the group is durable.
+        Err(e) => group.iter().map(|_| Err(e.clone())).collect(),
+    }
+}
+
+fn conflict(what: String) -> StoreError {
+    StoreError::Conflict(what)
+}
+
+fn err_json(e: &Option<StepError>) -> Option<String> {
+    e.as_ref().map(|e| serde_json::to_string(e).unwrap_or_default())
+}
+
+fn item_col(i: Option<weft_engine::ItemIndex>) -> i64 {
+    i.map(|i| i.0 as i64).unwrap_or(-1)
+}
+
+fn touch(c: &Connection, run: &str, at: i64) -> Result<(), StoreError> {
+    c.prepare_cached("UPDATE runs SET updated_at = ?2 WHERE id = ?1")
+        .and_then(|mut s| s.execute(params![run, at]))
+        .map_err(map_err)?;
+    Ok(())
+}
+
+fn apply_op(c: &Connection, op: &Op) -> Result<u32, StoreError> {
+    match op {
+        Op::Batch(b) => {
+            for w in &b.writes {
+                apply_write(c, w)?;
+            }
+            Ok(0)
+        }
+        Op::SaveTemplate { name, definition, at } => {
+            let v: u32 = c
+                .query_row("SELECT COALESCE(MAX(version), 0) + 1 FROM templates WHERE name = ?1", [name], |r| r.get(0))
+                .map_err(map_err)?;
+            c.execute(
+                "INSERT INTO templates (name, version, definition, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![name, v, definition.to_string(), at],
+            )
+            .map_err(map_err)?;
+            Ok(v)
+        }
+        Op::DeleteTemplate { name } => {
+            let n = c.execute("DELETE FROM templates WHERE name = ?1", [name]).map_err(map_err)?;
+            Ok(n as u32)
+        }
+    }
+}
+
+fn apply_write(c: &Connection, w: &Write) -> Result<(), StoreError> {
+    match w {
+        Write::CreateRun { run, steps } => {
+            let n = c
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO runs (id, template, version, state, definition, input, parent, depth,
+                        concurrency_key, created_at, updated_at, deadline_at)
+                     VALUES (?1, ?2, ?3, 'submitted', ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10)",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        run.id.as_str(),
+                        run.template,
+                        run.version,
+                        run.definition.to_string(),
+                        run.input.to_string(),
+                        run.parent.as_ref().map(|p| p.as_str().to_owned()),
+                        run.depth,
+                        run.concurrency_key,
+                        run.created_at,
+                        run.deadline_at,
+                    ])
+                })
+                .map_err(map_err)?;
+            if n == 0 {
+                return Err(conflict(format!("run {} exists", run.id)));
+            }
+            let mut s = c
+                .prepare_cached("INSERT INTO steps (run_id, name, idx, state) VALUES (?1, ?2, ?3, 'pending')")
+                .map_err(map_err)?;
+            for (i, name) in steps.iter().enumerate() {
+                s.execute(params![run.id.as_str(), name, i as i64]).map_err(map_err)?;
+            }
+        }
+        Write::RunState { run, from, to, output, error, at } => {
+            let n = c
+                .prepare_cached(
+                    "UPDATE runs SET state = ?3, output = ?4, error = ?5, updated_at = ?6 WHERE id = ?1 AND state = ?2",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![run.as_str(), from.as_str(), to.as_str(), opt_json(output), err_json(error), at])
+                })
+                .map_err(map_err)?;
+            if n == 0 {
+                return Err(conflict(format!("run {run} is not {from}")));
+            }
+        }
+        Write::StepState { run, step, from, to, output, error, next_attempt_at, at } => {
+            let n = c
+                .prepare_cached(
+                    "UPDATE steps SET state = ?4, output = ?5, error = ?6, next_attempt_at = ?7,
+                        started_at = CASE WHEN ?4 = 'running' THEN COALESCE(started_at, ?8) ELSE started_at END,
+                        ended_at = CASE WHEN ?9 THEN ?8 ELSE ended_at END
+                     WHERE run_id = ?1 AND name = ?2 AND state = ?3",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        run.as_str(),
+                        step,
+                        from.as_str(),
+                        to.as_str(),
+                        opt_json(output),
+                        err_json(error),
+                        next_attempt_at,
+                        at,
+                        to.is_terminal(),
+                    ])
+                })
+                .map_err(map_err)?;
+            if n == 0 {
+                return Err(conflict(format!("step {run}/{step} is not {from}")));
+            }
+            touch(c, run.as_str(), *at)?;
+        }
+        Write::StartAttempt { run, step, item, attempt, lease_until, at } => {
+            let n = c
+                .prepare_cached("UPDATE steps SET attempts = attempts + 1 WHERE run_id = ?1 AND name = ?2")
+                .and_then(|mut s| s.execute(params![run.as_str(), step]))
+                .map_err(map_err)?;
+            if n == 0 {
+                return Err(conflict(format!("step {run}/{step} does not exist")));
+            }
+            c.prepare_cached(
+                "INSERT INTO attempts (run_id, step, item, attempt, state, lease_until, started_at)
+                 VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6)",
+            )
+            .and_then(|mut s| s.execute(params![run.as_str(), step, item_col(*item), attempt.get(), lease_until, at]))
+            .map_err(map_err)?;
+            touch(c, run.as_str(), *at)?;
+        }
+        Write::FinishAttempt { run, step, item, attempt, state, output, error, at } => {
+            let n = c
+                .prepare_cached(
+                    "UPDATE attempts SET state = ?5, output = ?6, error = ?7, ended_at = ?8
+                     WHERE run_id = ?1 AND step = ?2 AND item = ?3 AND attempt = ?4 AND state = 'running'",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        run.as_str(),
+                        step,
+                        item_col(*item),
+                        attempt.get(),
+                        state.as_str(),
+                        opt_json(output),
+                        err_json(error),
+                        at
+                    ])
+                })
+                .map_err(map_err)?;
+            if n == 0 || *state == weft_engine::state::AttemptState::Running {
+                return Err(conflict(format!("attempt {attempt} of {run}/{step} is not running")));
+            }
+            touch(c, run.as_str(), *at)?;
+        }
+        Write::Event(e) => {
+            let n = c
+                .prepare_cached("UPDATE runs SET last_seq = MAX(last_seq, ?2) WHERE id = ?1")
+                .and_then(|mut s| s.execute(params![e.run.as_str(), e.seq.0 as i64]))
+                .map_err(map_err)?;
+            if n == 0 {
+                return Err(conflict(format!("run {} does not exist", e.run)));
+            }
+            c.prepare_cached(
+                "INSERT INTO events (run_id, seq, at, kind, step, item, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    e.run.as_str(),
+                    e.seq.0 as i64,
+                    e.at,
+                    e.kind,
+                    e.step,
+                    e.item.map(|i| i.0 as i64),
+                    e.data.to_string()
+                ])
+            })
+            .map_err(map_err)?;
+        }
+    }
+    Ok(())
+}
