@@ -2,10 +2,7 @@
 //! `$OUT_DIR/artifacts.rs` with one path constant per guest.
 
 fn main() {
-    let components = weft_guest_build::build_guests(
-        &["weft-test-hostile", "weft-example-rust-guest"],
-        "wasm32-wasip2",
-    );
+    let components = weft_guest_build::build_guests(&["weft-test-hostile", "weft-example-rust-guest"], "wasm32-wasip2");
     let commands = weft_guest_build::build_guests(&["weft-test-hostile-command"], "wasm32-wasip1");
     let mut out = String::new();
     for (package, path) in components.iter().chain(&commands) {
@@ -15,7 +12,10 @@ fn main() {
             "weft-test-hostile-command" => "HOSTILE_COMMAND",
             other => panic!("unexpected guest package {other}"),
         };
-        out += &format!("/// Path of the compiled `{package}` guest.\npub const {name}: &str = {:?};\n", path.display().to_string());
+        out += &format!(
+            "/// Path of the compiled `{package}` guest.\npub const {name}: &str = {:?};\n",
+            path.display().to_string()
+        );
     }
     let dest = std::path::Path::new(&std::env::var("OUT_DIR").unwrap()).join("artifacts.rs");
     std::fs::write(dest, out).unwrap();

@@ -21,7 +21,11 @@ fn repo() -> PathBuf {
 
 fn guests() -> Vec<(&'static str, PathBuf, &'static str)> {
     vec![
-        ("rust", PathBuf::from(weft_test_artifacts::EXAMPLE_RUST_GUEST), r#"{"text": "the cat and the hat", "top": 2}"#),
+        (
+            "rust",
+            PathBuf::from(weft_test_artifacts::EXAMPLE_RUST_GUEST),
+            r#"{"text": "the cat and the hat", "top": 2}"#,
+        ),
         ("c", repo().join("examples/c-guest/build/guest.wasm"), r#"{"text": "hello"}"#),
         ("js", repo().join("examples/js-guest/build/guest.wasm"), r#"{"text": "Hello World"}"#),
         ("python", repo().join("examples/python-guest/build/guest.wasm"), r#"{"numbers": [1, 2, 3]}"#),

@@ -9,7 +9,6 @@ wasmtime::component::bindgen!({
     world: "weft:step/step",
 });
 
-
 impl weft::step::types::Host for ComponentState {}
 
 impl weft::step::host::Host for ComponentState {

@@ -33,7 +33,13 @@ pub struct SandboxConfig {
 
 impl Default for SandboxConfig {
     fn default() -> Self {
-        SandboxConfig { epoch_interruption: true, fuel_metering: true, pooling: true, max_concurrent: 64, max_memory_mb: 4096 }
+        SandboxConfig {
+            epoch_interruption: true,
+            fuel_metering: true,
+            pooling: true,
+            max_concurrent: 64,
+            max_memory_mb: 4096,
+        }
     }
 }
 

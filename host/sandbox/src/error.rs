@@ -149,7 +149,9 @@ pub enum SandboxError {
 
 /// A plugin name that does not fit `[a-z0-9][a-z0-9_-]*` (64 chars at most).
 #[derive(Debug, thiserror::Error)]
-#[error("`{0}` is not a valid plugin name: use lower-case letters, digits, `-` and `_`, starting with a letter or digit (64 characters at most)")]
+#[error(
+    "`{0}` is not a valid plugin name: use lower-case letters, digits, `-` and `_`, starting with a letter or digit (64 characters at most)"
+)]
 pub struct BadName(pub String);
 
 impl SandboxError {

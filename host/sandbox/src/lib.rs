@@ -233,9 +233,7 @@ fn sniff(bytes: &[u8]) -> Result<GuestKindName, LoadError> {
         return Ok(GuestKindName::Command);
     }
     let shown: Vec<u8> = bytes.iter().take(8).copied().collect();
-    Err(LoadError::NotWasm(format!(
-        "it starts with {shown:02x?} instead of the \\0asm preamble (or WAT text)"
-    )))
+    Err(LoadError::NotWasm(format!("it starts with {shown:02x?} instead of the \\0asm preamble (or WAT text)")))
 }
 
 /// Counts guests running at once so the pooling allocator never runs out of

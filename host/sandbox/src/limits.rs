@@ -104,7 +104,9 @@ pub(crate) fn classify(err: &wasmtime::Error, interrupt: &InterruptReason, limit
             }
             Trap::Interrupt => {
                 return match interrupt.get() {
-                    InterruptReason::CANCELED => GuestError::new(GuestErrorKind::Canceled, "the invocation was canceled"),
+                    InterruptReason::CANCELED => {
+                        GuestError::new(GuestErrorKind::Canceled, "the invocation was canceled")
+                    }
                     _ => GuestError::new(
                         GuestErrorKind::Timeout,
                         format!("the guest ran past its {} ms deadline", limits.timeout.as_millis()),

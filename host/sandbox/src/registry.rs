@@ -229,13 +229,7 @@ impl Registry {
         for name in self.names()? {
             let r = self.resolve(&name)?;
             let metadata = self.metadata(sandbox, &r)?;
-            out.push(PluginEntry {
-                name,
-                digest: r.digest.hex(),
-                source: r.source,
-                size: r.bytes.len(),
-                metadata,
-            });
+            out.push(PluginEntry { name, digest: r.digest.hex(), source: r.source, size: r.bytes.len(), metadata });
         }
         Ok(out)
     }

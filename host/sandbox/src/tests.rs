@@ -133,7 +133,9 @@ fn bad_bytes_are_refused_with_a_clear_error() {
     assert!(matches!(s.load(odd_import.as_bytes()), Err(SandboxError::Load(LoadError::NotCommand(_)))));
     let empty_component = "(component)";
     match s.load(empty_component.as_bytes()) {
-        Err(SandboxError::Load(LoadError::WrongWorld(m))) => assert!(m.contains("run") || m.contains("describe"), "{m}"),
+        Err(SandboxError::Load(LoadError::WrongWorld(m))) => {
+            assert!(m.contains("run") || m.contains("describe"), "{m}")
+        }
         Err(other) => panic!("expected WrongWorld, got {other}"),
         Ok(_) => panic!("expected WrongWorld, got a guest"),
     }
@@ -148,8 +150,11 @@ fn the_cache_serves_a_second_sandbox_from_disk() {
     let entries: Vec<_> = std::fs::read_dir(a.cache().dir().unwrap()).unwrap().collect();
     assert_eq!(entries.len(), 1, "one artifact written");
     // A differently configured engine must not share the entry.
-    let b = Sandbox::new(SandboxConfig { fuel_metering: false, max_concurrent: 2, ..SandboxConfig::default() }, Some(dir.path()))
-        .unwrap();
+    let b = Sandbox::new(
+        SandboxConfig { fuel_metering: false, max_concurrent: 2, ..SandboxConfig::default() },
+        Some(dir.path()),
+    )
+    .unwrap();
     assert_ne!(a.cache().dir(), b.cache().dir());
     // A corrupt entry is ignored and replaced, not trusted.
     let entry = entries[0].as_ref().unwrap().path();

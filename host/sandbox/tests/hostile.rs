@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use weft_sandbox::{
-    Guest, GuestErrorKind, GuestOutcome, InvokeResult, Invocation, Limits, Sandbox, SandboxConfig, TRUNCATED_MARKER,
+    Guest, GuestErrorKind, GuestOutcome, Invocation, InvokeResult, Limits, Sandbox, SandboxConfig, TRUNCATED_MARKER,
 };
 
 fn sandbox() -> &'static Sandbox {
@@ -203,6 +203,8 @@ fn context_reaches_the_guest() {
     let r = sandbox().invoke(&g, &inv);
     assert_eq!(
         r.outcome,
-        Ok(GuestOutcome::Done(json!({"ok": true, "step": "greet", "attempt": 3, "key": "r_x/greet/3", "echo": [1, 2]})))
+        Ok(GuestOutcome::Done(
+            json!({"ok": true, "step": "greet", "attempt": 3, "key": "r_x/greet/3", "echo": [1, 2]})
+        ))
     );
 }

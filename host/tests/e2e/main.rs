@@ -5,4 +5,5 @@
 mod common;
 mod examples;
 mod plugins;
+mod readme;
 mod step_cli;

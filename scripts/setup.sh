@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs everything weft's build, demo and tests need on a fresh Debian 12
+# machine (run as root; idempotent; quiet when all is present):
+#   - the Rust toolchain and wasm targets pinned in rust-toolchain.toml
+#   - cargo-nextest (the test runner)
+#   - the example guests' toolchains: clang-19 + wasi-libc (C), componentize-js
+#     from npm (JavaScript), componentize-py from PyPI (Python) — examples/setup.sh
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+# rustup reads rust-toolchain.toml: this installs the pinned toolchain and
+# its wasm32-wasip2 / wasm32-wasip1 targets when missing.
+rustup show active-toolchain >/dev/null
+rustup target list --installed | grep -q wasm32-wasip2 || rustup target add wasm32-wasip2 wasm32-wasip1
+
+if ! cargo nextest --version >/dev/null 2>&1; then
+    echo "setup: installing cargo-nextest (once)" >&2
+    cargo install cargo-nextest --locked --quiet
+fi
+
+"$root/examples/setup.sh"

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: set-up, then every test of
+# every crate (unit, integration, end-to-end through the real `weft` binary,
+# guests compiled from source), then the doc tests.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+"$root/scripts/setup.sh"
+# The JS, Python and C example guests are built by their own tests; building
+# them here first keeps the tests' time honest and the output readable.
+"$root/examples/build-all.sh"
+cargo nextest run --workspace --no-fail-fast "$@"
+cargo test --workspace --doc --quiet
