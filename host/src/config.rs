@@ -149,7 +149,7 @@ fn read_file(path: &Path) -> Result<ConfigFile, ConfigError> {
 /// Parses `text` (the content of `path`), mapping errors to file:line.
 pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, ConfigError> {
     toml::from_str(text).map_err(|e| {
-        let line = e.span().map(|s| text[..s.start.min(text.len())].lines().count().max(1)).unwrap_or(1);
+        let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1).unwrap_or(1);
         ConfigError::Invalid { path: path.to_path_buf(), line, message: e.message().to_string() }
     })
 }

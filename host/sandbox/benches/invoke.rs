@@ -21,6 +21,7 @@ fn repo() -> PathBuf {
 
 fn guests() -> Vec<(&'static str, PathBuf, &'static str)> {
     vec![
+        ("rust-trivial", PathBuf::from(weft_test_artifacts::HOSTILE), r#"{"mode": "ok"}"#),
         (
             "rust",
             PathBuf::from(weft_test_artifacts::EXAMPLE_RUST_GUEST),
@@ -57,6 +58,9 @@ fn cached_load(c: &mut Criterion) {
     group.sample_size(10);
     for (name, path, _) in guests() {
         let Ok(bytes) = std::fs::read(&path) else { continue };
+        if name == "rust-trivial" {
+            continue;
+        }
         // Compile once (and fill the cache), timing it for comparison.
         let t = Instant::now();
         Sandbox::new(SandboxConfig::default(), Some(cache.path())).unwrap().load(&bytes).unwrap();
