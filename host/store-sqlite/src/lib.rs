@@ -54,7 +54,8 @@ pub struct Stats {
 /// See the crate docs.
 pub struct SqliteStore {
     path: PathBuf,
-    tx: Mutex<Option<mpsc::Sender<Msg>>>,
+    w: Arc<writer::Writer>,
+    tx: Mutex<Option<mpsc::Sender<()>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     readers: Mutex<Vec<Connection>>,
     stats: Arc<Stats>,
@@ -116,13 +117,20 @@ impl SqliteStore {
         schema::migrate(&mut conn)?;
         let (tx, rx) = mpsc::channel();
         let stats = Arc::new(Stats::default());
-        let st = stats.clone();
+        let w = Arc::new(writer::Writer {
+            conn: Mutex::new(conn),
+            queue: Mutex::new(Default::default()),
+            stats: stats.clone(),
+            inline: durability == Durability::Normal,
+        });
+        let w2 = w.clone();
         let writer = std::thread::Builder::new()
             .name("weft-store-writer".into())
-            .spawn(move || writer::run(conn, rx, st))
+            .spawn(move || writer::run(w2, rx))
             .map_err(|e| StoreError::Io(e.to_string()))?;
         Ok(SqliteStore {
             path,
+            w,
             tx: Mutex::new(Some(tx)),
             writer: Mutex::new(Some(writer)),
             readers: Mutex::new(vec![]),
@@ -150,12 +158,29 @@ impl SqliteStore {
 
     async fn send(&self, op: Op) -> Result<u32, StoreError> {
         let (reply, rx) = oneshot::channel();
-        {
+        self.enqueue(Msg { op, reply })?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Queue a message, then commit the queue here (if allowed and the
+    /// connection is free) or wake the writer thread.
+    fn enqueue(&self, m: Msg) -> Result<(), StoreError> {
+        let leader = {
             let tx = self.tx.lock().unwrap();
             let tx = tx.as_ref().ok_or(StoreError::Closed)?;
-            tx.send(Msg { op, reply }).map_err(|_| StoreError::Closed)?;
+            self.w.queue.lock().unwrap().push_back(m);
+            match self.w.inline.then(|| self.w.conn.try_lock().ok()).flatten() {
+                Some(conn) => Some(conn),
+                None => {
+                    tx.send(()).map_err(|_| StoreError::Closed)?;
+                    None
+                }
+            }
+        };
+        if let Some(mut conn) = leader {
+            self.w.drain(&mut conn);
         }
-        rx.await.map_err(|_| StoreError::Closed)?
+        Ok(())
     }
 
     /// Run `f` on a reader connection (taken from the pool or opened).
@@ -186,6 +211,9 @@ impl SqliteStore {
         if let Some(h) = self.writer.lock().unwrap().take() {
             let _ = h.join();
         }
+        // Anything queued by a caller that raced the close.
+        let mut c = self.w.conn.lock().unwrap();
+        self.w.drain(&mut c);
     }
 }
 

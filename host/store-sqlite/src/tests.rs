@@ -446,6 +446,18 @@ mod with_engine {
                 tokio::time::sleep(std::time::Duration::from_millis(2)).await;
             }
             e.abort_all();
+            drop(e);
+            // A real crash takes every task with it; here aborted tasks are
+            // dropped by the runtime a little later. Wait until they are
+            // gone and close the store, so the "process" is really gone
+            // before the next one opens the file.
+            for _ in 0..2500 {
+                if Arc::strong_count(&store) == 1 {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            }
+            store.close();
             id
             // store and lock dropped: the "process" is gone
         };
@@ -457,7 +469,10 @@ mod with_engine {
         assert_eq!(store.expired_leases(i64::MAX).await.unwrap().len(), 1);
         let e = engine(store.clone(), None);
         assert_eq!(e.recover().await.unwrap(), vec![id.clone()]);
-        let r = e.wait(&id).await.unwrap();
+        let r = match tokio::time::timeout(std::time::Duration::from_secs(8), e.wait(&id)).await {
+            Ok(r) => r.unwrap(),
+            Err(_) => panic!("stuck: {:#?}", store.run(&id).await.unwrap().unwrap().steps),
+        };
         assert_eq!(r.state, RunState::Completed, "{:?}", r.error);
         assert_eq!(r.steps[0].attempts, 1, "a succeeded step never runs again");
         assert_eq!(r.steps[1].attempts, 2);

@@ -1,9 +1,19 @@
-//! The single writer thread: it takes every batch waiting in its queue,
-//! applies each inside a savepoint of one transaction (a batch that fails
-//! is rolled back alone, leaving no trace), commits once, and answers each
+//! Group commit. Callers queue their batch; one writer at a time (the
+//! holder of the write connection) takes everything queued, applies each
+//! batch inside a savepoint of one transaction (a batch that fails is
+//! rolled back alone, leaving no trace), commits once, and answers each
 //! caller. Callers await their answer, so `commit` returns once durable.
+//!
+//! Who writes: at `Durability::Normal` a caller that finds the connection
+//! free commits the queue itself (leader/follower: no thread hand-off, a
+//! commit costs tens of µs); otherwise, and always at `Durability::Full`
+//! (whose fsync must not block an async worker), it wakes the writer
+//! thread. A caller that finds the connection busy wakes the thread too,
+//! so a batch queued just after a leader's last look is never stranded.
 
-use std::sync::mpsc::{Receiver, TryRecvError};
+use std::collections::VecDeque;
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, params};
 use serde_json::Value;
@@ -28,22 +38,46 @@ pub(crate) struct Msg {
 /// Most messages folded into one transaction.
 const MAX_GROUP: usize = 512;
 
-pub(crate) fn run(mut conn: Connection, rx: Receiver<Msg>, stats: std::sync::Arc<crate::Stats>) {
-    while let Ok(first) = rx.recv() {
-        let mut group = vec![first];
-        while group.len() < MAX_GROUP {
-            match rx.try_recv() {
-                Ok(m) => group.push(m),
-                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+pub(crate) struct Writer {
+    pub conn: Mutex<Connection>,
+    pub queue: Mutex<VecDeque<Msg>>,
+    pub stats: Arc<crate::Stats>,
+    /// Callers may commit on their own thread (Durability::Normal).
+    pub inline: bool,
+}
+
+impl Writer {
+    /// Commit everything queued, group by group, until the queue is empty.
+    /// Called with the connection locked.
+    pub fn drain(&self, conn: &mut Connection) {
+        loop {
+            let group: Vec<Msg> = {
+                let mut q = self.queue.lock().unwrap();
+                let n = q.len().min(MAX_GROUP);
+                q.drain(..n).collect()
+            };
+            if group.is_empty() {
+                return;
+            }
+            let results = commit_group(conn, &group);
+            self.stats.transactions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.stats.batches.fetch_add(group.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            for (m, r) in group.into_iter().zip(results) {
+                let _ = m.reply.send(r);
             }
         }
-        let results = commit_group(&mut conn, &group);
-        stats.transactions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        stats.batches.fetch_add(group.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        for (m, r) in group.into_iter().zip(results) {
-            let _ = m.reply.send(r);
-        }
     }
+}
+
+/// The writer thread: drain whenever woken; a last drain when the store closes.
+pub(crate) fn run(w: Arc<Writer>, wake: Receiver<()>) {
+    while wake.recv().is_ok() {
+        while wake.try_recv().is_ok() {}
+        let mut c = w.conn.lock().unwrap();
+        w.drain(&mut c);
+    }
+    let mut c = w.conn.lock().unwrap();
+    w.drain(&mut c);
 }
 
 fn commit_group(conn: &mut Connection, group: &[Msg]) -> Vec<Result<u32, StoreError>> {

@@ -428,12 +428,20 @@ impl Driver {
         let retries = self
             .steps
             .iter()
-            .filter(|s| s.retrying > 0)
-            .flat_map(|s| s.units.iter())
-            // A due retry still waiting is waiting for a permit or for
-            // the step's concurrency, not for time: no timer (no spin).
-            .filter(|u| u.state == UnitState::Retrying && u.retry_at > now)
-            .map(|u| u.retry_at);
+            .enumerate()
+            .filter(|(_, s)| s.retrying > 0)
+            .flat_map(|(i, s)| {
+                let cap = self.def.steps[i].concurrency.map(|c| c.max(1) as usize).unwrap_or(usize::MAX);
+                // A due retry held back by a missing permit or by the
+                // step's concurrency waits for an attempt to end, not for
+                // time: no timer for it (no spinning). Any other due retry
+                // wakes the loop at once.
+                let held = self.want_permit || s.running >= cap;
+                s.units
+                    .iter()
+                    .filter(move |u| u.state == UnitState::Retrying && (u.retry_at > now || !held))
+                    .map(|u| u.retry_at)
+            });
         retries.chain(self.deadline_at).min()
     }
 
