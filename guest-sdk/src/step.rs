@@ -128,6 +128,18 @@ pub trait Step {
             Err(e) => Err(e),
         }
     }
+
+    /// Runs the step natively on a JSON value with a default context, for
+    /// unit tests: the output as a JSON value, or the step's error.
+    ///
+    /// # Panics
+    /// When the step rejects the run (test that with [`Step::call`]).
+    fn call_json(input: serde_json::Value) -> Result<serde_json::Value, StepError> {
+        match Self::call(&Context::default(), &input.to_string())? {
+            Outcome::Done(text) => Ok(serde_json::from_str(&text).expect("a step's output is JSON")),
+            Outcome::Reject(reason) => panic!("the step rejected the run: {reason}"),
+        }
+    }
 }
 
 /// The JSON Schema of `T` as JSON text.

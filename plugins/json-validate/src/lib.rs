@@ -83,13 +83,10 @@ pub fn validate(input: Input) -> Result<Output, StepError> {
 mod tests {
     use super::*;
     use serde_json::json;
-    use weft_guest::{Context, Outcome, Step};
+    use weft_guest::Step;
 
     fn call(input: Value) -> Result<Value, StepError> {
-        match WeftStep::call(&Context::default(), &input.to_string())? {
-            Outcome::Done(text) => Ok(serde_json::from_str(&text).unwrap()),
-            Outcome::Reject(r) => panic!("rejected: {r}"),
-        }
+        WeftStep::call_json(input)
     }
 
     fn order_schema() -> Value {
