@@ -9,5 +9,7 @@ cd "$root"
 # The JS, Python and C example guests are built by their own tests; building
 # them here first keeps the tests' time honest and the output readable.
 "$root/examples/build-all.sh"
-cargo nextest run --workspace --no-fail-fast "$@"
+# Doc tests first (nextest does not run them), so the suite closes on
+# nextest's summary line.
 cargo test --workspace --doc --quiet
+cargo nextest run --workspace --no-fail-fast "$@"
