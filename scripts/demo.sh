@@ -37,4 +37,8 @@ say "a C WASI-command guest"
 say "a guest given too little fuel is stopped with fuel_exhausted (exit code 1 is expected)"
 "$weft" step run examples/c-guest/build/guest.wasm --input '{"text": "x"}' --fuel 1 || true
 
+say "a workflow: parallel branches, a when, a retry, a failure handler and a for_each (examples/workflows/order-digest.json)"
+"$weft" run examples/workflows/order-digest.json --input '{"csv": "id,customer,amount\nA-1,ada,12.5\nA-2,bob,7", "notes": "see ORD-100 and ORD-205", "highlight": true}'
+"$weft" runs list
+
 say "done: data in $WEFT_DATA_DIR"

@@ -24,21 +24,13 @@ impl StepError {
     /// A failure that retrying will not fix. `code` is short and
     /// machine-readable (`not_found`, `too_large`...), `message` is for a person.
     pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
-        StepError {
-            code: code.into(),
-            message: message.into(),
-            retryable: false,
-            reject: false,
-        }
+        StepError { code: code.into(), message: message.into(), retryable: false, reject: false }
     }
 
     /// A failure that may go away when the step is tried again (a busy
     /// upstream, a timeout...).
     pub fn retryable(code: impl Into<String>, message: impl Into<String>) -> Self {
-        StepError {
-            retryable: true,
-            ..StepError::new(code, message)
-        }
+        StepError { retryable: true, ..StepError::new(code, message) }
     }
 
     /// The input is wrong: code `invalid_input`, not retryable.
@@ -49,10 +41,7 @@ impl StepError {
     /// Reject the whole run with a reason: `return Err(StepError::reject(..))`
     /// ends the run as rejected instead of failing or retrying this step.
     pub fn reject(reason: impl Into<String>) -> Self {
-        StepError {
-            reject: true,
-            ..StepError::new("reject", reason)
-        }
+        StepError { reject: true, ..StepError::new("reject", reason) }
     }
 
     /// The machine-readable code (`reject` for a rejection).
@@ -109,11 +98,7 @@ impl From<serde_path_to_error::Error<serde_json::Error>> for StepError {
         if let Some(cut) = what.rfind(" at line ") {
             what.truncate(cut);
         }
-        let message = if path == "." {
-            format!("input: {what}{at}")
-        } else {
-            format!("input.{path}: {what}{at}")
-        };
+        let message = if path == "." { format!("input: {what}{at}") } else { format!("input.{path}: {what}{at}") };
         StepError::invalid_input(message)
     }
 }

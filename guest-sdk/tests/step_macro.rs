@@ -38,10 +38,7 @@ mod two_args {
         match input.email.as_str() {
             "spam@example.com" => Err(StepError::reject("spammer")),
             "busy@example.com" => Err(StepError::retryable("busy", "try later")),
-            e => Ok(Out {
-                ok: e.contains('@'),
-                attempt: ctx.attempt,
-            }),
+            e => Ok(Out { ok: e.contains('@'), attempt: ctx.attempt }),
         }
     }
 }
@@ -51,8 +48,7 @@ mod one_arg {
 
     #[step(name = "double", description = "Doubles a number", version = "9.9.9")]
     pub fn double(n: i64) -> weft_guest::Result<i64> {
-        n.checked_mul(2)
-            .ok_or_else(|| StepError::invalid_input("too big"))
+        n.checked_mul(2).ok_or_else(|| StepError::invalid_input("too big"))
     }
 
     #[test]
@@ -62,10 +58,7 @@ mod one_arg {
             (m.name.as_str(), m.description.as_str(), m.version.as_str()),
             ("double", "Doubles a number", "9.9.9")
         );
-        assert_eq!(
-            WeftStep::call(&Context::default(), "21").unwrap(),
-            Outcome::Done("42".into())
-        );
+        assert_eq!(WeftStep::call(&Context::default(), "21").unwrap(), Outcome::Done("42".into()));
         assert_eq!(double(2).unwrap(), 4, "the function stays callable");
         let e = WeftStep::call(&Context::default(), &i64::MAX.to_string()).unwrap_err();
         assert_eq!((e.code(), e.message()), ("invalid_input", "too big"));
@@ -73,10 +66,7 @@ mod one_arg {
 }
 
 fn call(input: &str) -> Result<Outcome, StepError> {
-    let ctx = Context {
-        attempt: 3,
-        ..Context::default()
-    };
+    let ctx = Context { attempt: 3, ..Context::default() };
     two_args::WeftStep::call(&ctx, input)
 }
 
@@ -87,10 +77,7 @@ fn defaults_come_from_the_package_and_doc_comment() {
     assert_eq!(m.version, env!("CARGO_PKG_VERSION"));
     assert_eq!(m.description, "Check an address.\n\nSecond paragraph.");
     let input: serde_json::Value = serde_json::from_str(&m.input_schema.unwrap()).unwrap();
-    assert_eq!(
-        input["properties"]["email"]["description"],
-        "The address to check."
-    );
+    assert_eq!(input["properties"]["email"]["description"], "The address to check.");
     assert_eq!(input["required"], serde_json::json!(["email"]));
     let output: serde_json::Value = serde_json::from_str(&m.output_schema.unwrap()).unwrap();
     assert_eq!(output["properties"]["attempt"]["type"], "integer");
@@ -98,14 +85,8 @@ fn defaults_come_from_the_package_and_doc_comment() {
 
 #[test]
 fn done_reject_and_errors() {
-    assert_eq!(
-        call(r#"{"email":"a@b"}"#).unwrap(),
-        Outcome::Done(r#"{"ok":true,"attempt":3}"#.into())
-    );
-    assert_eq!(
-        call(r#"{"email":"spam@example.com"}"#).unwrap(),
-        Outcome::Reject("spammer".into())
-    );
+    assert_eq!(call(r#"{"email":"a@b"}"#).unwrap(), Outcome::Done(r#"{"ok":true,"attempt":3}"#.into()));
+    assert_eq!(call(r#"{"email":"spam@example.com"}"#).unwrap(), Outcome::Reject("spammer".into()));
     let e = call(r#"{"email":"busy@example.com"}"#).unwrap_err();
     assert!(e.is_retryable() && e.code() == "busy");
 }
@@ -115,25 +96,11 @@ fn serde_errors_name_the_path_and_the_expectation() {
     let e = call(r#"{"email":"a@b","tags":[{"weight":1},{"weight":300}]}"#).unwrap_err();
     assert_eq!(e.code(), "invalid_input");
     assert!(!e.is_retryable());
-    assert_eq!(
-        e.message(),
-        "input.tags[1].weight: invalid value: integer `300`, expected u8 (line 1, column 49)"
-    );
+    assert_eq!(e.message(), "input.tags[1].weight: invalid value: integer `300`, expected u8 (line 1, column 49)");
     let e = call(r#"{"tags":[]}"#).unwrap_err();
-    assert_eq!(
-        e.message(),
-        "input: missing field `email` (line 1, column 11)"
-    );
+    assert_eq!(e.message(), "input: missing field `email` (line 1, column 11)");
     let e = call(r#"{"email":"a@b"} trailing"#).unwrap_err();
-    assert!(
-        e.message().contains("trailing characters"),
-        "{}",
-        e.message()
-    );
+    assert!(e.message().contains("trailing characters"), "{}", e.message());
     let e = call("").unwrap_err();
-    assert!(
-        e.message().starts_with("input: invalid type: null"),
-        "{}",
-        e.message()
-    );
+    assert!(e.message().starts_with("input: invalid type: null"), "{}", e.message());
 }

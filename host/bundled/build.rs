@@ -13,9 +13,7 @@ fn main() {
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", plugins_dir.display()))
         .filter_map(|entry| {
             let path = entry.ok()?.path();
-            path.join("Cargo.toml")
-                .is_file()
-                .then(|| path.file_name()?.to_str().map(String::from))?
+            path.join("Cargo.toml").is_file().then(|| path.file_name()?.to_str().map(String::from))?
         })
         .collect();
     names.sort();
@@ -26,9 +24,7 @@ fn main() {
 
     let mut table = String::from("static ALL: &[BundledPlugin] = &[\n");
     for (package, wasm) in &built {
-        let name = package
-            .strip_prefix("weft-plugin-")
-            .expect("a weft-plugin-* package");
+        let name = package.strip_prefix("weft-plugin-").expect("a weft-plugin-* package");
         table += &format!(
             "    BundledPlugin {{ name: {name:?}, wasm: include_bytes!({:?}) }},\n",
             wasm.display().to_string()

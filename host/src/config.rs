@@ -118,8 +118,7 @@ impl Settings {
             .or_else(|| std::env::var_os("WEFT_DATA_DIR").map(PathBuf::from))
             .or_else(|| file.data_dir.as_ref().map(|d| base.join(d)))
             .unwrap_or_else(|| PathBuf::from(".weft"));
-        let cache_dir =
-            std::env::var_os("WEFT_CACHE_DIR").map(PathBuf::from).unwrap_or_else(|| data_dir.join("cache"));
+        let cache_dir = std::env::var_os("WEFT_CACHE_DIR").map(PathBuf::from).unwrap_or_else(|| data_dir.join("cache"));
         Ok(Settings { data_dir, cache_dir, config_path, file: std::sync::Arc::new(file) })
     }
 

@@ -7,6 +7,9 @@
 //! `weft-model` (definitions), `weft-engine` (the scheduler) and
 //! `weft-store-sqlite` (the store).
 
+pub mod app;
 pub mod cli;
 pub mod config;
 pub mod guests;
+pub mod lookup;
+pub mod runner;

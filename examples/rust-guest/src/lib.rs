@@ -61,17 +61,9 @@ fn run(ctx: &Context, input: In) -> Result<Out, StepError> {
     if input.top > 100 {
         return Err(StepError::invalid_input("`top` must be at most 100"));
     }
-    weft_guest::log!(
-        "step {} attempt {}: {} bytes",
-        ctx.step,
-        ctx.attempt,
-        input.text.len()
-    );
+    weft_guest::log!("step {} attempt {}: {} bytes", ctx.step, ctx.attempt, input.text.len());
     let out = word_stats(&input.text, input.top);
-    weft_guest::progress(&format!(
-        "{} words, {} distinct",
-        out.words, out.unique_words
-    ));
+    weft_guest::progress(&format!("{} words, {} distinct", out.words, out.unique_words));
     Ok(out)
 }
 
@@ -88,19 +80,10 @@ pub fn word_stats(text: &str, top: usize) -> Out {
         *counts.entry(word.to_lowercase()).or_default() += 1;
     }
     let unique_words = counts.len();
-    let mut ranked: Vec<WordCount> = counts
-        .into_iter()
-        .map(|(word, count)| WordCount { word, count })
-        .collect();
+    let mut ranked: Vec<WordCount> = counts.into_iter().map(|(word, count)| WordCount { word, count }).collect();
     ranked.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.word.cmp(&b.word)));
     ranked.truncate(top);
-    Out {
-        words,
-        unique_words,
-        lines: text.lines().count(),
-        chars: text.chars().count(),
-        top: ranked,
-    }
+    Out { words, unique_words, lines: text.lines().count(), chars: text.chars().count(), top: ranked }
 }
 
 #[cfg(test)]
@@ -115,25 +98,13 @@ mod tests {
         assert_eq!(out.lines, 2);
         assert_eq!(
             out.top,
-            vec![
-                WordCount {
-                    word: "the".into(),
-                    count: 3
-                },
-                WordCount {
-                    word: "and".into(),
-                    count: 1
-                },
-            ]
+            vec![WordCount { word: "the".into(), count: 3 }, WordCount { word: "and".into(), count: 1 },]
         );
     }
 
     #[test]
     fn empty() {
         let out = word_stats("", 3);
-        assert_eq!(
-            (out.words, out.lines, out.chars, out.top.len()),
-            (0, 0, 0, 0)
-        );
+        assert_eq!((out.words, out.lines, out.chars, out.top.len()), (0, 0, 0, 0));
     }
 }

@@ -26,9 +26,7 @@ pub fn step(attr: TokenStream, item: TokenStream) -> TokenStream {
         } else if meta.path.is_ident("version") {
             &mut args.version
         } else {
-            return Err(
-                meta.error("unknown #[step] argument: expected `name`, `description` or `version`")
-            );
+            return Err(meta.error("unknown #[step] argument: expected `name`, `description` or `version`"));
         };
         if slot.is_some() {
             return Err(meta.error("this #[step] argument is given twice"));
@@ -38,9 +36,7 @@ pub fn step(attr: TokenStream, item: TokenStream) -> TokenStream {
     });
     parse_macro_input!(attr with parser);
     let func = parse_macro_input!(item as ItemFn);
-    expand(args, func)
-        .unwrap_or_else(Error::into_compile_error)
-        .into()
+    expand(args, func).unwrap_or_else(Error::into_compile_error).into()
 }
 
 #[derive(Default)]
@@ -56,10 +52,7 @@ fn expand(args: Args, func: ItemFn) -> syn::Result<TokenStream2> {
         return Err(Error::new(token.span(), "a step cannot be `async`"));
     }
     if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
-        return Err(Error::new(
-            sig.generics.span(),
-            "a step cannot be generic: name the input and output types",
-        ));
+        return Err(Error::new(sig.generics.span(), "a step cannot be generic: name the input and output types"));
     }
     let mut types = Vec::new();
     for arg in &sig.inputs {
@@ -72,19 +65,12 @@ fn expand(args: Args, func: ItemFn) -> syn::Result<TokenStream2> {
         [input] => (*input, false),
         [ctx, input] => {
             if !matches!(ctx, Type::Reference(_)) {
-                return Err(Error::new(
-                    ctx.span(),
-                    "the first argument of a step is the context: `ctx: &Context`",
-                ));
+                return Err(Error::new(ctx.span(), "the first argument of a step is the context: `ctx: &Context`"));
             }
             (*input, true)
         }
         _ => {
-            let span = if sig.inputs.is_empty() {
-                sig.paren_token.span.join()
-            } else {
-                sig.inputs.span()
-            };
+            let span = if sig.inputs.is_empty() { sig.paren_token.span.join() } else { sig.inputs.span() };
             let found = sig.inputs.len();
             return Err(Error::new(
                 span,
@@ -104,10 +90,7 @@ fn expand(args: Args, func: ItemFn) -> syn::Result<TokenStream2> {
         ReturnType::Type(_, ty) => &**ty,
     };
     if let Type::ImplTrait(_) = ret_ty {
-        return Err(Error::new(
-            ret_ty.span(),
-            "a step must return a named `Result<Out, StepError>`, not `impl Trait`",
-        ));
+        return Err(Error::new(ret_ty.span(), "a step must return a named `Result<Out, StepError>`, not `impl Trait`"));
     }
 
     let name = match args.name {
@@ -129,11 +112,7 @@ fn expand(args: Args, func: ItemFn) -> syn::Result<TokenStream2> {
 
     let ident = &sig.ident;
     let vis = &func.vis;
-    let call = if takes_ctx {
-        quote!(#ident(ctx, input))
-    } else {
-        quote!({ let _ = ctx; #ident(input) })
-    };
+    let call = if takes_ctx { quote!(#ident(ctx, input)) } else { quote!({ let _ = ctx; #ident(input) }) };
     // Spans on the user's types make trait-bound errors (a missing
     // `JsonSchema` or `Deserialize` derive) point at the type.
     let input_alias = quote_spanned!(input_ty.span()=> type Input = #input_ty;);
@@ -141,6 +120,8 @@ fn expand(args: Args, func: ItemFn) -> syn::Result<TokenStream2> {
         type Output = <#ret_ty as ::weft_guest::IntoStepResult>::Ok;
     );
     Ok(quote! {
+        // Only the wasm export glue calls it outside tests.
+        #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
         #func
 
         /// The step defined with `#[step]`: implements `weft_guest::Step`;
@@ -176,10 +157,7 @@ fn doc_comment(func: &ItemFn) -> Option<String> {
         .filter(|a| a.path().is_ident("doc"))
         .filter_map(|a| match &a.meta {
             syn::Meta::NameValue(nv) => match &nv.value {
-                syn::Expr::Lit(syn::ExprLit {
-                    lit: syn::Lit::Str(s),
-                    ..
-                }) => Some(s.value()),
+                syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) => Some(s.value()),
                 _ => None,
             },
             _ => None,

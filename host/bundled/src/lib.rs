@@ -40,32 +40,17 @@ mod tests {
 
     #[test]
     fn every_plugin_is_a_non_empty_component() {
-        assert!(
-            all().len() >= 5,
-            "{:?}",
-            all().iter().map(|p| p.name).collect::<Vec<_>>()
-        );
+        assert!(all().len() >= 5, "{:?}", all().iter().map(|p| p.name).collect::<Vec<_>>());
         for p in all() {
             assert!(p.wasm.len() > 1000, "{} is {} bytes", p.name, p.wasm.len());
             assert_eq!(&p.wasm[..4], b"\0asm", "{}", p.name);
-            assert_eq!(
-                &p.wasm[4..8],
-                &[0x0d, 0x00, 0x01, 0x00],
-                "{} is not a component",
-                p.name
-            );
+            assert_eq!(&p.wasm[4..8], &[0x0d, 0x00, 0x01, 0x00], "{} is not a component", p.name);
         }
     }
 
     #[test]
     fn get_finds_by_name_and_names_are_sorted() {
-        for name in [
-            "json-select",
-            "text-template",
-            "regex-extract",
-            "json-validate",
-            "csv-to-json",
-        ] {
+        for name in ["json-select", "text-template", "regex-extract", "json-validate", "csv-to-json"] {
             assert_eq!(get(name).map(|p| p.name), Some(name));
         }
         assert!(get("nope").is_none());

@@ -18,10 +18,7 @@ struct State {
 
 impl WasiView for State {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
     }
 }
 
@@ -32,8 +29,7 @@ impl weft::step::host::Host for State {
         self.logs.push((level, message));
     }
     fn progress(&mut self, message: String) {
-        self.logs
-            .push((Level::Info, format!("progress: {message}")));
+        self.logs.push((Level::Info, format!("progress: {message}")));
     }
     fn artifact(&mut self, name: String, _mime: String, _data: Vec<u8>) {
         self.logs.push((Level::Info, format!("artifact: {name}")));
@@ -50,11 +46,7 @@ fn instantiate(engine: &Engine, wasm: &[u8]) -> Guest {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker).unwrap();
     Step::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s).unwrap();
-    let state = State {
-        wasi: WasiCtx::builder().build(),
-        table: ResourceTable::new(),
-        logs: Vec::new(),
-    };
+    let state = State { wasi: WasiCtx::builder().build(), table: ResourceTable::new(), logs: Vec::new() };
     let mut store = Store::new(engine, state);
     let step = Step::instantiate(&mut store, &component, &linker).expect("instantiate");
     Guest { store, step }
@@ -71,11 +63,7 @@ fn ctx() -> Context {
 }
 
 fn run(g: &mut Guest, input: Value) -> Result<Value, StepError> {
-    match g
-        .step
-        .call_run(&mut g.store, &ctx(), &input.to_string())
-        .expect("no trap")?
-    {
+    match g.step.call_run(&mut g.store, &ctx(), &input.to_string()).expect("no trap")? {
         Outcome::Done(text) => Ok(serde_json::from_str(&text).expect("output is JSON")),
         Outcome::Reject(reason) => panic!("rejected: {reason}"),
     }
@@ -84,12 +72,7 @@ fn run(g: &mut Guest, input: Value) -> Result<Value, StepError> {
 /// (plugin, good input, expected output, bad input)
 fn cases() -> Vec<(&'static str, Value, Value, Value)> {
     vec![
-        (
-            "json-select",
-            json!({"data": {"a": [1, {"b": 2}]}, "path": "a.1.b"}),
-            json!(2),
-            json!({"data": 1}),
-        ),
+        ("json-select", json!({"data": {"a": [1, {"b": 2}]}, "path": "a.1.b"}), json!(2), json!({"data": 1})),
         (
             "text-template",
             json!({"template": "Hi {{who}}", "values": {"who": "Ada"}}),
@@ -121,11 +104,7 @@ fn cases() -> Vec<(&'static str, Value, Value, Value)> {
 fn bundled_plugins_describe_and_run() {
     let engine = Engine::default();
     let cases = cases();
-    assert_eq!(
-        cases.len(),
-        weft_bundled::all().len(),
-        "a bundled plugin has no case here"
-    );
+    assert_eq!(cases.len(), weft_bundled::all().len(), "a bundled plugin has no case here");
     for (name, good, expected, bad) in cases {
         let plugin = weft_bundled::get(name).expect(name);
         let mut g = instantiate(&engine, plugin.wasm);
@@ -133,11 +112,7 @@ fn bundled_plugins_describe_and_run() {
         let meta = g.step.call_describe(&mut g.store).unwrap();
         assert_eq!(meta.name, name);
         assert_eq!(meta.version, env!("CARGO_PKG_VERSION"));
-        assert!(
-            meta.description.len() > 20,
-            "{name}: {:?}",
-            meta.description
-        );
+        assert!(meta.description.len() > 20, "{name}: {:?}", meta.description);
         for schema in [&meta.input_schema, &meta.output_schema] {
             let schema: Value = serde_json::from_str(schema.as_deref().expect("a schema")).unwrap();
             assert!(schema.get("$schema").is_some(), "{name}: {schema}");
@@ -156,17 +131,8 @@ fn serde_errors_name_the_field() {
     let engine = Engine::default();
     let mut g = instantiate(&engine, weft_bundled::get("text-template").unwrap().wasm);
     let e = run(&mut g, json!({"template": "x", "strict": "yes"})).unwrap_err();
-    assert!(
-        e.message
-            .starts_with("input.strict: invalid type: string \"yes\", expected a boolean"),
-        "{}",
-        e.message
-    );
-    let e = g
-        .step
-        .call_run(&mut g.store, &ctx(), "{not json")
-        .unwrap()
-        .unwrap_err();
+    assert!(e.message.starts_with("input.strict: invalid type: string \"yes\", expected a boolean"), "{}", e.message);
+    let e = g.step.call_run(&mut g.store, &ctx(), "{not json").unwrap().unwrap_err();
     assert_eq!(e.code, "invalid_input");
     assert!(e.message.contains("line 1, column 2"), "{}", e.message);
 }
@@ -176,8 +142,5 @@ fn guest_logs_reach_the_host() {
     let engine = Engine::default();
     let mut g = instantiate(&engine, weft_bundled::get("csv-to-json").unwrap().wasm);
     run(&mut g, json!({"csv": "a\n1\n2"})).unwrap();
-    assert_eq!(
-        g.store.data().logs,
-        [(Level::Debug, "parsed 2 rows of 1 columns".to_string())]
-    );
+    assert_eq!(g.store.data().logs, [(Level::Debug, "parsed 2 rows of 1 columns".to_string())]);
 }

@@ -68,11 +68,7 @@ impl FromStr for RunId {
             && s[2..].bytes().all(|c| decode_char(c).is_some())
             // the first char carries only 3 bits of the 48-bit time
             && decode_char(s.as_bytes()[2]).is_some_and(|v| v < 8);
-        if ok {
-            Ok(RunId(s.to_ascii_lowercase()))
-        } else {
-            Err(InvalidRunId(s.to_string()))
-        }
+        if ok { Ok(RunId(s.to_ascii_lowercase())) } else { Err(InvalidRunId(s.to_string())) }
     }
 }
 
@@ -201,7 +197,14 @@ mod tests {
 
     #[test]
     fn bad_run_ids_refused() {
-        for bad in ["", "r_", "x_0000000000000000000000000a", "r_000000000000000000000000u0", "r_9zzzzzzzzzzzzzzzzzzzzzzzzz", "r_0000000000000000000000000"] {
+        for bad in [
+            "",
+            "r_",
+            "x_0000000000000000000000000a",
+            "r_000000000000000000000000u0",
+            "r_9zzzzzzzzzzzzzzzzzzzzzzzzz",
+            "r_0000000000000000000000000",
+        ] {
             assert!(bad.parse::<RunId>().is_err(), "{bad}");
         }
         assert!(serde_json::from_str::<RunId>("\"nope\"").is_err());
@@ -218,6 +221,9 @@ mod tests {
     fn idempotency_keys() {
         let id: RunId = "r_0000000000000000000000000a".parse().unwrap();
         assert_eq!(idempotency_key(&id, "s", None, AttemptNo::FIRST), "r_0000000000000000000000000a/s/1");
-        assert_eq!(idempotency_key(&id, "s", Some(ItemIndex(4)), AttemptNo::new(2).unwrap()), "r_0000000000000000000000000a/s/4/2");
+        assert_eq!(
+            idempotency_key(&id, "s", Some(ItemIndex(4)), AttemptNo::new(2).unwrap()),
+            "r_0000000000000000000000000a/s/4/2"
+        );
     }
 }

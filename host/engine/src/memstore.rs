@@ -126,7 +126,8 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut Vec<NewEvent>,
         }
         Write::StepState { run, step, from, to, output, error, next_attempt_at, at } => {
             let r = slot.as_mut().ok_or_else(|| missing(&format!("run {run}")))?;
-            let s = r.steps.iter_mut().find(|s| s.name == *step).ok_or_else(|| missing(&format!("step {run}/{step}")))?;
+            let s =
+                r.steps.iter_mut().find(|s| s.name == *step).ok_or_else(|| missing(&format!("step {run}/{step}")))?;
             if s.state != *from {
                 return Err(StoreError::Conflict(format!("step {run}/{step} is {} not {from}", s.state)));
             }
@@ -144,10 +145,15 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut Vec<NewEvent>,
         }
         Write::StartAttempt { run, step, item, attempt, lease_until, at } => {
             let r = slot.as_mut().ok_or_else(|| missing(&format!("run {run}")))?;
-            if r.attempts.iter().any(|a| a.step == *step && a.item == *item && (a.attempt == *attempt || a.state == AttemptState::Running)) {
-                return Err(StoreError::Conflict(format!("attempt {attempt} of {run}/{step} exists or another is running")));
+            if r.attempts.iter().any(|a| {
+                a.step == *step && a.item == *item && (a.attempt == *attempt || a.state == AttemptState::Running)
+            }) {
+                return Err(StoreError::Conflict(format!(
+                    "attempt {attempt} of {run}/{step} exists or another is running"
+                )));
             }
-            let s = r.steps.iter_mut().find(|s| s.name == *step).ok_or_else(|| missing(&format!("step {run}/{step}")))?;
+            let s =
+                r.steps.iter_mut().find(|s| s.name == *step).ok_or_else(|| missing(&format!("step {run}/{step}")))?;
             s.attempts += 1;
             r.attempts.push(AttemptRecord {
                 step: step.clone(),
@@ -243,12 +249,14 @@ impl Store for MemStore {
             .values()
             .filter(|r| !r.state.is_terminal())
             .flat_map(|r| {
-                r.attempts.iter().filter(|a| a.state == AttemptState::Running && a.lease_until < now_ms).map(|a| ExpiredLease {
-                    run: r.id.clone(),
-                    step: a.step.clone(),
-                    item: a.item,
-                    attempt: a.attempt,
-                    lease_until: a.lease_until,
+                r.attempts.iter().filter(|a| a.state == AttemptState::Running && a.lease_until < now_ms).map(|a| {
+                    ExpiredLease {
+                        run: r.id.clone(),
+                        step: a.step.clone(),
+                        item: a.item,
+                        attempt: a.attempt,
+                        lease_until: a.lease_until,
+                    }
                 })
             })
             .collect())
@@ -258,7 +266,12 @@ impl Store for MemStore {
         let mut inner = self.inner.lock().unwrap();
         let versions = inner.templates.entry(name.to_string()).or_default();
         let v = versions.last().map(|t| t.version + 1).unwrap_or(1);
-        versions.push(TemplateRecord { name: name.to_string(), version: v, definition: definition.clone(), created_at: at });
+        versions.push(TemplateRecord {
+            name: name.to_string(),
+            version: v,
+            definition: definition.clone(),
+            created_at: at,
+        });
         Ok(v)
     }
 
@@ -314,7 +327,14 @@ mod tests {
         let id = RunId::generate(1, &SeededRng::new(1));
         let mut b = Batch::new();
         b.push(new_run(&id));
-        b.push(Write::RunState { run: id.clone(), from: RunState::Working, to: RunState::Completed, output: None, error: None, at: 11 });
+        b.push(Write::RunState {
+            run: id.clone(),
+            from: RunState::Working,
+            to: RunState::Completed,
+            output: None,
+            error: None,
+            at: 11,
+        });
         assert!(matches!(s.commit(b).await, Err(StoreError::Conflict(_))));
         assert!(s.run(&id).await.unwrap().is_none());
         assert_eq!(s.commits(), 0);
@@ -336,7 +356,16 @@ mod tests {
         s.commit(Batch { writes: vec![start(1)] }).await.unwrap();
         // a second running attempt of the same unit is refused
         assert!(s.commit(Batch { writes: vec![start(2)] }).await.is_err());
-        let st = Write::StepState { run: id.clone(), step: "a".into(), from: StepState::Pending, to: StepState::Running, output: None, error: None, next_attempt_at: None, at: 12 };
+        let st = Write::StepState {
+            run: id.clone(),
+            step: "a".into(),
+            from: StepState::Pending,
+            to: StepState::Running,
+            output: None,
+            error: None,
+            next_attempt_at: None,
+            at: 12,
+        };
         s.commit(Batch { writes: vec![st.clone()] }).await.unwrap();
         assert!(s.commit(Batch { writes: vec![st] }).await.is_err(), "the same transition twice is refused");
         assert_eq!(s.expired_leases(101).await.unwrap().len(), 1);

@@ -94,6 +94,10 @@ mod tests {
         assert!(matches!(decide(&p, at(1), &guest_yes, 0, &rng), RetryDecision::RetryAt { .. }));
         let trap = StepError::new(ErrorKind::Trap, "x", true);
         assert_eq!(decide(&p, at(1), &trap, 0, &rng), RetryDecision::GiveUp, "not in retry_on");
-        assert_eq!(decide(&RetryPolicy::default(), at(1), &timeout, 0, &rng), RetryDecision::GiveUp, "default: one attempt");
+        assert_eq!(
+            decide(&RetryPolicy::default(), at(1), &timeout, 0, &rng),
+            RetryDecision::GiveUp,
+            "default: one attempt"
+        );
     }
 }

@@ -40,14 +40,7 @@ pub enum Write {
     /// A run in state `submitted` with every step `pending`.
     CreateRun { run: NewRun, steps: Vec<String> },
     /// A run transition (refused unless the run is in `from`).
-    RunState {
-        run: RunId,
-        from: RunState,
-        to: RunState,
-        output: Option<Value>,
-        error: Option<StepError>,
-        at: i64,
-    },
+    RunState { run: RunId, from: RunState, to: RunState, output: Option<Value>, error: Option<StepError>, at: i64 },
     /// A step transition (refused unless the step is in `from`).
     StepState {
         run: RunId,
@@ -62,14 +55,7 @@ pub enum Write {
     },
     /// A new attempt, running, with its lease. Refused when this attempt
     /// exists or another attempt of the same (run, step, item) is running.
-    StartAttempt {
-        run: RunId,
-        step: String,
-        item: Option<ItemIndex>,
-        attempt: AttemptNo,
-        lease_until: i64,
-        at: i64,
-    },
+    StartAttempt { run: RunId, step: String, item: Option<ItemIndex>, attempt: AttemptNo, lease_until: i64, at: i64 },
     /// Ends a running attempt (refused unless it is running).
     FinishAttempt {
         run: RunId,

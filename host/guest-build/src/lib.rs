@@ -71,12 +71,7 @@ pub fn build_guests(packages: &[&str], target: &str) -> Vec<(String, PathBuf)> {
         return Vec::new();
     }
 
-    let metadata = run_json(nested(&cargo, &workspace).args([
-        "metadata",
-        "--no-deps",
-        "--format-version",
-        "1",
-    ]));
+    let metadata = run_json(nested(&cargo, &workspace).args(["metadata", "--no-deps", "--format-version", "1"]));
     let mut wanted: Vec<(String, Vec<String>)> = Vec::new(); // (package, artifact stems)
     for &name in packages {
         let package = metadata["packages"]
@@ -84,22 +79,12 @@ pub fn build_guests(packages: &[&str], target: &str) -> Vec<(String, PathBuf)> {
             .into_iter()
             .flatten()
             .find(|p| p["name"] == name)
-            .unwrap_or_else(|| {
-                panic!(
-                    "weft-guest-build: no package `{name}` in {}",
-                    workspace.display()
-                )
-            });
+            .unwrap_or_else(|| panic!("weft-guest-build: no package `{name}` in {}", workspace.display()));
         let manifest = Path::new(package["manifest_path"].as_str().expect("manifest_path"));
         rerun_if_changed(manifest.parent().expect("a package directory"));
         let mut stems = Vec::new();
         for t in package["targets"].as_array().into_iter().flatten() {
-            let kinds: Vec<&str> = t["kind"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
+            let kinds: Vec<&str> = t["kind"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
             let target_name = t["name"].as_str().expect("target name");
             if kinds.contains(&"cdylib") {
                 stems.push(target_name.replace('-', "_"));
@@ -108,16 +93,13 @@ pub fn build_guests(packages: &[&str], target: &str) -> Vec<(String, PathBuf)> {
             }
         }
         if stems.is_empty() {
-            panic!(
-                "weft-guest-build: `{name}` has neither a cdylib nor a bin target: nothing to build"
-            );
+            panic!("weft-guest-build: `{name}` has neither a cdylib nor a bin target: nothing to build");
         }
         wanted.push((name.to_string(), stems));
     }
 
     let mut cmd = nested(&cargo, &workspace);
-    cmd.args(["build", "--profile", "guest", "--target", target])
-        .env("CARGO_TARGET_DIR", &target_dir);
+    cmd.args(["build", "--profile", "guest", "--target", target]).env("CARGO_TARGET_DIR", &target_dir);
     for &name in packages {
         cmd.args(["-p", name]);
     }
@@ -129,11 +111,7 @@ pub fn build_guests(packages: &[&str], target: &str) -> Vec<(String, PathBuf)> {
     for (package, stems) in wanted {
         for stem in stems {
             let wasm = out_dir.join(format!("{stem}.wasm"));
-            assert!(
-                wasm.is_file(),
-                "weft-guest-build: `{package}` built, but {} is missing",
-                wasm.display()
-            );
+            assert!(wasm.is_file(), "weft-guest-build: `{package}` built, but {} is missing", wasm.display());
             rerun_from_dep_info(&wasm.with_extension("d"), &mut seen);
             built.push((package.clone(), wasm));
         }
@@ -147,10 +125,7 @@ pub fn build_guests(packages: &[&str], target: &str) -> Vec<(String, PathBuf)> {
 /// `CARGO_TARGET_DIR` (relative to the workspace), else `<workspace>/target`.
 fn outer_target_dir(workspace: &Path) -> PathBuf {
     let from_out_dir = env::var_os("OUT_DIR").and_then(|out| {
-        Path::new(&out)
-            .ancestors()
-            .find(|dir| dir.join("CACHEDIR.TAG").is_file())
-            .map(Path::to_path_buf)
+        Path::new(&out).ancestors().find(|dir| dir.join("CACHEDIR.TAG").is_file()).map(Path::to_path_buf)
     });
     from_out_dir
         .or_else(|| env::var_os("CARGO_TARGET_DIR").map(|dir| workspace.join(dir)))
@@ -189,10 +164,8 @@ fn nested(cargo: &std::ffi::OsStr, workspace: &Path) -> Command {
 
 fn run(cmd: &mut Command) -> Vec<u8> {
     eprintln!("weft-guest-build: running {cmd:?}");
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("weft-guest-build: cannot start {cmd:?}: {e}"));
+    let out =
+        cmd.stdin(Stdio::null()).output().unwrap_or_else(|e| panic!("weft-guest-build: cannot start {cmd:?}: {e}"));
     if !out.status.success() {
         panic!(
             "weft-guest-build: {cmd:?} failed ({}):\n{}{}",

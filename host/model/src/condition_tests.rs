@@ -8,41 +8,18 @@ use crate::scope::MapScope;
 
 #[test]
 fn truthiness() {
-    for v in [
-        json!(null),
-        json!(false),
-        json!(0),
-        json!(0.0),
-        json!(""),
-        json!([]),
-        json!({}),
-    ] {
+    for v in [json!(null), json!(false), json!(0), json!(0.0), json!(""), json!([]), json!({})] {
         assert!(!truthy(&v), "{v} is falsy");
     }
-    for v in [
-        json!(true),
-        json!(1),
-        json!(-0.5),
-        json!("0"),
-        json!("false"),
-        json!([0]),
-        json!({"a": null}),
-    ] {
+    for v in [json!(true), json!(1), json!(-0.5), json!("0"), json!("false"), json!([0]), json!({"a": null})] {
         assert!(truthy(&v), "{v} is truthy");
     }
 }
 
 #[test]
 fn equality() {
-    assert!(
-        apply(Operator::Eq, &json!(1), &json!(1.0)),
-        "numbers by value"
-    );
-    assert!(apply(
-        Operator::Eq,
-        &json!({"a": [1, 2.0]}),
-        &json!({"a": [1.0, 2]})
-    ));
+    assert!(apply(Operator::Eq, &json!(1), &json!(1.0)), "numbers by value");
+    assert!(apply(Operator::Eq, &json!({"a": [1, 2.0]}), &json!({"a": [1.0, 2]})));
     assert!(apply(Operator::Eq, &json!(null), &json!(null)));
     assert!(apply(Operator::Eq, &json!("a"), &json!("a")));
     assert!(!apply(Operator::Eq, &json!("1"), &json!(1)), "no coercion");
@@ -64,15 +41,9 @@ fn ordering() {
     assert!(t(Operator::Lt, json!(-3), json!(1e3)));
     assert!(t(Operator::Lte, json!(4), json!(4)));
     assert!(!t(Operator::Lte, json!(5), json!(4)));
-    assert!(
-        t(Operator::Lt, json!("apple"), json!("banana")),
-        "strings lexically"
-    );
+    assert!(t(Operator::Lt, json!("apple"), json!("banana")), "strings lexically");
     assert!(t(Operator::Lt, json!("B"), json!("a")), "by code point");
-    assert!(
-        !t(Operator::Gt, json!("10"), json!("9")),
-        "strings are not numbers"
-    );
+    assert!(!t(Operator::Gt, json!("10"), json!("9")), "strings are not numbers");
     // mixed or unordered types: every ordered test is false
     for (a, b) in [
         (json!(1), json!("1")),
@@ -92,15 +63,9 @@ fn membership_and_existence() {
     assert!(apply(Operator::In, &json!("b"), &json!(["a", "b"])));
     assert!(apply(Operator::In, &json!(2), &json!([1, 2.0])));
     assert!(!apply(Operator::In, &json!("c"), &json!(["a", "b"])));
-    assert!(
-        apply(Operator::In, &json!("ell"), &json!("hello")),
-        "substring"
-    );
+    assert!(apply(Operator::In, &json!("ell"), &json!("hello")), "substring");
     assert!(!apply(Operator::In, &json!(1), &json!("1")));
-    assert!(
-        apply(Operator::In, &json!("k"), &json!({"k": 0})),
-        "object key"
-    );
+    assert!(apply(Operator::In, &json!("k"), &json!({"k": 0})), "object key");
     assert!(!apply(Operator::In, &json!("x"), &json!(null)));
     assert!(apply(Operator::Exists, &json!(0), &json!(true)));
     assert!(!apply(Operator::Exists, &json!(null), &json!(true)));
@@ -112,10 +77,7 @@ fn cond(r: &str, test: Option<(Operator, Value)>) -> Condition {
     Condition {
         reference: parse_ref(r).unwrap(),
         ref_text: r.into(),
-        test: test.map(|(op, v)| Test {
-            op,
-            operand: Template::compile(v).unwrap(),
-        }),
+        test: test.map(|(op, v)| Test { op, operand: Template::compile(v).unwrap() }),
     }
 }
 
@@ -126,35 +88,17 @@ fn evaluate_against_a_scope() {
     assert!(!cond("@validate.ok", None).evaluate(&s));
     assert!(cond("@validate.n", None).evaluate(&s));
     assert!(cond("@validate.ok", Some((Operator::Eq, json!(false)))).evaluate(&s));
-    assert!(
-        cond("@validate.n", Some((Operator::Lt, json!("@input.max")))).evaluate(&s),
-        "operand ref"
-    );
-    assert!(
-        cond(
-            "@validate.role",
-            Some((Operator::In, json!("@input.roles")))
-        )
-        .evaluate(&s)
-    );
+    assert!(cond("@validate.n", Some((Operator::Lt, json!("@input.max")))).evaluate(&s), "operand ref");
+    assert!(cond("@validate.role", Some((Operator::In, json!("@input.roles")))).evaluate(&s));
     assert!(cond("@validate.missing", Some((Operator::Exists, json!(false)))).evaluate(&s));
-    assert!(
-        !cond("@nothing.x", None).evaluate(&s),
-        "unfinished step is null"
-    );
+    assert!(!cond("@nothing.x", None).evaluate(&s), "unfinished step is null");
 }
 
 #[test]
 fn serializes_as_written() {
     let c = cond("@a.ok", Some((Operator::Neq, json!("@@x"))));
-    assert_eq!(
-        serde_json::to_value(&c).unwrap(),
-        json!({"ref": "@a.ok", "neq": "@@x"})
-    );
-    assert_eq!(
-        serde_json::to_value(cond("@a", None)).unwrap(),
-        json!({"ref": "@a"})
-    );
+    assert_eq!(serde_json::to_value(&c).unwrap(), json!({"ref": "@a.ok", "neq": "@@x"}));
+    assert_eq!(serde_json::to_value(cond("@a", None)).unwrap(), json!({"ref": "@a"}));
     for op in Operator::ALL {
         assert_eq!(Operator::parse(op.as_str()), Some(op));
     }

@@ -55,12 +55,7 @@ pub(crate) struct StepMeta {
 impl StepMeta {
     pub(crate) fn plain(i: usize) -> StepMeta {
         let at = format!("/steps/{i}");
-        StepMeta {
-            input_at: format!("{at}/input"),
-            at,
-            name_ok: true,
-            action_ok: true,
-        }
+        StepMeta { input_at: format!("{at}/input"), at, name_ok: true, action_ok: true }
     }
 }
 
@@ -87,9 +82,7 @@ pub(crate) fn decode(v: &Value, out: &mut Vec<Problem>) -> Option<Decoded> {
     let mut d = D { out };
     let m = d.obj(v, "", "a definition")?;
     d.fields(m, "", &DEF_FIELDS, "definition");
-    let name = d
-        .req(m, "name", "")
-        .and_then(|n| d.string(n, "/name", "name"));
+    let name = d.req(m, "name", "").and_then(|n| d.string(n, "/name", "name"));
     let mut steps_ok = false;
     let mut steps = vec![];
     let mut metas = vec![];
@@ -103,42 +96,22 @@ pub(crate) fn decode(v: &Value, out: &mut Vec<Problem>) -> Option<Decoded> {
                     metas.push(meta);
                 }
             }
-            other => d.push(
-                "/steps",
-                format!(
-                    "`steps` must be an array of steps, got {}",
-                    type_name(other)
-                ),
-            ),
+            other => d.push("/steps", format!("`steps` must be an array of steps, got {}", type_name(other))),
         }
     }
-    let flags = crate::validate::DefFlags {
-        name_ok: name.is_some(),
-        steps_ok,
-    };
+    let flags = crate::validate::DefFlags { name_ok: name.is_some(), steps_ok };
     let def = Definition {
         name: name.unwrap_or_default(),
         version: opt(m, "version")
             .and_then(|v| d.uint(v, "/version", "version", u32::MAX as u64))
             .map_or(1, |n| n as u32),
         description: opt(m, "description").and_then(|v| d.string(v, "/description", "description")),
-        input_schema: opt(m, "input_schema")
-            .and_then(|v| d.schema(v, "/input_schema", "input_schema")),
-        timeout_ms: opt(m, "timeout_ms")
-            .and_then(|v| d.uint(v, "/timeout_ms", "timeout_ms", u64::MAX)),
-        fail_open: opt(m, "fail_open")
-            .and_then(|v| d.boolean(v, "/fail_open", "fail_open"))
-            .unwrap_or(false),
+        input_schema: opt(m, "input_schema").and_then(|v| d.schema(v, "/input_schema", "input_schema")),
+        timeout_ms: opt(m, "timeout_ms").and_then(|v| d.uint(v, "/timeout_ms", "timeout_ms", u64::MAX)),
+        fail_open: opt(m, "fail_open").and_then(|v| d.boolean(v, "/fail_open", "fail_open")).unwrap_or(false),
         max_step_failures: m
             .get("max_step_failures")
-            .and_then(|v| {
-                d.uint(
-                    v,
-                    "/max_step_failures",
-                    "max_step_failures",
-                    u32::MAX as u64,
-                )
-            })
+            .and_then(|v| d.uint(v, "/max_step_failures", "max_step_failures", u32::MAX as u64))
             .map(|n| n as u32),
         steps,
         output: opt(m, "output").map(|v| d.template(v, "/output")),
@@ -155,10 +128,7 @@ impl D<'_> {
         match v {
             Value::Object(m) => Some(m),
             other => {
-                self.push(
-                    at,
-                    format!("{what} must be an object, got {}", type_name(other)),
-                );
+                self.push(at, format!("{what} must be an object, got {}", type_name(other)));
                 None
             }
         }
@@ -169,8 +139,7 @@ impl D<'_> {
             if !allowed.contains(&k.as_str()) {
                 let hint = did_you_mean(k, allowed.iter().copied())
                     .unwrap_or_else(|| format!("{what} fields are: {}", allowed.join(", ")));
-                self.out
-                    .push(Problem::new(ptr(at, k), format!("unknown field `{k}`")).hint(hint));
+                self.out.push(Problem::new(ptr(at, k), format!("unknown field `{k}`")).hint(hint));
             }
         }
     }
@@ -187,10 +156,7 @@ impl D<'_> {
         match v {
             Value::String(s) => Some(s.clone()),
             other => {
-                self.push(
-                    at,
-                    format!("`{field}` must be a string, got {}", type_name(other)),
-                );
+                self.push(at, format!("`{field}` must be a string, got {}", type_name(other)));
                 None
             }
         }
@@ -200,10 +166,7 @@ impl D<'_> {
         match v {
             Value::Bool(b) => Some(*b),
             other => {
-                self.push(
-                    at,
-                    format!("`{field}` must be true or false, got {}", type_name(other)),
-                );
+                self.push(at, format!("`{field}` must be true or false, got {}", type_name(other)));
                 None
             }
         }
@@ -218,27 +181,14 @@ impl D<'_> {
                     Value::Number(n) => n.to_string(),
                     other => type_name(other).to_owned(),
                 };
-                let limit = if max < u64::MAX {
-                    format!(" (at most {max})")
-                } else {
-                    String::new()
-                };
-                self.push(
-                    at,
-                    format!("`{field}` must be a non-negative integer{limit}, got {got}"),
-                );
+                let limit = if max < u64::MAX { format!(" (at most {max})") } else { String::new() };
+                self.push(at, format!("`{field}` must be a non-negative integer{limit}, got {got}"));
                 None
             }
         }
     }
 
-    fn enum_val<T: DeserializeOwned>(
-        &mut self,
-        v: &Value,
-        at: &str,
-        field: &str,
-        options: &str,
-    ) -> Option<T> {
+    fn enum_val<T: DeserializeOwned>(&mut self, v: &Value, at: &str, field: &str, options: &str) -> Option<T> {
         match serde_json::from_value::<T>(v.clone()) {
             Ok(t) => Some(t),
             Err(_) => {
@@ -255,10 +205,7 @@ impl D<'_> {
             other => {
                 self.push(
                     at,
-                    format!(
-                        "`{field}` must be a JSON Schema (an object or a boolean), got {}",
-                        type_name(other)
-                    ),
+                    format!("`{field}` must be a JSON Schema (an object or a boolean), got {}", type_name(other)),
                 );
                 None
             }
@@ -278,29 +225,18 @@ impl D<'_> {
         let at = meta.at.clone();
         let empty = Map::new();
         let m = self.obj(v, &at, "a step").unwrap_or(&empty);
-        let allowed: Vec<&str> = STEP_FIELDS
-            .iter()
-            .chain(ACTION_KEYS.iter())
-            .copied()
-            .collect();
+        let allowed: Vec<&str> = STEP_FIELDS.iter().chain(ACTION_KEYS.iter()).copied().collect();
         self.fields(m, &at, &allowed, "step");
         let name = if m.is_empty() && !v.is_object() {
             None
         } else {
-            self.req(m, "name", &at)
-                .and_then(|n| self.string(n, &format!("{at}/name"), "name"))
+            self.req(m, "name", &at).and_then(|n| self.string(n, &format!("{at}/name"), "name"))
         };
         meta.name_ok = name.is_some();
         let f = |k: &str| format!("{at}/{k}");
 
-        let mut input = opt(m, "input")
-            .map(|v| self.template(v, &f("input")))
-            .unwrap_or_default();
-        let present: Vec<&str> = ACTION_KEYS
-            .iter()
-            .copied()
-            .filter(|k| opt(m, k).is_some())
-            .collect();
+        let mut input = opt(m, "input").map(|v| self.template(v, &f("input"))).unwrap_or_default();
+        let present: Vec<&str> = ACTION_KEYS.iter().copied().filter(|k| opt(m, k).is_some()).collect();
         let action = match present.as_slice() {
             [] => {
                 if v.is_object() {
@@ -311,24 +247,13 @@ impl D<'_> {
                 }
                 None
             }
-            [one] => self.action(
-                one,
-                opt(m, one).expect("present"),
-                &at,
-                &mut input,
-                &mut meta,
-            ),
+            [one] => self.action(one, opt(m, one).expect("present"), &at, &mut input, &mut meta),
             [first, rest @ ..] => {
                 for second in rest {
                     let msg = if *first == "return" || *second == "return" {
-                        format!(
-                            "`return` cannot be combined with another action (`{}` and `{}`)",
-                            first, second
-                        )
+                        format!("`return` cannot be combined with another action (`{}` and `{}`)", first, second)
                     } else {
-                        format!(
-                            "step has two actions (`{first}` and `{second}`): a step has exactly one"
-                        )
+                        format!("step has two actions (`{first}` and `{second}`): a step has exactly one")
                     };
                     self.push(&f(second), msg);
                 }
@@ -353,30 +278,30 @@ impl D<'_> {
             other => {
                 self.push(
                     &f("for_each"),
-                    format!(
-                        "`for_each` must be a ref to an array or an array, got {}",
-                        type_name(other)
-                    ),
+                    format!("`for_each` must be a ref to an array or an array, got {}", type_name(other)),
                 );
                 None
             }
         });
         let after = match opt(m, "after") {
             None => vec![],
-            Some(Value::Array(a)) => a
-                .iter()
-                .enumerate()
-                .filter_map(|(k, e)| self.edge(e, &format!("{at}/after/{k}")))
-                .collect(),
+            Some(Value::Array(a)) => {
+                a.iter().enumerate().filter_map(|(k, e)| self.edge(e, &format!("{at}/after/{k}"))).collect()
+            }
             Some(other) => {
-                self.push(&f("after"), format!("`after` must be an array of step names or {{\"step\", \"on\"}} objects, got {}", type_name(other)));
+                self.push(
+                    &f("after"),
+                    format!(
+                        "`after` must be an array of step names or {{\"step\", \"on\"}} objects, got {}",
+                        type_name(other)
+                    ),
+                );
                 vec![]
             }
         };
         let step = Step {
             name: name.unwrap_or_default(),
-            description: opt(m, "description")
-                .and_then(|v| self.string(v, &f("description"), "description")),
+            description: opt(m, "description").and_then(|v| self.string(v, &f("description"), "description")),
             input,
             action: action.unwrap_or(Action::Return),
             when,
@@ -389,8 +314,7 @@ impl D<'_> {
                 .and_then(|v| self.enum_val(v, &f("join"), "join", "\"all\", \"any\", \"race\""))
                 .unwrap_or_default(),
             retry: opt(m, "retry").and_then(|v| self.retry(v, &f("retry"))),
-            timeout_ms: opt(m, "timeout_ms")
-                .and_then(|v| self.uint(v, &f("timeout_ms"), "timeout_ms", u64::MAX)),
+            timeout_ms: opt(m, "timeout_ms").and_then(|v| self.uint(v, &f("timeout_ms"), "timeout_ms", u64::MAX)),
             continue_on_error: m
                 .get("continue_on_error")
                 .and_then(|v| self.boolean(v, &f("continue_on_error"), "continue_on_error"))
@@ -400,16 +324,12 @@ impl D<'_> {
                 .and_then(|v| match v.as_i64() {
                     Some(p) => Some(p),
                     None => {
-                        self.push(
-                            &f("priority"),
-                            format!("`priority` must be an integer, got {v}"),
-                        );
+                        self.push(&f("priority"), format!("`priority` must be an integer, got {v}"));
                         None
                     }
                 })
                 .unwrap_or(0),
-            transform: opt(m, "transform")
-                .and_then(|v| self.code_ref(v, &f("transform"), "transform")),
+            transform: opt(m, "transform").and_then(|v| self.code_ref(v, &f("transform"), "transform")),
         };
         (step, meta)
     }
@@ -424,18 +344,12 @@ mod tests {
     fn run(v: serde_json::Value) -> (Option<Decoded>, Vec<String>) {
         let mut out = vec![];
         let d = decode(&v, &mut out);
-        (
-            d,
-            out.into_iter()
-                .map(|p| format!("{}: {}", p.path, p.message))
-                .collect(),
-        )
+        (d, out.into_iter().map(|p| format!("{}: {}", p.path, p.message)).collect())
     }
 
     #[test]
     fn return_value_becomes_input_and_keeps_its_location() {
-        let (d, p) =
-            run(json!({"name": "x", "steps": [{"name": "r", "return": {"e": "@input.x"}}]}));
+        let (d, p) = run(json!({"name": "x", "steps": [{"name": "r", "return": {"e": "@input.x"}}]}));
         assert!(p.is_empty(), "{p:?}");
         let d = d.unwrap();
         assert_eq!(d.def.steps[0].action, Action::Return);
@@ -451,17 +365,13 @@ mod tests {
         let d = d.unwrap().def;
         assert_eq!(d.version, 1);
         let r = d.steps[0].retry.as_ref().unwrap();
-        assert_eq!(
-            (r.max_attempts, r.initial_delay_ms, r.jitter),
-            (2, 1000, true)
-        );
+        assert_eq!((r.max_attempts, r.initial_delay_ms, r.jitter), (2, 1000, true));
     }
 
     #[test]
     fn every_shape_problem_of_a_step_is_collected() {
-        let (d, p) = run(
-            json!({"name": "x", "steps": [{"name": 1, "sleep": {"ms": "5"}, "priority": "hi", "extra": 0}]}),
-        );
+        let (d, p) =
+            run(json!({"name": "x", "steps": [{"name": 1, "sleep": {"ms": "5"}, "priority": "hi", "extra": 0}]}));
         assert_eq!(
             p,
             [

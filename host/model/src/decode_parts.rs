@@ -5,9 +5,7 @@ use serde_json::Value;
 
 use super::{D, StepMeta, opt};
 use crate::condition::{Condition, Operator, Test};
-use crate::definition::{
-    Action, CodeRef, Edge, EdgeOn, Limits, SleepSpec, ToolRef, WaitSpec, WorkflowRef,
-};
+use crate::definition::{Action, CodeRef, Edge, EdgeOn, Limits, SleepSpec, ToolRef, WaitSpec, WorkflowRef};
 use crate::problem::{Problem, did_you_mean, type_name};
 use crate::refs::parse_ref;
 use crate::retry::RetryPolicy;
@@ -29,26 +27,25 @@ impl D<'_> {
             "tool" => {
                 let m = self.obj(v, &a, "`tool`")?;
                 self.fields(m, &a, &["server", "name"], "tool");
-                let server = self
-                    .req(m, "server", &a)
-                    .and_then(|s| self.string(s, &format!("{a}/server"), "server"));
-                let name = self
-                    .req(m, "name", &a)
-                    .and_then(|s| self.string(s, &format!("{a}/name"), "name"));
-                Some(Action::Tool(ToolRef {
-                    server: server?,
-                    name: name?,
-                }))
+                let server = self.req(m, "server", &a).and_then(|s| self.string(s, &format!("{a}/server"), "server"));
+                let name = self.req(m, "name", &a).and_then(|s| self.string(s, &format!("{a}/name"), "name"));
+                Some(Action::Tool(ToolRef { server: server?, name: name? }))
             }
             "return" => match v {
                 Value::Bool(true) => Some(Action::Return),
                 Value::Bool(false) => {
-                    self.out.push(Problem::new(&a, "`return: false` means nothing").hint("use `\"return\": true` (the step's input is the output) or `\"return\": VALUE`"));
+                    self.out.push(
+                        Problem::new(&a, "`return: false` means nothing")
+                            .hint("use `\"return\": true` (the step's input is the output) or `\"return\": VALUE`"),
+                    );
                     None
                 }
                 value => {
                     if !input.is_null() {
-                        self.out.push(Problem::new(&a, "`return` holds a value and `input` is also set").hint("write the output once: `\"return\": VALUE` or `\"return\": true` with `input`"));
+                        self.out.push(
+                            Problem::new(&a, "`return` holds a value and `input` is also set")
+                                .hint("write the output once: `\"return\": VALUE` or `\"return\": true` with `input`"),
+                        );
                         return None;
                     }
                     *input = self.template(value, &a);
@@ -61,9 +58,9 @@ impl D<'_> {
                 let m = self.obj(v, &a, "`sleep`")?;
                 self.fields(m, &a, &["ms", "until"], "sleep");
                 match (opt(m, "ms"), opt(m, "until")) {
-                    (Some(ms), None) => self
-                        .uint(ms, &format!("{a}/ms"), "ms", u64::MAX)
-                        .map(|n| Action::Sleep(SleepSpec::Ms(n))),
+                    (Some(ms), None) => {
+                        self.uint(ms, &format!("{a}/ms"), "ms", u64::MAX).map(|n| Action::Sleep(SleepSpec::Ms(n)))
+                    }
                     (None, Some(u)) => {
                         let s = self.string(u, &format!("{a}/until"), "until")?;
                         match Timestamp::parse(&s) {
@@ -83,16 +80,12 @@ impl D<'_> {
             "workflow" => {
                 let m = self.obj(v, &a, "`workflow`")?;
                 self.fields(m, &a, &["template", "version"], "workflow");
-                let template = self
-                    .req(m, "template", &a)
-                    .and_then(|s| self.string(s, &format!("{a}/template"), "template"));
+                let template =
+                    self.req(m, "template", &a).and_then(|s| self.string(s, &format!("{a}/template"), "template"));
                 let version = opt(m, "version")
                     .and_then(|v| self.uint(v, &format!("{a}/version"), "version", u32::MAX as u64))
                     .map(|n| n as u32);
-                Some(Action::Workflow(WorkflowRef {
-                    template: template?,
-                    version,
-                }))
+                Some(Action::Workflow(WorkflowRef { template: template?, version }))
             }
             _ => unreachable!("only action keys are passed"),
         }
@@ -101,18 +94,12 @@ impl D<'_> {
     pub(super) fn code_ref(&mut self, v: &Value, at: &str, what: &str) -> Option<CodeRef> {
         let m = self.obj(v, at, &format!("`{what}`"))?;
         self.fields(m, at, &["plugin", "path", "sha256"], what);
-        let present: Vec<&str> = ["plugin", "path", "sha256"]
-            .into_iter()
-            .filter(|k| opt(m, k).is_some())
-            .collect();
+        let present: Vec<&str> = ["plugin", "path", "sha256"].into_iter().filter(|k| opt(m, k).is_some()).collect();
         if present.len() != 1 {
             self.out.push(
                 Problem::new(
                     at,
-                    format!(
-                        "`{what}` needs exactly one of `plugin`, `path` or `sha256`, got {}",
-                        present.len()
-                    ),
+                    format!("`{what}` needs exactly one of `plugin`, `path` or `sha256`, got {}", present.len()),
                 )
                 .hint("e.g. {\"plugin\": \"validate-email\"}"),
             );
@@ -129,33 +116,19 @@ impl D<'_> {
 
     pub(super) fn wait(&mut self, v: &Value, a: &str) -> Option<WaitSpec> {
         let m = self.obj(v, a, "`wait`")?;
-        self.fields(
-            m,
-            a,
-            &["prompt", "schema", "reason", "timeout_ms", "event", "match"],
-            "wait",
-        );
+        self.fields(m, a, &["prompt", "schema", "reason", "timeout_ms", "event", "match"], "wait");
         let f = |k: &str| format!("{a}/{k}");
         let prompt = opt(m, "prompt").and_then(|p| match p {
             Value::String(_) => Some(self.template(p, &f("prompt"))),
             other => {
-                self.push(
-                    &f("prompt"),
-                    format!("`prompt` must be a string, got {}", type_name(other)),
-                );
+                self.push(&f("prompt"), format!("`prompt` must be a string, got {}", type_name(other)));
                 None
             }
         });
         let matches = opt(m, "match").and_then(|p| match p {
             Value::Object(_) => Some(self.template(p, &f("match"))),
             other => {
-                self.push(
-                    &f("match"),
-                    format!(
-                        "`match` must be an object of field → value, got {}",
-                        type_name(other)
-                    ),
-                );
+                self.push(&f("match"), format!("`match` must be an object of field → value, got {}", type_name(other)));
                 None
             }
         });
@@ -163,17 +136,9 @@ impl D<'_> {
             prompt,
             schema: opt(m, "schema").and_then(|s| self.schema(s, &f("schema"), "schema")),
             reason: opt(m, "reason")
-                .and_then(|r| {
-                    self.enum_val(
-                        r,
-                        &f("reason"),
-                        "reason",
-                        "\"input-required\", \"auth-required\"",
-                    )
-                })
+                .and_then(|r| self.enum_val(r, &f("reason"), "reason", "\"input-required\", \"auth-required\""))
                 .unwrap_or_default(),
-            timeout_ms: opt(m, "timeout_ms")
-                .and_then(|t| self.uint(t, &f("timeout_ms"), "timeout_ms", u64::MAX)),
+            timeout_ms: opt(m, "timeout_ms").and_then(|t| self.uint(t, &f("timeout_ms"), "timeout_ms", u64::MAX)),
             event: opt(m, "event").and_then(|e| self.string(e, &f("event"), "event")),
             matches,
         })
@@ -181,39 +146,18 @@ impl D<'_> {
 
     pub(super) fn condition(&mut self, v: &Value, at: &str) -> Option<Condition> {
         let m = self.obj(v, at, "`when`")?;
-        let ops: Vec<(&String, Operator)> = m
-            .keys()
-            .filter(|k| *k != "ref")
-            .filter_map(|k| Operator::parse(k).map(|o| (k, o)))
-            .collect();
-        for k in m
-            .keys()
-            .filter(|k| *k != "ref" && Operator::parse(k).is_none())
-        {
-            let names: Vec<&str> = Operator::ALL
-                .iter()
-                .map(|o| o.as_str())
-                .chain(["ref"])
-                .collect();
-            let hint = did_you_mean(k, names.iter().copied()).unwrap_or_else(|| {
-                format!(
-                    "a `when` has `ref` and at most one of: {}",
-                    names[..8].join(", ")
-                )
-            });
-            self.out
-                .push(Problem::new(ptr(at, k), format!("unknown operator `{k}`")).hint(hint));
+        let ops: Vec<(&String, Operator)> =
+            m.keys().filter(|k| *k != "ref").filter_map(|k| Operator::parse(k).map(|o| (k, o))).collect();
+        for k in m.keys().filter(|k| *k != "ref" && Operator::parse(k).is_none()) {
+            let names: Vec<&str> = Operator::ALL.iter().map(|o| o.as_str()).chain(["ref"]).collect();
+            let hint = did_you_mean(k, names.iter().copied())
+                .unwrap_or_else(|| format!("a `when` has `ref` and at most one of: {}", names[..8].join(", ")));
+            self.out.push(Problem::new(ptr(at, k), format!("unknown operator `{k}`")).hint(hint));
         }
         for (k, _) in ops.iter().skip(1) {
             self.out.push(
-                Problem::new(
-                    ptr(at, k),
-                    format!(
-                        "a `when` has at most one operator; found `{}` and `{k}`",
-                        ops[0].0
-                    ),
-                )
-                .hint("split the condition, or compute it in a code step"),
+                Problem::new(ptr(at, k), format!("a `when` has at most one operator; found `{}` and `{k}`", ops[0].0))
+                    .hint("split the condition, or compute it in a code step"),
             );
         }
         let rv = self.req(m, "ref", at)?;
@@ -234,9 +178,7 @@ impl D<'_> {
                 let is_ref = matches!(operand.compiled(), crate::template::CompiledValue::Ref(_));
                 let ok = is_ref
                     || match op {
-                        Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte => {
-                            ov.is_number() || ov.is_string()
-                        }
+                        Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte => ov.is_number() || ov.is_string(),
                         Operator::In => ov.is_array() || ov.is_string() || ov.is_object(),
                         Operator::Exists => ov.is_boolean(),
                         Operator::Eq | Operator::Neq => true,
@@ -255,45 +197,25 @@ impl D<'_> {
         if ops.len() > 1 {
             return None;
         }
-        Some(Condition {
-            reference,
-            ref_text: text,
-            test,
-        })
+        Some(Condition { reference, ref_text: text, test })
     }
 
     pub(super) fn edge(&mut self, v: &Value, at: &str) -> Option<Edge> {
         match v {
-            Value::String(s) => Some(Edge {
-                step: s.clone(),
-                on: EdgeOn::Success,
-            }),
+            Value::String(s) => Some(Edge { step: s.clone(), on: EdgeOn::Success }),
             Value::Object(m) => {
                 self.fields(m, at, &["step", "on"], "edge");
-                let step = self
-                    .req(m, "step", at)
-                    .and_then(|s| self.string(s, &format!("{at}/step"), "step"));
+                let step = self.req(m, "step", at).and_then(|s| self.string(s, &format!("{at}/step"), "step"));
                 let on = match opt(m, "on") {
                     None => Some(EdgeOn::Success),
-                    Some(o) => self.enum_val(
-                        o,
-                        &format!("{at}/on"),
-                        "on",
-                        "\"success\", \"failure\", \"always\"",
-                    ),
+                    Some(o) => self.enum_val(o, &format!("{at}/on"), "on", "\"success\", \"failure\", \"always\""),
                 };
-                Some(Edge {
-                    step: step?,
-                    on: on?,
-                })
+                Some(Edge { step: step?, on: on? })
             }
             other => {
                 self.push(
                     at,
-                    format!(
-                        "an `after` entry must be a step name or {{\"step\", \"on\"}}, got {}",
-                        type_name(other)
-                    ),
+                    format!("an `after` entry must be a step name or {{\"step\", \"on\"}}, got {}", type_name(other)),
                 );
                 None
             }
@@ -302,39 +224,26 @@ impl D<'_> {
 
     pub(super) fn retry(&mut self, v: &Value, at: &str) -> Option<RetryPolicy> {
         let m = self.obj(v, at, "`retry`")?;
-        let keys = [
-            "max_attempts",
-            "backoff",
-            "initial_delay_ms",
-            "max_delay_ms",
-            "jitter",
-            "retry_on",
-        ];
+        let keys = ["max_attempts", "backoff", "initial_delay_ms", "max_delay_ms", "jitter", "retry_on"];
         self.fields(m, at, &keys, "retry");
         let f = |k: &str| format!("{at}/{k}");
         let mut p = RetryPolicy::default();
-        if let Some(n) = opt(m, "max_attempts")
-            .and_then(|x| self.uint(x, &f("max_attempts"), "max_attempts", u32::MAX as u64))
+        if let Some(n) =
+            opt(m, "max_attempts").and_then(|x| self.uint(x, &f("max_attempts"), "max_attempts", u32::MAX as u64))
         {
             p.max_attempts = n as u32;
         }
-        if let Some(b) = opt(m, "backoff").and_then(|x| {
-            self.enum_val(
-                x,
-                &f("backoff"),
-                "backoff",
-                "\"fixed\", \"linear\", \"exponential\"",
-            )
-        }) {
+        if let Some(b) = opt(m, "backoff")
+            .and_then(|x| self.enum_val(x, &f("backoff"), "backoff", "\"fixed\", \"linear\", \"exponential\""))
+        {
             p.backoff = b;
         }
-        if let Some(n) = opt(m, "initial_delay_ms")
-            .and_then(|x| self.uint(x, &f("initial_delay_ms"), "initial_delay_ms", u64::MAX))
+        if let Some(n) =
+            opt(m, "initial_delay_ms").and_then(|x| self.uint(x, &f("initial_delay_ms"), "initial_delay_ms", u64::MAX))
         {
             p.initial_delay_ms = n;
         }
-        if let Some(n) = opt(m, "max_delay_ms")
-            .and_then(|x| self.uint(x, &f("max_delay_ms"), "max_delay_ms", u64::MAX))
+        if let Some(n) = opt(m, "max_delay_ms").and_then(|x| self.uint(x, &f("max_delay_ms"), "max_delay_ms", u64::MAX))
         {
             p.max_delay_ms = n;
         }
@@ -344,24 +253,15 @@ impl D<'_> {
         match opt(m, "retry_on") {
             None => {}
             Some(Value::Array(a)) => {
-                let kinds = crate::definition::ErrorKind::ALL
-                    .map(|k| k.as_str())
-                    .join(", ");
+                let kinds = crate::definition::ErrorKind::ALL.map(|k| k.as_str()).join(", ");
                 p.retry_on = a
                     .iter()
                     .enumerate()
-                    .filter_map(|(k, x)| {
-                        self.enum_val(x, &format!("{at}/retry_on/{k}"), "retry_on", &kinds)
-                    })
+                    .filter_map(|(k, x)| self.enum_val(x, &format!("{at}/retry_on/{k}"), "retry_on", &kinds))
                     .collect();
             }
-            Some(other) => self.push(
-                &f("retry_on"),
-                format!(
-                    "`retry_on` must be an array of error kinds, got {}",
-                    type_name(other)
-                ),
-            ),
+            Some(other) => self
+                .push(&f("retry_on"), format!("`retry_on` must be an array of error kinds, got {}", type_name(other))),
         }
         Some(p)
     }
@@ -370,12 +270,9 @@ impl D<'_> {
         let m = self.obj(v, at, "`limits`")?;
         self.fields(m, at, &["fuel", "memory_mb"], "limits");
         Some(Limits {
-            fuel: opt(m, "fuel")
-                .and_then(|x| self.uint(x, &format!("{at}/fuel"), "fuel", u64::MAX)),
+            fuel: opt(m, "fuel").and_then(|x| self.uint(x, &format!("{at}/fuel"), "fuel", u64::MAX)),
             memory_mb: opt(m, "memory_mb")
-                .and_then(|x| {
-                    self.uint(x, &format!("{at}/memory_mb"), "memory_mb", u32::MAX as u64)
-                })
+                .and_then(|x| self.uint(x, &format!("{at}/memory_mb"), "memory_mb", u32::MAX as u64))
                 .map(|n| n as u32),
         })
     }

@@ -138,10 +138,7 @@ impl Step {
     /// The items of a `for_each` step (`None` without `for_each`). A `null`
     /// value (a skipped step, a missing field) is no items; any other
     /// non-array is an error that fails the step.
-    pub fn for_each_items(
-        &self,
-        scope: &dyn crate::scope::Scope,
-    ) -> Option<Result<Vec<Value>, NotAnArray>> {
+    pub fn for_each_items(&self, scope: &dyn crate::scope::Scope) -> Option<Result<Vec<Value>, NotAnArray>> {
         let v = self.for_each.as_ref()?.resolve(scope);
         Some(match v {
             Value::Array(a) => Ok(a),
@@ -154,9 +151,7 @@ impl Step {
     /// workflow step without `input` receives `{}`; other steps `null`.
     pub fn resolve_input(&self, scope: &dyn crate::scope::Scope) -> Value {
         match (&self.action, self.input.is_null()) {
-            (Action::Code(_) | Action::Tool(_) | Action::Workflow(_), true) => {
-                Value::Object(Default::default())
-            }
+            (Action::Code(_) | Action::Tool(_) | Action::Workflow(_), true) => Value::Object(Default::default()),
             _ => self.input.resolve(scope),
         }
     }
@@ -262,10 +257,9 @@ impl WaitSpec {
     pub fn matches_event(&self, scope: &dyn crate::scope::Scope, data: &Value) -> bool {
         let Some(m) = &self.matches else { return true };
         match m.resolve(scope) {
-            Value::Object(fields) => fields.iter().all(|(k, want)| {
-                data.get(k)
-                    .is_some_and(|got| crate::condition::json_eq(got, want))
-            }),
+            Value::Object(fields) => {
+                fields.iter().all(|(k, want)| data.get(k).is_some_and(|got| crate::condition::json_eq(got, want)))
+            }
             _ => false,
         }
     }
@@ -430,12 +424,7 @@ impl Step {
         let mut out = vec![];
         let mut parts: Vec<(StepPart, &Template)> = vec![(StepPart::Input, &self.input)];
         if let Some(c) = &self.when {
-            out.push(StepRef {
-                part: StepPart::WhenRef,
-                pointer: "",
-                reference: &c.reference,
-                exact: true,
-            });
+            out.push(StepRef { part: StepPart::WhenRef, pointer: "", reference: &c.reference, exact: true });
             if let Some(t) = &c.test {
                 parts.push((StepPart::WhenOperand(t.op), &t.operand));
             }
@@ -453,12 +442,7 @@ impl Step {
         }
         for (part, t) in parts {
             for s in t.sites() {
-                out.push(StepRef {
-                    part,
-                    pointer: &s.pointer,
-                    reference: &s.reference,
-                    exact: s.exact,
-                });
+                out.push(StepRef { part, pointer: &s.pointer, reference: &s.reference, exact: s.exact });
             }
         }
         out

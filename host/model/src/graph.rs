@@ -63,12 +63,7 @@ impl Graph {
                 }
             }
             for (from, (on, explicit)) in deps {
-                edges.push(GraphEdge {
-                    from,
-                    to,
-                    on,
-                    explicit,
-                });
+                edges.push(GraphEdge { from, to, on, explicit });
             }
         }
         let mut incoming = vec![vec![]; names.len()];
@@ -77,12 +72,7 @@ impl Graph {
             incoming[e.to].push(k);
             outgoing[e.from].push(k);
         }
-        Graph {
-            names,
-            edges,
-            incoming,
-            outgoing,
-        }
+        Graph { names, edges, incoming, outgoing }
     }
 
     pub fn len(&self) -> usize {
@@ -110,25 +100,18 @@ impl Graph {
     }
     /// Steps without dependencies.
     pub fn roots(&self) -> Vec<usize> {
-        (0..self.len())
-            .filter(|&i| self.incoming[i].is_empty())
-            .collect()
+        (0..self.len()).filter(|&i| self.incoming[i].is_empty()).collect()
     }
     /// Steps nothing depends on (their outputs form the default run output).
     pub fn sinks(&self) -> Vec<usize> {
-        (0..self.len())
-            .filter(|&i| self.outgoing[i].is_empty())
-            .collect()
+        (0..self.len()).filter(|&i| self.outgoing[i].is_empty()).collect()
     }
 
     /// Topological order, ties broken by declaration order; `Err` with a
     /// cycle when there is one.
     pub fn topo_order(&self) -> Result<Vec<usize>, Vec<usize>> {
         let mut indeg: Vec<usize> = self.incoming.iter().map(Vec::len).collect();
-        let mut ready: BinaryHeap<Reverse<usize>> = (0..self.len())
-            .filter(|&i| indeg[i] == 0)
-            .map(Reverse)
-            .collect();
+        let mut ready: BinaryHeap<Reverse<usize>> = (0..self.len()).filter(|&i| indeg[i] == 0).map(Reverse).collect();
         let mut order = Vec::with_capacity(self.len());
         while let Some(Reverse(i)) = ready.pop() {
             order.push(i);
@@ -139,11 +122,7 @@ impl Graph {
                 }
             }
         }
-        if order.len() == self.len() {
-            Ok(order)
-        } else {
-            Err(self.cycles().into_iter().next().unwrap_or_default())
-        }
+        if order.len() == self.len() { Ok(order) } else { Err(self.cycles().into_iter().next().unwrap_or_default()) }
     }
 
     /// One cycle per strongly connected component that has one, each
@@ -281,21 +260,11 @@ fn lines(def: &Definition, i: usize) -> Vec<String> {
     if let Some(c) = &s.when {
         match &c.test {
             None => l.push(format!("when {}", c.ref_text)),
-            Some(t) => l.push(format!(
-                "when {} {} {}",
-                c.ref_text,
-                t.op.as_str(),
-                t.operand.raw()
-            )),
+            Some(t) => l.push(format!("when {} {} {}", c.ref_text, t.op.as_str(), t.operand.raw())),
         }
     }
     if let Some(f) = &s.for_each {
-        l.push(format!(
-            "for each {}",
-            f.raw()
-                .as_str()
-                .map_or_else(|| f.raw().to_string(), str::to_owned)
-        ));
+        l.push(format!("for each {}", f.raw().as_str().map_or_else(|| f.raw().to_string(), str::to_owned)));
     }
     l
 }
@@ -356,16 +325,10 @@ fn dot_escape(s: &str) -> String {
 /// (may be empty) fills steps of a run.
 pub fn to_dot(def: &Definition, states: &HashMap<String, StepStatus>) -> String {
     let g = Graph::build(def);
-    let mut o = format!(
-        "digraph \"{}\" {{\n  rankdir=TB;\n  node [shape=box, style=rounded];\n",
-        dot_escape(&def.name)
-    );
+    let mut o =
+        format!("digraph \"{}\" {{\n  rankdir=TB;\n  node [shape=box, style=rounded];\n", dot_escape(&def.name));
     for (i, s) in def.steps.iter().enumerate() {
-        let label = lines(def, i)
-            .iter()
-            .map(|l| dot_escape(l))
-            .collect::<Vec<_>>()
-            .join("\\n");
+        let label = lines(def, i).iter().map(|l| dot_escape(l)).collect::<Vec<_>>().join("\\n");
         let mut style = vec!["rounded"];
         let mut attrs = format!("label=\"{label}\"");
         if s.when.is_some() {
@@ -376,28 +339,15 @@ pub fn to_dot(def: &Definition, states: &HashMap<String, StepStatus>) -> String 
         }
         if let Some(st) = states.get(&s.name) {
             style.push("filled");
-            let _ = write!(
-                attrs,
-                ", fillcolor=\"{}\", tooltip=\"{}\"",
-                status_color(*st),
-                st.as_str()
-            );
+            let _ = write!(attrs, ", fillcolor=\"{}\", tooltip=\"{}\"", status_color(*st), st.as_str());
         }
-        let _ = writeln!(
-            o,
-            "  \"{}\" [{attrs}, style=\"{}\"];",
-            s.name,
-            style.join(",")
-        );
+        let _ = writeln!(o, "  \"{}\" [{attrs}, style=\"{}\"];", s.name, style.join(","));
     }
     for e in g.edges() {
         let (a, b) = (g.name(e.from), g.name(e.to));
         let _ = match e.on {
             EdgeOn::Success => writeln!(o, "  \"{a}\" -> \"{b}\";"),
-            EdgeOn::Failure => writeln!(
-                o,
-                "  \"{a}\" -> \"{b}\" [label=\"failure\", style=dashed, color=red];"
-            ),
+            EdgeOn::Failure => writeln!(o, "  \"{a}\" -> \"{b}\" [label=\"failure\", style=dashed, color=red];"),
             EdgeOn::Always => writeln!(o, "  \"{a}\" -> \"{b}\" [label=\"always\", style=bold];"),
         };
     }

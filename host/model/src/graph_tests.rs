@@ -29,11 +29,8 @@ fn edges_from_refs_and_after() {
         {"name": "e", "code": {"plugin": "p"}, "when": {"ref": "@a.ok"}, "for_each": "@c.items"}
     ]));
     let g = Graph::build(&d);
-    let e: Vec<(String, String, EdgeOn, bool)> = g
-        .edges()
-        .iter()
-        .map(|e| (g.name(e.from).into(), g.name(e.to).into(), e.on, e.explicit))
-        .collect();
+    let e: Vec<(String, String, EdgeOn, bool)> =
+        g.edges().iter().map(|e| (g.name(e.from).into(), g.name(e.to).into(), e.on, e.explicit)).collect();
     let s = |a: &str, b: &str, on, x| (a.to_string(), b.to_string(), on, x);
     assert_eq!(
         e,
@@ -79,10 +76,7 @@ fn cycles_are_named() {
     ]));
     let g = Graph::build(&d);
     let cycles: Vec<String> = g.cycles().iter().map(|c| g.describe_cycle(c)).collect();
-    assert_eq!(
-        cycles,
-        ["a → b → c → a", "self_loop → self_loop", "p → q → p"]
-    );
+    assert_eq!(cycles, ["a → b → c → a", "self_loop → self_loop", "p → q → p"]);
     let err = g.topo_order().unwrap_err();
     assert_eq!(g.describe_cycle(&err), "a → b → c → a");
 }
@@ -110,18 +104,9 @@ fn renders_mermaid_and_dot() {
     ]));
     let m = to_mermaid(&d, &HashMap::new());
     assert!(m.starts_with("flowchart TD\n"), "{m}");
-    assert!(
-        m.contains("  s_create[\"create<br/>tool crm.create_user\"]"),
-        "{m}"
-    );
-    assert!(
-        m.contains("  s_notify[[\"notify<br/>tool chat.send<br/>for each @input.admins\"]]"),
-        "{m}"
-    );
-    assert!(
-        m.contains("s_done{{\"done<br/>return<br/>when @create.ok eq true\"}}"),
-        "{m}"
-    );
+    assert!(m.contains("  s_create[\"create<br/>tool crm.create_user\"]"), "{m}");
+    assert!(m.contains("  s_notify[[\"notify<br/>tool chat.send<br/>for each @input.admins\"]]"), "{m}");
+    assert!(m.contains("s_done{{\"done<br/>return<br/>when @create.ok eq true\"}}"), "{m}");
     assert!(m.contains("  s_create --> s_notify\n"), "{m}");
     assert!(m.contains("  s_create -. failure .-> s_undo\n"), "{m}");
     assert!(m.contains("  s_notify == always ==> s_done\n"), "{m}");
@@ -130,19 +115,10 @@ fn renders_mermaid_and_dot() {
 
     let dot = to_dot(&d, &HashMap::new());
     assert!(dot.starts_with("digraph \"g\" {"), "{dot}");
-    assert!(
-        dot.contains("\"create\" -> \"undo\" [label=\"failure\", style=dashed, color=red];"),
-        "{dot}"
-    );
-    assert!(
-        dot.contains("\"notify\" -> \"done\" [label=\"always\", style=bold];"),
-        "{dot}"
-    );
+    assert!(dot.contains("\"create\" -> \"undo\" [label=\"failure\", style=dashed, color=red];"), "{dot}");
+    assert!(dot.contains("\"notify\" -> \"done\" [label=\"always\", style=bold];"), "{dot}");
     assert!(dot.contains("peripheries=2"), "{dot}");
-    assert!(
-        dot.contains("label=\"done\\nreturn\\nwhen @create.ok eq true\""),
-        "{dot}"
-    );
+    assert!(dot.contains("label=\"done\\nreturn\\nwhen @create.ok eq true\""), "{dot}");
     assert!(dot.contains("style=\"rounded,dashed\""), "{dot}");
     assert!(to_dot(&d, &states).contains("fillcolor=\"#c8e6c9\""));
     assert!(dot.trim_end().ends_with('}'));

@@ -44,15 +44,9 @@ pub fn validate_input(def: &Definition, input: &Value) -> Result<(), Vec<Problem
 pub fn validate_against(schema: &Value, value: &Value) -> Result<(), Vec<Problem>> {
     let v = jsonschema::validator_for(schema)
         .map_err(|e| vec![Problem::new("", format!("the schema is not usable: {e}"))])?;
-    let problems: Vec<Problem> = v
-        .iter_errors(value)
-        .map(|e| Problem::new(e.instance_path().as_str(), e.to_string()))
-        .collect();
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems)
-    }
+    let problems: Vec<Problem> =
+        v.iter_errors(value).map(|e| Problem::new(e.instance_path().as_str(), e.to_string())).collect();
+    if problems.is_empty() { Ok(()) } else { Err(problems) }
 }
 
 /// Problems with a JSON Schema itself (meta-validation), located under `at`.
@@ -63,22 +57,16 @@ pub fn check_schema(schema: &Value, at: &str) -> Vec<Problem> {
     };
     let out: Vec<Problem> = mv
         .iter_errors(schema)
-        .map(|e| {
-            Problem::new(
-                format!("{at}{}", e.instance_path().as_str()),
-                format!("not a valid JSON Schema: {e}"),
-            )
-        })
+        .map(|e| Problem::new(format!("{at}{}", e.instance_path().as_str()), format!("not a valid JSON Schema: {e}")))
         .collect();
     if !out.is_empty() {
         return out;
     }
     match jsonschema::validator_for(schema) {
         Ok(_) => vec![],
-        Err(e) => vec![Problem::new(
-            format!("{at}{}", e.instance_path().as_str()),
-            format!("not a usable JSON Schema: {e}"),
-        )],
+        Err(e) => {
+            vec![Problem::new(format!("{at}{}", e.instance_path().as_str()), format!("not a usable JSON Schema: {e}"))]
+        }
     }
 }
 
@@ -98,11 +86,7 @@ pub(crate) fn check_literal_input(
         return;
     };
     // A tool or code step without input receives `{}`.
-    let value = if input.is_null() {
-        Value::Object(Default::default())
-    } else {
-        input.raw().clone()
-    };
+    let value = if input.is_null() { Value::Object(Default::default()) } else { input.raw().clone() };
     for e in v.iter_errors(&value) {
         let ip = e.instance_path().as_str();
         let opaque = input.sites().iter().any(|s| {
@@ -118,8 +102,7 @@ pub(crate) fn check_literal_input(
                     | ValidationErrorKind::MaxItems { .. }
                     | ValidationErrorKind::Type { .. }
             );
-            (under && (s.exact || !matches!(e.kind(), ValidationErrorKind::Type { .. })))
-                || (above && !structural)
+            (under && (s.exact || !matches!(e.kind(), ValidationErrorKind::Type { .. }))) || (above && !structural)
         });
         if !opaque {
             out.push(Problem::new(
@@ -161,14 +144,8 @@ mod tests {
         let schema = json!({"type": "object", "required": ["a", "b"], "additionalProperties": false,
             "properties": {"a": {"type": "integer"}, "b": {"type": "string", "pattern": "^x"},
                            "c": {"type": "array", "items": {"type": "string"}, "minItems": 2, "uniqueItems": true}}});
-        assert_eq!(
-            problems(schema.clone(), json!({"a": "@input.n", "b": "x"})),
-            Vec::<String>::new()
-        );
-        assert_eq!(
-            problems(schema.clone(), json!({"a": "no", "b": "y"})),
-            ["/steps/0/input/a", "/steps/0/input/b"]
-        );
+        assert_eq!(problems(schema.clone(), json!({"a": "@input.n", "b": "x"})), Vec::<String>::new());
+        assert_eq!(problems(schema.clone(), json!({"a": "no", "b": "y"})), ["/steps/0/input/a", "/steps/0/input/b"]);
         assert_eq!(
             problems(schema.clone(), json!({"a": 1, "b": "@p.q suffix"})),
             Vec::<String>::new(),
@@ -185,22 +162,12 @@ mod tests {
             "minItems is shape"
         );
         assert_eq!(
-            problems(
-                schema.clone(),
-                json!({"a": 1, "b": "x", "c": ["@i.x", "@i.x"]})
-            ),
+            problems(schema.clone(), json!({"a": 1, "b": "x", "c": ["@i.x", "@i.x"]})),
             Vec::<String>::new(),
             "uniqueItems depends on values"
         );
-        assert_eq!(
-            problems(schema.clone(), "@input.everything".into()),
-            Vec::<String>::new()
-        );
-        assert_eq!(
-            problems(schema, json!(null)),
-            ["/steps/0/input", "/steps/0/input"],
-            "no input is {{}}"
-        );
+        assert_eq!(problems(schema.clone(), "@input.everything".into()), Vec::<String>::new());
+        assert_eq!(problems(schema, json!(null)), ["/steps/0/input", "/steps/0/input"], "no input is {{}}");
         assert_eq!(
             problems(json!({"type": "integer"}), json!("x @a.b")),
             ["/steps/0/input"],
@@ -210,9 +177,6 @@ mod tests {
 
     #[test]
     fn unusable_declared_schemas_are_ignored() {
-        assert_eq!(
-            problems(json!({"type": 5}), json!({"a": 1})),
-            Vec::<String>::new()
-        );
+        assert_eq!(problems(json!({"type": 5}), json!({"a": 1})), Vec::<String>::new());
     }
 }

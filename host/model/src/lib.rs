@@ -26,8 +26,8 @@ use serde_json::Value;
 
 pub use condition::{Condition, Operator, Test, truthy};
 pub use definition::{
-    Action, Backoff, CodeRef, Definition, Edge, EdgeOn, ErrorKind, Join, Limits, NotAnArray,
-    SleepSpec, Step, StepPart, StepRef, StepStatus, ToolRef, WaitReason, WaitSpec, WorkflowRef,
+    Action, Backoff, CodeRef, Definition, Edge, EdgeOn, ErrorKind, Join, Limits, NotAnArray, SleepSpec, Step, StepPart,
+    StepRef, StepStatus, ToolRef, WaitReason, WaitSpec, WorkflowRef,
 };
 pub use graph::{Graph, GraphEdge};
 pub use json_schema::{NoSchemas, SchemaLookup, validate_against, validate_input};
@@ -43,10 +43,7 @@ pub use validate::validate;
 /// Parse JSON text and validate it. JSON syntax errors are reported at path
 /// "" with line and column; everything else with the JSON Pointer of the
 /// offending value.
-pub fn parse_and_validate(
-    json_text: &str,
-    lookup: &dyn SchemaLookup,
-) -> Result<Definition, Vec<Problem>> {
+pub fn parse_and_validate(json_text: &str, lookup: &dyn SchemaLookup) -> Result<Definition, Vec<Problem>> {
     let v: Value = serde_json::from_str(json_text).map_err(|e| {
         vec![Problem::new("", format!("invalid JSON: {e}")).hint(format!(
             "the JSON syntax breaks at line {} column {}",
@@ -63,18 +60,8 @@ pub fn from_value(v: &Value, lookup: &dyn SchemaLookup) -> Result<Definition, Ve
     let Some(decoded) = decode::decode(v, &mut problems) else {
         return Err(problems);
     };
-    validate::check(
-        &decoded.def,
-        &decoded.metas,
-        decoded.flags,
-        lookup,
-        &mut problems,
-    );
-    if problems.is_empty() {
-        Ok(decoded.def)
-    } else {
-        Err(problems)
-    }
+    validate::check(&decoded.def, &decoded.metas, decoded.flags, lookup, &mut problems);
+    if problems.is_empty() { Ok(decoded.def) } else { Err(problems) }
 }
 
 /// Deserializing a `Definition` (e.g. one stored by the engine) runs the

@@ -20,11 +20,7 @@ pub struct Problem {
 
 impl Problem {
     pub fn new(path: impl Into<String>, message: impl Into<String>) -> Problem {
-        Problem {
-            path: path.into(),
-            message: message.into(),
-            hint: None,
-        }
+        Problem { path: path.into(), message: message.into(), hint: None }
     }
     pub fn hint(mut self, hint: impl Into<String>) -> Problem {
         self.hint = Some(hint.into());
@@ -34,11 +30,7 @@ impl Problem {
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let path = if self.path.is_empty() {
-            "/"
-        } else {
-            &self.path
-        };
+        let path = if self.path.is_empty() { "/" } else { &self.path };
         write!(f, "{path}: {}", self.message)?;
         if let Some(h) = &self.hint {
             write!(f, " ({h})")?;
@@ -65,10 +57,7 @@ pub(crate) fn type_name(v: &Value) -> &'static str {
 }
 
 /// "did you mean `x`?" for the closest candidate within a small edit distance.
-pub(crate) fn did_you_mean<'a>(
-    word: &str,
-    candidates: impl IntoIterator<Item = &'a str>,
-) -> Option<String> {
+pub(crate) fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
     let best = candidates
         .into_iter()
         .map(|c| (edit_distance(word, c), c))
@@ -105,10 +94,7 @@ mod tests {
 
     #[test]
     fn suggestions() {
-        assert_eq!(
-            did_you_mean("tiemout_ms", ["timeout_ms", "name"]).as_deref(),
-            Some("did you mean `timeout_ms`?")
-        );
+        assert_eq!(did_you_mean("tiemout_ms", ["timeout_ms", "name"]).as_deref(), Some("did you mean `timeout_ms`?"));
         assert_eq!(did_you_mean("zzz", ["timeout_ms", "name"]), None);
         assert_eq!(edit_distance("kitten", "sitting"), 3);
     }

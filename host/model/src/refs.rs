@@ -63,9 +63,7 @@ pub struct Ref {
 /// Why a string is not a valid ref.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RefError {
-    #[error(
-        "`{0}` is not a ref: a ref is `@` followed by a name, like `@input.email` or `@step.field`"
-    )]
+    #[error("`{0}` is not a ref: a ref is `@` followed by a name, like `@input.email` or `@step.field`")]
     NotARef(String),
     #[error("`@run` needs a field: only `@run.id` exists")]
     RunWithoutField,
@@ -106,10 +104,7 @@ impl Ref {
             RefRoot::Index => scope.index().map(Value::from).unwrap_or(Value::Null),
             RefRoot::RunId => Value::String(scope.run_id().to_owned()),
             RefRoot::StepStatus(name) => {
-                let status = scope
-                    .step(name)
-                    .map(|v| v.status)
-                    .unwrap_or(StepStatus::Pending);
+                let status = scope.step(name).map(|v| v.status).unwrap_or(StepStatus::Pending);
                 Value::String(status.as_str().to_owned())
             }
             RefRoot::Step(name) => match scope.step(name) {
@@ -223,15 +218,9 @@ fn build(root: &str, segs: &[(bool, &str)]) -> Result<Ref, RefError> {
     }
     let path = |segs: &[(bool, &str)]| {
         segs.iter()
-            .map(|(_, t)| {
-                match t
-                    .bytes()
-                    .all(|c| c.is_ascii_digit())
-                    .then(|| t.parse::<usize>())
-                {
-                    Some(Ok(n)) => Segment::Index(n),
-                    _ => Segment::Key((*t).to_owned()),
-                }
+            .map(|(_, t)| match t.bytes().all(|c| c.is_ascii_digit()).then(|| t.parse::<usize>()) {
+                Some(Ok(n)) => Segment::Index(n),
+                _ => Segment::Key((*t).to_owned()),
             })
             .collect::<Vec<_>>()
     };
@@ -247,34 +236,21 @@ fn build(root: &str, segs: &[(bool, &str)]) -> Result<Ref, RefError> {
         "run" => {
             return match segs {
                 [] => Err(RefError::RunWithoutField),
-                [(false, "id")] => Ok(Ref {
-                    root: RefRoot::RunId,
-                    path: vec![],
-                }),
+                [(false, "id")] => Ok(Ref { root: RefRoot::RunId, path: vec![] }),
                 [(_, f), ..] if *f != "id" => Err(RefError::UnknownRunField((*f).to_owned())),
                 _ => Err(RefError::UnknownRunField(
-                    segs.iter()
-                        .map(|(_, t)| *t)
-                        .collect::<Vec<_>>()
-                        .join(".")
-                        .to_owned(),
+                    segs.iter().map(|(_, t)| *t).collect::<Vec<_>>().join(".").to_owned(),
                 )),
             };
         }
         step => {
             if let [(true, _)] = segs {
-                return Ok(Ref {
-                    root: RefRoot::StepStatus(step.to_owned()),
-                    path: vec![],
-                });
+                return Ok(Ref { root: RefRoot::StepStatus(step.to_owned()), path: vec![] });
             }
             RefRoot::Step(step.to_owned())
         }
     };
-    Ok(Ref {
-        root,
-        path: path(segs),
-    })
+    Ok(Ref { root, path: path(segs) })
 }
 
 /// Parse a string that must be exactly one ref (`when.ref`, `for_each`).

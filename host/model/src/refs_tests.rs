@@ -8,16 +8,11 @@ use crate::scope::MapScope;
 use crate::template::{CompiledValue, Template};
 
 fn scope() -> MapScope {
-    let mut s = MapScope::new(
-        json!({"email": "a@b.c", "items": [10, 20, {"k": "v"}], "n": 3, "o": {"7": "seven"}}),
-    )
-    .with_step(
-        "create",
-        json!({"id": 42, "name": "Ann", "tags": ["x", "y"]}),
-    )
-    .with_status("skip", StepStatus::Skipped, json!({"id": 1}))
-    .with_status("bad", StepStatus::Failed, json!({"kind": "timeout"}))
-    .with_item(json!({"to": "bob"}), 2);
+    let mut s = MapScope::new(json!({"email": "a@b.c", "items": [10, 20, {"k": "v"}], "n": 3, "o": {"7": "seven"}}))
+        .with_step("create", json!({"id": 42, "name": "Ann", "tags": ["x", "y"]}))
+        .with_status("skip", StepStatus::Skipped, json!({"id": 1}))
+        .with_status("bad", StepStatus::Failed, json!({"kind": "timeout"}))
+        .with_item(json!({"to": "bob"}), 2);
     s.run_id = "r_1".into();
     s
 }
@@ -29,41 +24,20 @@ fn resolve(v: Value) -> Value {
 #[test]
 fn parse_every_form() {
     let p = |s: &str| parse_ref(s).unwrap();
-    assert_eq!(
-        p("@input"),
-        Ref {
-            root: RefRoot::Input,
-            path: vec![]
-        }
-    );
+    assert_eq!(p("@input"), Ref { root: RefRoot::Input, path: vec![] });
     assert_eq!(
         p("@input.a.b"),
-        Ref {
-            root: RefRoot::Input,
-            path: vec![Segment::Key("a".into()), Segment::Key("b".into())]
-        }
+        Ref { root: RefRoot::Input, path: vec![Segment::Key("a".into()), Segment::Key("b".into())] }
     );
-    assert_eq!(
-        p("@input.items.0").path,
-        vec![Segment::Key("items".into()), Segment::Index(0)]
-    );
+    assert_eq!(p("@input.items.0").path, vec![Segment::Key("items".into()), Segment::Index(0)]);
     assert_eq!(p("@step_1.list.3.x").root, RefRoot::Step("step_1".into()));
     assert_eq!(p("@item").root, RefRoot::Item);
     assert_eq!(p("@item.to").path, vec![Segment::Key("to".into())]);
     assert_eq!(p("@index").root, RefRoot::Index);
     assert_eq!(p("@run.id").root, RefRoot::RunId);
-    assert_eq!(
-        p("@create.$status").root,
-        RefRoot::StepStatus("create".into())
-    );
+    assert_eq!(p("@create.$status").root, RefRoot::StepStatus("create".into()));
     assert_eq!(p("@x.0abc").path, vec![Segment::Key("0abc".into())]);
-    for s in [
-        "@input.a.b",
-        "@create.$status",
-        "@run.id",
-        "@index",
-        "@s.list.3",
-    ] {
+    for s in ["@input.a.b", "@create.$status", "@run.id", "@index", "@s.list.3"] {
         assert_eq!(p(s).to_string(), s, "display round-trips");
     }
 }
@@ -76,19 +50,10 @@ fn parse_errors() {
     assert!(matches!(parse_ref("@a."), Err(RefError::NotARef(_))));
     assert!(matches!(parse_ref("@1abc"), Err(RefError::NotARef(_))));
     assert_eq!(parse_ref("@run"), Err(RefError::RunWithoutField));
-    assert_eq!(
-        parse_ref("@run.name"),
-        Err(RefError::UnknownRunField("name".into()))
-    );
-    assert_eq!(
-        parse_ref("@run.id.x"),
-        Err(RefError::UnknownRunField("id.x".into()))
-    );
+    assert_eq!(parse_ref("@run.name"), Err(RefError::UnknownRunField("name".into())));
+    assert_eq!(parse_ref("@run.id.x"), Err(RefError::UnknownRunField("id.x".into())));
     assert_eq!(parse_ref("@index.x"), Err(RefError::IndexHasNoFields));
-    assert_eq!(
-        parse_ref("@a.$foo"),
-        Err(RefError::UnknownDollar("foo".into()))
-    );
+    assert_eq!(parse_ref("@a.$foo"), Err(RefError::UnknownDollar("foo".into())));
     assert_eq!(parse_ref("@a.b.$status"), Err(RefError::MisplacedStatus));
     assert_eq!(parse_ref("@input.$status"), Err(RefError::MisplacedStatus));
 }
@@ -97,17 +62,10 @@ fn parse_errors() {
 fn exact_refs_keep_the_json_type() {
     assert_eq!(resolve(json!("@create.id")), json!(42));
     assert_eq!(resolve(json!("@create.tags")), json!(["x", "y"]));
-    assert_eq!(
-        resolve(json!("@create")),
-        json!({"id": 42, "name": "Ann", "tags": ["x", "y"]})
-    );
+    assert_eq!(resolve(json!("@create")), json!({"id": 42, "name": "Ann", "tags": ["x", "y"]}));
     assert_eq!(resolve(json!("@input.items.1")), json!(20));
     assert_eq!(resolve(json!("@input.items.2.k")), json!("v"));
-    assert_eq!(
-        resolve(json!("@input.o.7")),
-        json!("seven"),
-        "number segment on an object is a key"
-    );
+    assert_eq!(resolve(json!("@input.o.7")), json!("seven"), "number segment on an object is a key");
     assert_eq!(resolve(json!("@item")), json!({"to": "bob"}));
     assert_eq!(resolve(json!("@item.to")), json!("bob"));
     assert_eq!(resolve(json!("@index")), json!(2));
@@ -135,25 +93,10 @@ fn missing_and_skipped_are_null() {
 #[test]
 fn embedded_refs_become_text() {
     assert_eq!(resolve(json!("new user @create.id")), json!("new user 42"));
-    assert_eq!(
-        resolve(json!("new user @create.id!")),
-        json!("new user 42!")
-    );
-    assert_eq!(
-        resolve(json!("id @create.id.")),
-        json!("id 42."),
-        "a trailing dot ends the ref"
-    );
-    assert_eq!(
-        resolve(json!("hi @create.name, you")),
-        json!("hi Ann, you"),
-        "strings without quotes"
-    );
-    assert_eq!(
-        resolve(json!("tags=@create.tags")),
-        json!("tags=[\"x\",\"y\"]"),
-        "other values as JSON"
-    );
+    assert_eq!(resolve(json!("new user @create.id!")), json!("new user 42!"));
+    assert_eq!(resolve(json!("id @create.id.")), json!("id 42."), "a trailing dot ends the ref");
+    assert_eq!(resolve(json!("hi @create.name, you")), json!("hi Ann, you"), "strings without quotes");
+    assert_eq!(resolve(json!("tags=@create.tags")), json!("tags=[\"x\",\"y\"]"), "other values as JSON");
     assert_eq!(resolve(json!("x=@create.nope;")), json!("x=null;"));
     assert_eq!(resolve(json!("@item.to/@index")), json!("bob/2"));
     assert_eq!(resolve(json!("(@create.id)")), json!("(42)"));
@@ -165,16 +108,8 @@ fn escapes_and_literal_at_signs() {
     assert_eq!(resolve(json!("@@create.id")), json!("@create.id"));
     assert_eq!(resolve(json!("mail me @@ home")), json!("mail me @ home"));
     assert_eq!(resolve(json!("@@@create.id")), json!("@42"));
-    assert_eq!(
-        resolve(json!("bob@example.com")),
-        json!("bob@example.com"),
-        "@ after a word char is text"
-    );
-    assert_eq!(
-        resolve(json!("at @ noon")),
-        json!("at @ noon"),
-        "@ without a name is text"
-    );
+    assert_eq!(resolve(json!("bob@example.com")), json!("bob@example.com"), "@ after a word char is text");
+    assert_eq!(resolve(json!("at @ noon")), json!("at @ noon"), "@ without a name is text");
     assert_eq!(resolve(json!("@")), json!("@"));
     assert_eq!(resolve(json!("trailing @")), json!("trailing @"));
     assert_eq!(resolve(json!("@ 5")), json!("@ 5"));
@@ -194,11 +129,8 @@ fn nested_values_and_sites() {
         t.resolve(&scope()),
         json!({"to": {"to": "bob"}, "text": "new user 42", "n": 2, "lit": [1, "two"], "deep": [{"a/b": "a@b.c"}]})
     );
-    let sites: Vec<(&str, String, bool)> = t
-        .sites()
-        .iter()
-        .map(|s| (s.pointer.as_str(), s.reference.to_string(), s.exact))
-        .collect();
+    let sites: Vec<(&str, String, bool)> =
+        t.sites().iter().map(|s| (s.pointer.as_str(), s.reference.to_string(), s.exact)).collect();
     assert_eq!(
         sites,
         [
@@ -211,10 +143,7 @@ fn nested_values_and_sites() {
     assert_eq!(t.step_deps().into_iter().collect::<Vec<_>>(), ["create"]);
     match t.compiled() {
         CompiledValue::Object(fields) => {
-            assert!(
-                matches!(fields[3].1, CompiledValue::Literal(_)),
-                "ref-free subtrees stay literal"
-            )
+            assert!(matches!(fields[3].1, CompiledValue::Literal(_)), "ref-free subtrees stay literal")
         }
         other => panic!("{other:?}"),
     }
@@ -223,31 +152,20 @@ fn nested_values_and_sites() {
 #[test]
 fn keys_are_never_refs_and_literals_pass_through() {
     assert_eq!(resolve(json!({"@create.id": 1})), json!({"@create.id": 1}));
-    assert_eq!(
-        resolve(json!([null, true, 1.5, "x"])),
-        json!([null, true, 1.5, "x"])
-    );
-    assert_eq!(
-        Template::literal(json!("@create.id")).resolve(&scope()),
-        json!("@create.id")
-    );
+    assert_eq!(resolve(json!([null, true, 1.5, "x"])), json!([null, true, 1.5, "x"]));
+    assert_eq!(Template::literal(json!("@create.id")).resolve(&scope()), json!("@create.id"));
 }
 
 #[test]
 fn compile_errors_are_located() {
-    let errs =
-        Template::compile(json!({"a": ["ok", "see @run.name"], "b": "@index.x"})).unwrap_err();
+    let errs = Template::compile(json!({"a": ["ok", "see @run.name"], "b": "@index.x"})).unwrap_err();
     assert_eq!(errs.len(), 2);
     assert_eq!(errs[0].pointer, "/a/1");
     assert_eq!(errs[0].error, RefError::UnknownRunField("name".into()));
     assert_eq!(errs[1].pointer, "/b");
     let (t, errs) = Template::compile_lenient(json!("x @run.nope y @create.id"));
     assert_eq!(errs.len(), 1);
-    assert_eq!(
-        t.resolve(&scope()),
-        json!("x @run.nope y 42"),
-        "bad refs stay literal text"
-    );
+    assert_eq!(t.resolve(&scope()), json!("x @run.nope y 42"), "bad refs stay literal text");
 }
 
 #[test]

@@ -51,12 +51,7 @@ fn yes() -> bool {
 /// `timeout`, `transport`, `tool_error` (marked retryable), `guest_error`
 /// (a guest `step-error` with `retryable: true`).
 pub fn default_retry_on() -> Vec<ErrorKind> {
-    vec![
-        ErrorKind::Timeout,
-        ErrorKind::Transport,
-        ErrorKind::ToolError,
-        ErrorKind::GuestError,
-    ]
+    vec![ErrorKind::Timeout, ErrorKind::Transport, ErrorKind::ToolError, ErrorKind::GuestError]
 }
 
 impl Default for RetryPolicy {
@@ -128,26 +123,16 @@ mod tests {
 
     #[test]
     fn which_errors_retry() {
-        let p = RetryPolicy {
-            max_attempts: 3,
-            ..Default::default()
-        };
+        let p = RetryPolicy { max_attempts: 3, ..Default::default() };
         assert!(p.should_retry(ErrorKind::Timeout, false, 1));
         assert!(p.should_retry(ErrorKind::Transport, false, 2));
-        assert!(
-            !p.should_retry(ErrorKind::Transport, false, 3),
-            "attempts exhausted"
-        );
+        assert!(!p.should_retry(ErrorKind::Transport, false, 3), "attempts exhausted");
         assert!(p.should_retry(ErrorKind::ToolError, true, 1));
         assert!(!p.should_retry(ErrorKind::ToolError, false, 1));
         assert!(p.should_retry(ErrorKind::GuestError, true, 1));
         assert!(!p.should_retry(ErrorKind::GuestError, false, 1));
         assert!(!p.should_retry(ErrorKind::Trap, true, 1));
-        let p = RetryPolicy {
-            max_attempts: 3,
-            retry_on: vec![ErrorKind::Trap],
-            ..Default::default()
-        };
+        let p = RetryPolicy { max_attempts: 3, retry_on: vec![ErrorKind::Trap], ..Default::default() };
         assert!(p.should_retry(ErrorKind::Trap, false, 1));
         assert!(!p.should_retry(ErrorKind::Timeout, true, 1));
     }
@@ -165,10 +150,7 @@ mod tests {
         assert_eq!(seq, [200, 400, 800, 1600, 3200, 5000, 5000]);
         assert_eq!(p.base_delay_ms(200), 5000, "no overflow");
         p.backoff = Backoff::Linear;
-        assert_eq!(
-            (1..=3).map(|n| p.base_delay_ms(n)).collect::<Vec<_>>(),
-            [200, 400, 600]
-        );
+        assert_eq!((1..=3).map(|n| p.base_delay_ms(n)).collect::<Vec<_>>(), [200, 400, 600]);
         p.backoff = Backoff::Fixed;
         assert_eq!(p.base_delay_ms(5), 200);
         p.jitter = true;

@@ -18,10 +18,7 @@ mod tests {
 
     #[test]
     fn committed_schema_is_current() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../docs/definition.schema.json"
-        );
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/definition.schema.json");
         let text = serde_json::to_string_pretty(&definition_schema()).unwrap() + "\n";
         if std::env::var_os("WEFT_BLESS").is_some() {
             std::fs::write(path, &text).unwrap();

@@ -43,15 +43,11 @@ pub struct MapScope {
 
 impl MapScope {
     pub fn new(input: Value) -> MapScope {
-        MapScope {
-            input,
-            ..Default::default()
-        }
+        MapScope { input, ..Default::default() }
     }
     /// Record a succeeded step.
     pub fn with_step(mut self, name: &str, output: Value) -> MapScope {
-        self.steps
-            .insert(name.to_owned(), (StepStatus::Succeeded, output));
+        self.steps.insert(name.to_owned(), (StepStatus::Succeeded, output));
         self
     }
     pub fn with_status(mut self, name: &str, status: StepStatus, output: Value) -> MapScope {
@@ -70,10 +66,7 @@ impl Scope for MapScope {
         &self.input
     }
     fn step(&self, name: &str) -> Option<StepView<'_>> {
-        self.steps.get(name).map(|(status, output)| StepView {
-            status: *status,
-            output,
-        })
+        self.steps.get(name).map(|(status, output)| StepView { status: *status, output })
     }
     fn item(&self) -> Option<&Value> {
         self.item.as_ref()

@@ -20,10 +20,14 @@ pub enum ErrorKind {
     Canceled,
     Deadline,
     DependencyFailed,
+    /// A guest's result (or a command's stdout) exceeded the output cap.
+    OutputTooLarge,
+    /// A guest's result was not JSON.
+    InvalidOutput,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 12] = [
+    pub const ALL: [ErrorKind; 14] = [
         ErrorKind::Timeout,
         ErrorKind::FuelExhausted,
         ErrorKind::MemoryLimit,
@@ -36,6 +40,8 @@ impl ErrorKind {
         ErrorKind::Canceled,
         ErrorKind::Deadline,
         ErrorKind::DependencyFailed,
+        ErrorKind::OutputTooLarge,
+        ErrorKind::InvalidOutput,
     ];
     pub fn as_str(self) -> &'static str {
         match self {
@@ -51,6 +57,8 @@ impl ErrorKind {
             ErrorKind::Canceled => "canceled",
             ErrorKind::Deadline => "deadline",
             ErrorKind::DependencyFailed => "dependency_failed",
+            ErrorKind::OutputTooLarge => "output_too_large",
+            ErrorKind::InvalidOutput => "invalid_output",
         }
     }
     pub fn parse(s: &str) -> Option<ErrorKind> {
@@ -87,9 +95,6 @@ impl StepStatus {
     }
     /// `succeeded`, `failed`, `skipped` and `canceled` never change.
     pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            StepStatus::Succeeded | StepStatus::Failed | StepStatus::Skipped | StepStatus::Canceled
-        )
+        matches!(self, StepStatus::Succeeded | StepStatus::Failed | StepStatus::Skipped | StepStatus::Canceled)
     }
 }

@@ -93,11 +93,7 @@ pub(crate) fn ptr(base: &str, token: &str) -> String {
 impl Template {
     /// A value taken literally (no ref processing at all).
     pub fn literal(v: Value) -> Template {
-        Template {
-            compiled: CompiledValue::Literal(v.clone()),
-            raw: v,
-            sites: vec![],
-        }
+        Template { compiled: CompiledValue::Literal(v.clone()), raw: v, sites: vec![] }
     }
 
     /// Compile, failing on any malformed ref.
@@ -111,14 +107,7 @@ impl Template {
         let mut sites = vec![];
         let mut errs = vec![];
         let compiled = compile_value(&raw, "", &mut sites, &mut errs);
-        (
-            Template {
-                raw,
-                compiled,
-                sites,
-            },
-            errs,
-        )
+        (Template { raw, compiled, sites }, errs)
     }
 
     /// The value as written.
@@ -137,10 +126,7 @@ impl Template {
     }
     /// Steps named by refs in this template.
     pub fn step_deps(&self) -> BTreeSet<&str> {
-        self.sites
-            .iter()
-            .filter_map(|s| s.reference.step())
-            .collect()
+        self.sites.iter().filter_map(|s| s.reference.step()).collect()
     }
     /// Resolve every ref against `scope`.
     pub fn resolve(&self, scope: &dyn Scope) -> Value {
@@ -148,20 +134,12 @@ impl Template {
     }
 }
 
-fn compile_value(
-    v: &Value,
-    at: &str,
-    sites: &mut Vec<RefSite>,
-    errs: &mut Vec<TemplateError>,
-) -> CompiledValue {
+fn compile_value(v: &Value, at: &str, sites: &mut Vec<RefSite>, errs: &mut Vec<TemplateError>) -> CompiledValue {
     match v {
         Value::String(s) => compile_str(s, at, sites, errs),
         Value::Array(a) => {
-            let items: Vec<_> = a
-                .iter()
-                .enumerate()
-                .map(|(i, x)| compile_value(x, &ptr(at, &i.to_string()), sites, errs))
-                .collect();
+            let items: Vec<_> =
+                a.iter().enumerate().map(|(i, x)| compile_value(x, &ptr(at, &i.to_string()), sites, errs)).collect();
             if items.iter().all(|c| matches!(c, CompiledValue::Literal(_))) {
                 CompiledValue::Literal(Value::Array(items.into_iter().map(unlit).collect()))
             } else {
@@ -169,17 +147,10 @@ fn compile_value(
             }
         }
         Value::Object(m) => {
-            let items: Vec<_> = m
-                .iter()
-                .map(|(k, x)| (k.clone(), compile_value(x, &ptr(at, k), sites, errs)))
-                .collect();
-            if items
-                .iter()
-                .all(|(_, c)| matches!(c, CompiledValue::Literal(_)))
-            {
-                CompiledValue::Literal(Value::Object(
-                    items.into_iter().map(|(k, c)| (k, unlit(c))).collect(),
-                ))
+            let items: Vec<_> =
+                m.iter().map(|(k, x)| (k.clone(), compile_value(x, &ptr(at, k), sites, errs))).collect();
+            if items.iter().all(|(_, c)| matches!(c, CompiledValue::Literal(_))) {
+                CompiledValue::Literal(Value::Object(items.into_iter().map(|(k, c)| (k, unlit(c))).collect()))
             } else {
                 CompiledValue::Object(items)
             }
@@ -195,12 +166,7 @@ fn unlit(c: CompiledValue) -> Value {
     }
 }
 
-fn compile_str(
-    s: &str,
-    at: &str,
-    sites: &mut Vec<RefSite>,
-    errs: &mut Vec<TemplateError>,
-) -> CompiledValue {
+fn compile_str(s: &str, at: &str, sites: &mut Vec<RefSite>, errs: &mut Vec<TemplateError>) -> CompiledValue {
     if !s.contains('@') {
         return CompiledValue::Literal(Value::String(s.to_owned()));
     }
@@ -236,10 +202,7 @@ fn compile_str(
                 last = end;
             }
             Some((Err(e), end)) => {
-                errs.push(TemplateError {
-                    pointer: at.to_owned(),
-                    error: e,
-                });
+                errs.push(TemplateError { pointer: at.to_owned(), error: e });
                 i = end;
             }
         }
@@ -251,11 +214,7 @@ fn compile_str(
     let exact = parts.len() == 1 && matches!(parts[0], Part::Ref(_));
     for p in &parts {
         if let Part::Ref(r) = p {
-            sites.push(RefSite {
-                pointer: at.to_owned(),
-                reference: r.clone(),
-                exact,
-            });
+            sites.push(RefSite { pointer: at.to_owned(), reference: r.clone(), exact });
         }
     }
     match parts.as_slice() {
@@ -285,11 +244,7 @@ impl CompiledValue {
                 Value::String(out)
             }
             CompiledValue::Array(a) => Value::Array(a.iter().map(|c| c.resolve(scope)).collect()),
-            CompiledValue::Object(m) => Value::Object(
-                m.iter()
-                    .map(|(k, c)| (k.clone(), c.resolve(scope)))
-                    .collect(),
-            ),
+            CompiledValue::Object(m) => Value::Object(m.iter().map(|(k, c)| (k.clone(), c.resolve(scope))).collect()),
         }
     }
 }

@@ -20,12 +20,7 @@ pub struct TimestampError(pub String);
 
 impl Timestamp {
     pub fn parse(s: &str) -> Result<Timestamp, TimestampError> {
-        parse_ms(s)
-            .map(|unix_ms| Timestamp {
-                text: s.to_owned(),
-                unix_ms,
-            })
-            .ok_or_else(|| TimestampError(s.to_owned()))
+        parse_ms(s).map(|unix_ms| Timestamp { text: s.to_owned(), unix_ms }).ok_or_else(|| TimestampError(s.to_owned()))
     }
     pub fn as_str(&self) -> &str {
         &self.text
@@ -67,10 +62,7 @@ fn num(b: &[u8], from: usize, len: usize) -> Option<i64> {
 fn parse_ms(s: &str) -> Option<i64> {
     let b = s.as_bytes();
     let (y, mo, d) = (num(b, 0, 4)?, num(b, 5, 2)?, num(b, 8, 2)?);
-    if b.get(4) != Some(&b'-')
-        || b.get(7) != Some(&b'-')
-        || !matches!(b.get(10), Some(b'T' | b't' | b' '))
-    {
+    if b.get(4) != Some(&b'-') || b.get(7) != Some(&b'-') || !matches!(b.get(10), Some(b'T' | b't' | b' ')) {
         return None;
     }
     let (h, mi, se) = (num(b, 11, 2)?, num(b, 14, 2)?, num(b, 17, 2)?);
@@ -78,27 +70,8 @@ fn parse_ms(s: &str) -> Option<i64> {
         return None;
     }
     let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    let days_in = [
-        31,
-        if leap { 29 } else { 28 },
-        31,
-        30,
-        31,
-        30,
-        31,
-        31,
-        30,
-        31,
-        30,
-        31,
-    ];
-    if !(1..=12).contains(&mo)
-        || d < 1
-        || d > days_in[(mo - 1) as usize]
-        || h > 23
-        || mi > 59
-        || se > 60
-    {
+    let days_in = [31, if leap { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    if !(1..=12).contains(&mo) || d < 1 || d > days_in[(mo - 1) as usize] || h > 23 || mi > 59 || se > 60 {
         return None;
     }
     let mut i = 19;
@@ -145,28 +118,10 @@ mod tests {
 
     #[test]
     fn parses() {
-        assert_eq!(
-            Timestamp::parse("1970-01-01T00:00:00Z").unwrap().unix_ms(),
-            0
-        );
-        assert_eq!(
-            Timestamp::parse("2000-03-01T00:00:00.5Z")
-                .unwrap()
-                .unix_ms(),
-            951_868_800_500
-        );
-        assert_eq!(
-            Timestamp::parse("2026-01-31T10:00:00+01:00")
-                .unwrap()
-                .unix_ms(),
-            1_769_850_000_000
-        );
-        assert_eq!(
-            Timestamp::parse("2024-02-29T00:00:00-00:30")
-                .unwrap()
-                .unix_ms(),
-            1_709_166_600_000
-        );
+        assert_eq!(Timestamp::parse("1970-01-01T00:00:00Z").unwrap().unix_ms(), 0);
+        assert_eq!(Timestamp::parse("2000-03-01T00:00:00.5Z").unwrap().unix_ms(), 951_868_800_500);
+        assert_eq!(Timestamp::parse("2026-01-31T10:00:00+01:00").unwrap().unix_ms(), 1_769_850_000_000);
+        assert_eq!(Timestamp::parse("2024-02-29T00:00:00-00:30").unwrap().unix_ms(), 1_709_166_600_000);
     }
 
     #[test]

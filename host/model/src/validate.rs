@@ -19,8 +19,7 @@ pub fn is_definition_name(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-')
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-')
 }
 
 /// Whether `s` matches `[A-Za-z_][A-Za-z0-9_]*` (step names).
@@ -35,16 +34,7 @@ pub fn is_step_name(s: &str) -> bool {
 pub fn validate(def: &Definition, lookup: &dyn SchemaLookup) -> Vec<Problem> {
     let metas: Vec<StepMeta> = (0..def.steps.len()).map(StepMeta::plain).collect();
     let mut out = vec![];
-    check(
-        def,
-        &metas,
-        DefFlags {
-            name_ok: true,
-            steps_ok: true,
-        },
-        lookup,
-        &mut out,
-    );
+    check(def, &metas, DefFlags { name_ok: true, steps_ok: true }, lookup, &mut out);
     out
 }
 
@@ -74,46 +64,25 @@ pub(crate) fn check(
     out: &mut Vec<Problem>,
 ) {
     let DefFlags { name_ok, steps_ok } = flags;
-    let mut p = |path: String, msg: String, hint: Option<String>| {
-        out.push(Problem {
-            path,
-            message: msg,
-            hint,
-        })
-    };
+    let mut p = |path: String, msg: String, hint: Option<String>| out.push(Problem { path, message: msg, hint });
     if name_ok && !is_definition_name(&def.name) {
         p(
             "/name".into(),
             format!("invalid definition name `{}`", def.name),
-            Some(
-                "use lowercase letters, digits, `_` and `-`, starting with a letter or digit"
-                    .into(),
-            ),
+            Some("use lowercase letters, digits, `_` and `-`, starting with a letter or digit".into()),
         );
     }
     if def.version == 0 {
         p("/version".into(), range_msg("version", 1, None, "0"), None);
     }
     if def.timeout_ms == Some(0) {
-        p(
-            "/timeout_ms".into(),
-            range_msg("timeout_ms", 1, None, "0"),
-            None,
-        );
+        p("/timeout_ms".into(), range_msg("timeout_ms", 1, None, "0"), None);
     }
     if def.max_step_failures == Some(0) {
-        p(
-            "/max_step_failures".into(),
-            range_msg("max_step_failures", 1, None, "0"),
-            None,
-        );
+        p("/max_step_failures".into(), range_msg("max_step_failures", 1, None, "0"), None);
     }
     if def.steps.is_empty() && steps_ok {
-        p(
-            "/steps".into(),
-            "a definition needs at least one step".into(),
-            None,
-        );
+        p("/steps".into(), "a definition needs at least one step".into(), None);
     }
     if let Some(s) = &def.input_schema {
         out.extend(check_schema(s, "/input_schema"));
@@ -125,14 +94,14 @@ pub(crate) fn check(
             continue;
         }
         if !is_step_name(&s.name) {
-            out.push(Problem::new(format!("{}/name", m.at), format!("invalid step name `{}`", s.name)).hint("use letters, digits and `_`, not starting with a digit: [A-Za-z_][A-Za-z0-9_]*"));
+            out.push(
+                Problem::new(format!("{}/name", m.at), format!("invalid step name `{}`", s.name))
+                    .hint("use letters, digits and `_`, not starting with a digit: [A-Za-z_][A-Za-z0-9_]*"),
+            );
         } else if RESERVED_ROOTS.contains(&s.name.as_str()) {
             out.push(
-                Problem::new(
-                    format!("{}/name", m.at),
-                    format!("step name `{}` is reserved", s.name),
-                )
-                .hint("`input`, `item`, `index` and `run` are ref roots; pick another name"),
+                Problem::new(format!("{}/name", m.at), format!("step name `{}` is reserved", s.name))
+                    .hint("`input`, `item`, `index` and `run` are ref roots; pick another name"),
             );
         }
         match first.get(s.name.as_str()) {
@@ -176,27 +145,17 @@ pub(crate) fn check(
                 }
                 RefRoot::Item | RefRoot::Index => {
                     let allowed = s.for_each.is_some()
-                        && matches!(
-                            r.part,
-                            StepPart::Input | StepPart::WaitPrompt | StepPart::WaitMatch
-                        );
+                        && matches!(r.part, StepPart::Input | StepPart::WaitPrompt | StepPart::WaitMatch);
                     if !allowed {
-                        let what = if r.reference.root == RefRoot::Item {
-                            "@item"
-                        } else {
-                            "@index"
-                        };
+                        let what = if r.reference.root == RefRoot::Item { "@item" } else { "@index" };
                         let hint = if s.for_each.is_some() {
                             "`when` and `for_each` are evaluated once for the whole step, before any item"
                         } else {
                             "add `for_each` to this step, or read the value with a ref to a step or @input"
                         };
                         out.push(
-                            Problem::new(
-                                at,
-                                format!("`{what}` is only defined in the input of a for_each step"),
-                            )
-                            .hint(hint),
+                            Problem::new(at, format!("`{what}` is only defined in the input of a for_each step"))
+                                .hint(hint),
                         );
                     }
                 }
@@ -205,12 +164,10 @@ pub(crate) fn check(
         }
         if m.action_ok {
             let schema = match &s.action {
-                Action::Code(c) => lookup
-                    .code_input_schema(c)
-                    .map(|x| (x, format!("plugin {}", code_name(c)))),
-                Action::Tool(t) => lookup
-                    .tool_input_schema(&t.server, &t.name)
-                    .map(|x| (x, format!("tool {}.{}", t.server, t.name))),
+                Action::Code(c) => lookup.code_input_schema(c).map(|x| (x, format!("plugin {}", code_name(c)))),
+                Action::Tool(t) => {
+                    lookup.tool_input_schema(&t.server, &t.name).map(|x| (x, format!("tool {}.{}", t.server, t.name)))
+                }
                 Action::Workflow(w) => lookup
                     .template_input_schema(&w.template, w.version)
                     .map(|x| (x, format!("template {}", w.template))),
@@ -228,10 +185,9 @@ pub(crate) fn check(
                 RefRoot::Step(n) | RefRoot::StepStatus(n) if !first.contains_key(n.as_str()) => {
                     out.push(unknown(n, at))
                 }
-                RefRoot::Item | RefRoot::Index => out.push(Problem::new(
-                    at,
-                    "`@item` and `@index` are only defined in the input of a for_each step",
-                )),
+                RefRoot::Item | RefRoot::Index => {
+                    out.push(Problem::new(at, "`@item` and `@index` are only defined in the input of a for_each step"))
+                }
                 _ => {}
             }
         }
@@ -244,11 +200,7 @@ pub(crate) fn check(
         let lname = graph.name(last);
         let at = if let Some(k) = step.after.iter().position(|e| e.step == lname) {
             format!("{}/after/{k}", metas[s].at)
-        } else if let Some(r) = step
-            .refs()
-            .into_iter()
-            .find(|r| r.reference.step() == Some(lname))
-        {
+        } else if let Some(r) = step.refs().into_iter().find(|r| r.reference.step() == Some(lname)) {
             format!("{}{}", part_base(&metas[s], r.part), r.pointer)
         } else {
             metas[s].at.clone()
@@ -268,19 +220,13 @@ fn code_name(c: &CodeRef) -> &str {
 
 fn code_ref_rules(c: &CodeRef, at: &str, out: &mut Vec<Problem>) {
     match c {
-        CodeRef::Plugin(s) if s.is_empty() => out.push(Problem::new(
-            format!("{at}/plugin"),
-            "`plugin` must not be empty",
-        )),
-        CodeRef::Path(s) if s.is_empty() => out.push(Problem::new(
-            format!("{at}/path"),
-            "`path` must not be empty",
-        )),
-        CodeRef::Sha256(h) if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) => out
-            .push(Problem::new(
-                format!("{at}/sha256"),
-                "`sha256` must be 64 hexadecimal digits",
-            )),
+        CodeRef::Plugin(s) if s.is_empty() => {
+            out.push(Problem::new(format!("{at}/plugin"), "`plugin` must not be empty"))
+        }
+        CodeRef::Path(s) if s.is_empty() => out.push(Problem::new(format!("{at}/path"), "`path` must not be empty")),
+        CodeRef::Sha256(h) if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            out.push(Problem::new(format!("{at}/sha256"), "`sha256` must be 64 hexadecimal digits"))
+        }
         _ => {}
     }
 }
@@ -295,29 +241,22 @@ fn step_rules(s: &Step, m: &StepMeta, out: &mut Vec<Problem>) {
             Action::Tool(t) => {
                 for (k, v) in [("server", &t.server), ("name", &t.name)] {
                     if v.is_empty() {
-                        out.push(Problem::new(
-                            format!("{at}/tool/{k}"),
-                            format!("`{k}` must not be empty"),
-                        ));
+                        out.push(Problem::new(format!("{at}/tool/{k}"), format!("`{k}` must not be empty")));
                     }
                 }
             }
             Action::Return => {
                 if s.for_each.is_some() {
                     out.push(
-                        Problem::new(f("for_each"), "a `return` step cannot have `for_each`").hint(
-                            "the run ends at the first return; collect items in another step first",
-                        ),
+                        Problem::new(f("for_each"), "a `return` step cannot have `for_each`")
+                            .hint("the run ends at the first return; collect items in another step first"),
                     );
                 }
             }
             Action::Wait(w) => {
                 let w_at = f("wait");
                 if w.timeout_ms == Some(0) {
-                    out.push(Problem::new(
-                        format!("{w_at}/timeout_ms"),
-                        range_msg("timeout_ms", 1, None, "0"),
-                    ));
+                    out.push(Problem::new(format!("{w_at}/timeout_ms"), range_msg("timeout_ms", 1, None, "0")));
                 }
                 if let Some(schema) = &w.schema {
                     out.extend(check_schema(schema, &format!("{w_at}/schema")));
@@ -325,23 +264,26 @@ fn step_rules(s: &Step, m: &StepMeta, out: &mut Vec<Problem>) {
                 match &w.event {
                     Some(e) => {
                         if e.is_empty() {
-                            out.push(Problem::new(
-                                format!("{w_at}/event"),
-                                "`event` must not be empty",
-                            ));
+                            out.push(Problem::new(format!("{w_at}/event"), "`event` must not be empty"));
                         }
-                        for (k, set) in [
-                            ("prompt", w.prompt.is_some()),
-                            ("schema", w.schema.is_some()),
-                        ] {
+                        for (k, set) in [("prompt", w.prompt.is_some()), ("schema", w.schema.is_some())] {
                             if set {
-                                out.push(Problem::new(format!("{w_at}/{k}"), format!("`{k}` applies to signals, not to an `event` wait")).hint("a wait has either `event` (+ `match`) or `prompt`/`schema`/`reason`"));
+                                out.push(
+                                    Problem::new(
+                                        format!("{w_at}/{k}"),
+                                        format!("`{k}` applies to signals, not to an `event` wait"),
+                                    )
+                                    .hint("a wait has either `event` (+ `match`) or `prompt`/`schema`/`reason`"),
+                                );
                             }
                         }
                     }
                     None => {
                         if w.matches.is_some() {
-                            out.push(Problem::new(format!("{w_at}/match"), "`match` needs `event`").hint("add `\"event\": \"NAME\"`, or remove `match` to wait for a signal"));
+                            out.push(
+                                Problem::new(format!("{w_at}/match"), "`match` needs `event`")
+                                    .hint("add `\"event\": \"NAME\"`, or remove `match` to wait for a signal"),
+                            );
                         }
                     }
                 }
@@ -355,19 +297,13 @@ fn step_rules(s: &Step, m: &StepMeta, out: &mut Vec<Problem>) {
                     ));
                 }
                 if w.version == Some(0) {
-                    out.push(Problem::new(
-                        format!("{at}/workflow/version"),
-                        range_msg("version", 1, None, "0"),
-                    ));
+                    out.push(Problem::new(format!("{at}/workflow/version"), range_msg("version", 1, None, "0")));
                 }
             }
         }
     }
     match s.concurrency {
-        Some(0) => out.push(Problem::new(
-            f("concurrency"),
-            range_msg("concurrency", 1, None, "0"),
-        )),
+        Some(0) => out.push(Problem::new(f("concurrency"), range_msg("concurrency", 1, None, "0"))),
         Some(_) if s.for_each.is_none() => out.push(
             Problem::new(f("concurrency"), "`concurrency` needs `for_each`")
                 .hint("concurrency caps the parallel items of a for_each step"),
@@ -375,45 +311,27 @@ fn step_rules(s: &Step, m: &StepMeta, out: &mut Vec<Problem>) {
         _ => {}
     }
     if s.timeout_ms == Some(0) {
-        out.push(Problem::new(
-            f("timeout_ms"),
-            range_msg("timeout_ms", 1, None, "0"),
-        ));
+        out.push(Problem::new(f("timeout_ms"), range_msg("timeout_ms", 1, None, "0")));
     }
     if let Some(r) = &s.retry {
         if r.max_attempts == 0 {
-            out.push(Problem::new(
-                format!("{at}/retry/max_attempts"),
-                range_msg("max_attempts", 1, None, "0"),
-            ));
+            out.push(Problem::new(format!("{at}/retry/max_attempts"), range_msg("max_attempts", 1, None, "0")));
         }
         if r.max_delay_ms < r.initial_delay_ms {
             out.push(Problem::new(
                 format!("{at}/retry/max_delay_ms"),
-                format!(
-                    "`max_delay_ms` ({}) is less than `initial_delay_ms` ({})",
-                    r.max_delay_ms, r.initial_delay_ms
-                ),
+                format!("`max_delay_ms` ({}) is less than `initial_delay_ms` ({})", r.max_delay_ms, r.initial_delay_ms),
             ));
         }
     }
     if let Some(l) = &s.limits {
         if m.action_ok && !matches!(s.action, Action::Code(_)) {
-            out.push(Problem::new(
-                f("limits"),
-                "`limits` applies to code steps only",
-            ));
+            out.push(Problem::new(f("limits"), "`limits` applies to code steps only"));
         }
         if l.fuel == Some(0) {
-            out.push(Problem::new(
-                format!("{at}/limits/fuel"),
-                range_msg("fuel", 1, None, "0"),
-            ));
+            out.push(Problem::new(format!("{at}/limits/fuel"), range_msg("fuel", 1, None, "0")));
         }
-        if let Some(mb) = l
-            .memory_mb
-            .filter(|mb| *mb == 0 || u64::from(*mb) > MAX_MEMORY_MB)
-        {
+        if let Some(mb) = l.memory_mb.filter(|mb| *mb == 0 || u64::from(*mb) > MAX_MEMORY_MB) {
             out.push(Problem::new(
                 format!("{at}/limits/memory_mb"),
                 range_msg("memory_mb", 1, Some(MAX_MEMORY_MB), &mb.to_string()),

@@ -4,8 +4,8 @@
 use serde_json::json;
 use weft_model::graph::{to_dot, to_mermaid};
 use weft_model::{
-    Action, Definition, Graph, MapScope, NoSchemas, Problem, StepStatus, parse_and_validate,
-    validate, validate_against, validate_input,
+    Action, Definition, Graph, MapScope, NoSchemas, Problem, StepStatus, parse_and_validate, validate,
+    validate_against, validate_input,
 };
 
 const ONBOARD: &str = r#"{
@@ -33,85 +33,36 @@ fn onboard_user_parses_and_resolves() {
     let scope = MapScope::new(json!({"email": "a@b.c", "admins": ["x", "y"]}))
         .with_step("validate", json!({"ok": false, "error": "bad domain"}));
     assert!(exit.when.as_ref().unwrap().evaluate(&scope));
-    assert!(
-        !def.step("create")
-            .unwrap()
-            .when
-            .as_ref()
-            .unwrap()
-            .evaluate(&scope)
-    );
+    assert!(!def.step("create").unwrap().when.as_ref().unwrap().evaluate(&scope));
     assert_eq!(exit.input.resolve(&scope), json!({"error": "bad domain"}));
 
     let notify = def.step("notify").unwrap();
-    let item = scope
-        .clone()
-        .with_step("create", json!({"id": 7}))
-        .with_item(json!("x"), 0);
-    assert_eq!(
-        notify.input.resolve(&item),
-        json!({"to": "x", "text": "new user 7", "n": 0})
-    );
-    assert_eq!(
-        notify.for_each.as_ref().unwrap().resolve(&scope),
-        json!(["x", "y"])
-    );
-    assert_eq!(
-        notify.for_each_items(&scope),
-        Some(Ok(vec![json!("x"), json!("y")]))
-    );
-    assert_eq!(
-        notify.for_each_items(&MapScope::new(json!({}))),
-        Some(Ok(vec![])),
-        "null is no items"
-    );
+    let item = scope.clone().with_step("create", json!({"id": 7})).with_item(json!("x"), 0);
+    assert_eq!(notify.input.resolve(&item), json!({"to": "x", "text": "new user 7", "n": 0}));
+    assert_eq!(notify.for_each.as_ref().unwrap().resolve(&scope), json!(["x", "y"]));
+    assert_eq!(notify.for_each_items(&scope), Some(Ok(vec![json!("x"), json!("y")])));
+    assert_eq!(notify.for_each_items(&MapScope::new(json!({}))), Some(Ok(vec![])), "null is no items");
     assert_eq!(
         notify.for_each_items(&MapScope::new(json!({"admins": "bob"}))),
         Some(Err(weft_model::NotAnArray("a string")))
     );
     assert_eq!(def.step("create").unwrap().for_each_items(&scope), None);
 
-    let done = scope
-        .with_status("create", StepStatus::Skipped, json!(null))
-        .with_step("notify", json!([1, 2]));
-    assert_eq!(
-        def.output.as_ref().unwrap().resolve(&done),
-        json!({"user": null, "notified": [1, 2]})
-    );
+    let done = scope.with_status("create", StepStatus::Skipped, json!(null)).with_step("notify", json!([1, 2]));
+    assert_eq!(def.output.as_ref().unwrap().resolve(&done), json!({"user": null, "notified": [1, 2]}));
 
-    assert_eq!(
-        def.step("create").unwrap().effective_timeout_ms(),
-        Some(30000)
-    );
-    assert_eq!(
-        def.step("validate").unwrap().effective_timeout_ms(),
-        Some(10_000)
-    );
-    assert_eq!(
-        def.step("undo").unwrap().effective_timeout_ms(),
-        Some(30_000)
-    );
+    assert_eq!(def.step("create").unwrap().effective_timeout_ms(), Some(30000));
+    assert_eq!(def.step("validate").unwrap().effective_timeout_ms(), Some(10_000));
+    assert_eq!(def.step("undo").unwrap().effective_timeout_ms(), Some(30_000));
     assert_eq!(def.step("validate").unwrap().retry_policy().max_attempts, 1);
     let bare = parse_and_validate(r#"{"name": "b", "steps": [{"name": "t", "tool": {"server": "s", "name": "n"}}, {"name": "r", "return": true}]}"#, &NoSchemas).unwrap();
-    assert_eq!(
-        bare.steps[0].resolve_input(&item),
-        json!({}),
-        "tools get {{}} without input"
-    );
+    assert_eq!(bare.steps[0].resolve_input(&item), json!({}), "tools get {{}} without input");
     assert_eq!(bare.steps[1].resolve_input(&item), json!(null));
     assert_eq!(exit.resolve_input(&item), json!({"error": "bad domain"}));
 
     let g = Graph::build(&def);
-    let order: Vec<&str> = g
-        .topo_order()
-        .unwrap()
-        .into_iter()
-        .map(|i| g.name(i))
-        .collect();
-    assert_eq!(
-        order,
-        ["validate", "exit_if_invalid", "create", "notify", "undo"]
-    );
+    let order: Vec<&str> = g.topo_order().unwrap().into_iter().map(|i| g.name(i)).collect();
+    assert_eq!(order, ["validate", "exit_if_invalid", "create", "notify", "undo"]);
     let sinks: Vec<&str> = g.sinks().into_iter().map(|i| g.name(i)).collect();
     assert_eq!(sinks, ["exit_if_invalid", "notify", "undo"]);
     assert!(to_mermaid(&def, &Default::default()).contains("s_create -. failure .-> s_undo"));
@@ -129,33 +80,20 @@ fn run_input_is_checked_against_input_schema() {
     let errs = validate_input(&def, &json!({})).unwrap_err();
     assert_eq!(errs.len(), 1);
     assert_eq!(errs[0].path, "");
-    assert!(
-        errs[0].message.contains("\"email\" is a required property"),
-        "{}",
-        errs[0].message
-    );
-    let wait_schema = json!({"type": "object", "required": ["approved"], "properties": {"approved": {"type": "boolean"}}});
+    assert!(errs[0].message.contains("\"email\" is a required property"), "{}", errs[0].message);
+    let wait_schema =
+        json!({"type": "object", "required": ["approved"], "properties": {"approved": {"type": "boolean"}}});
     assert!(validate_against(&wait_schema, &json!({"approved": true})).is_ok());
-    assert_eq!(
-        validate_against(&wait_schema, &json!({"approved": "yes"})).unwrap_err()[0].path,
-        "/approved"
-    );
+    assert_eq!(validate_against(&wait_schema, &json!({"approved": "yes"})).unwrap_err()[0].path, "/approved");
 }
 
 #[test]
 fn json_syntax_errors_have_line_and_column() {
-    let errs =
-        parse_and_validate("{\n  \"name\": \"x\",\n  \"steps\": [,]\n}", &NoSchemas).unwrap_err();
+    let errs = parse_and_validate("{\n  \"name\": \"x\",\n  \"steps\": [,]\n}", &NoSchemas).unwrap_err();
     assert_eq!(errs.len(), 1);
     assert_eq!(errs[0].path, "");
     assert!(errs[0].message.contains("line 3 column 13"), "{}", errs[0]);
-    assert!(
-        errs[0]
-            .hint
-            .as_deref()
-            .unwrap()
-            .contains("line 3 column 13")
-    );
+    assert!(errs[0].hint.as_deref().unwrap().contains("line 3 column 13"));
 }
 
 #[test]
@@ -168,13 +106,7 @@ fn every_problem_is_reported_at_once() {
     let paths: Vec<&str> = errs.iter().map(|p| p.path.as_str()).collect();
     assert_eq!(
         paths,
-        [
-            "/steps/2/typo",
-            "/name",
-            "/steps/2/name",
-            "/steps/1/retry/max_attempts",
-            "/steps/0/input"
-        ],
+        ["/steps/2/typo", "/name", "/steps/2/name", "/steps/1/retry/max_attempts", "/steps/0/input"],
         "{errs:#?}"
     );
     assert!(errs[4].message.contains("cycle: a → b → a"));
@@ -191,10 +123,7 @@ fn typed_definitions_built_in_code_are_validated() {
     def.steps.push(extra);
     let problems = validate(&def, &NoSchemas);
     let expect = [
-        Problem::new(
-            "/steps/5/timeout_ms",
-            "`timeout_ms` must be an integer ≥ 1, got 0",
-        ),
+        Problem::new("/steps/5/timeout_ms", "`timeout_ms` must be an integer ≥ 1, got 0"),
         Problem::new("/steps/5/input/id", "unknown step `nope`"),
     ];
     assert_eq!(problems, expect);
@@ -204,12 +133,8 @@ fn typed_definitions_built_in_code_are_validated() {
 fn deserialize_runs_validation() {
     let def: Definition = serde_json::from_str(ONBOARD).unwrap();
     assert_eq!(def.name, "onboard-user");
-    let err = serde_json::from_value::<Definition>(json!({"name": "x", "steps": [{"name": "a"}]}))
-        .unwrap_err();
-    assert!(
-        err.to_string().contains("/steps/0: step has no action"),
-        "{err}"
-    );
+    let err = serde_json::from_value::<Definition>(json!({"name": "x", "steps": [{"name": "a"}]})).unwrap_err();
+    assert!(err.to_string().contains("/steps/0: step has no action"), "{err}");
 }
 
 #[test]
@@ -219,10 +144,7 @@ fn problems_serialize_for_mcp_and_cli() {
         serde_json::to_value(&p).unwrap(),
         json!({"path": "/steps/1/after/0", "message": "unknown step `x`", "hint": "did you mean `y`?"})
     );
-    assert_eq!(
-        serde_json::to_value(Problem::new("", "m")).unwrap(),
-        json!({"path": "", "message": "m"})
-    );
+    assert_eq!(serde_json::to_value(Problem::new("", "m")).unwrap(), json!({"path": "", "message": "m"}));
 }
 
 #[test]

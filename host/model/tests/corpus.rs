@@ -7,14 +7,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use weft_model::{
-    CodeRef, Definition, Problem, SchemaLookup, definition_schema, parse_and_validate,
-};
+use weft_model::{CodeRef, Definition, Problem, SchemaLookup, definition_schema, parse_and_validate};
 
 fn data(dir: &str) -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/data")
-        .join(dir);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data").join(dir);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&root)
         .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
         .map(|e| e.unwrap().path())
@@ -40,11 +36,7 @@ impl Schemas {
                 .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
                 .unwrap_or_default()
         };
-        Schemas {
-            plugins: get("plugins"),
-            tools: get("tools"),
-            templates: get("templates"),
-        }
+        Schemas { plugins: get("plugins"), tools: get("tools"), templates: get("templates") }
     }
 }
 
@@ -98,18 +90,14 @@ fn bad_definitions_yield_exactly_the_expected_problems() {
         for e in expect {
             let (path_, sub) = (e["path"].as_str().unwrap(), e["contains"].as_str().unwrap());
             let hit = left.iter().position(|p| {
-                p.path == path_
-                    && (p.message.contains(sub)
-                        || p.hint.as_deref().is_some_and(|h| h.contains(sub)))
+                p.path == path_ && (p.message.contains(sub) || p.hint.as_deref().is_some_and(|h| h.contains(sub)))
             });
             match hit {
                 Some(i) => {
                     left.remove(i);
                 }
-                None => failures.push(format!(
-                    "{name}: no problem at `{path_}` containing `{sub}`; got:{}",
-                    show(&problems)
-                )),
+                None => failures
+                    .push(format!("{name}: no problem at `{path_}` containing `{sub}`; got:{}", show(&problems))),
             }
         }
         if !left.is_empty() {
@@ -129,33 +117,17 @@ fn good_definitions_validate_round_trip_and_match_the_schema() {
         let (case, text) = load(path);
         let name = path.file_name().unwrap().to_string_lossy();
         let lookup = Schemas::from(&case);
-        let def =
-            parse_and_validate(&text, &lookup).unwrap_or_else(|p| panic!("{name}:{}", show(&p)));
-        let errors: Vec<String> = schema
-            .iter_errors(&case["definition"])
-            .map(|e| format!("{} {e}", e.instance_path()))
-            .collect();
-        assert!(
-            errors.is_empty(),
-            "{name}: as written, against the JSON Schema: {errors:?}"
-        );
+        let def = parse_and_validate(&text, &lookup).unwrap_or_else(|p| panic!("{name}:{}", show(&p)));
+        let errors: Vec<String> =
+            schema.iter_errors(&case["definition"]).map(|e| format!("{} {e}", e.instance_path())).collect();
+        assert!(errors.is_empty(), "{name}: as written, against the JSON Schema: {errors:?}");
         let canonical = serde_json::to_value(&def).unwrap();
-        let errors: Vec<String> = schema
-            .iter_errors(&canonical)
-            .map(|e| format!("{} {e}", e.instance_path()))
-            .collect();
-        assert!(
-            errors.is_empty(),
-            "{name}: canonical form against the JSON Schema: {errors:?}\n{canonical:#}"
-        );
-        let again: Definition =
-            serde_json::from_value(canonical.clone()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let errors: Vec<String> =
+            schema.iter_errors(&canonical).map(|e| format!("{} {e}", e.instance_path())).collect();
+        assert!(errors.is_empty(), "{name}: canonical form against the JSON Schema: {errors:?}\n{canonical:#}");
+        let again: Definition = serde_json::from_value(canonical.clone()).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(again, def, "{name}: round trip");
-        assert_eq!(
-            serde_json::to_value(&again).unwrap(),
-            canonical,
-            "{name}: canonical form is stable"
-        );
+        assert_eq!(serde_json::to_value(&again).unwrap(), canonical, "{name}: canonical form is stable");
     }
 }
 
@@ -164,20 +136,10 @@ fn bad_definitions_do_not_match_the_schema_either_where_the_schema_can_tell() {
     // The schema is looser than validation (no cross-step rules), but shape
     // errors must be caught by both.
     let schema = jsonschema::validator_for(&definition_schema()).unwrap();
-    for name in [
-        "unknown-fields",
-        "wrong-types",
-        "missing-required",
-        "no-action",
-        "two-actions",
-        "when-two-operators",
-    ] {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join(format!("../../tests/data/bad-definitions/{name}.json"));
+    for name in ["unknown-fields", "wrong-types", "missing-required", "no-action", "two-actions", "when-two-operators"]
+    {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../tests/data/bad-definitions/{name}.json"));
         let (case, _) = load(&path);
-        assert!(
-            !schema.is_valid(&case["definition"]),
-            "{name} passes the JSON Schema"
-        );
+        assert!(!schema.is_valid(&case["definition"]), "{name} passes the JSON Schema");
     }
 }

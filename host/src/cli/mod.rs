@@ -5,9 +5,16 @@
 //! for input. Errors that are the user's to fix are wrapped in [`BadInput`]
 //! and exit with 2; anything else exits with 1.
 
+mod graph;
 mod output;
 mod plugin;
+mod progress;
+mod run;
+mod runs;
 mod step;
+mod templates;
+mod validate;
+mod worker;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,6 +45,20 @@ enum Command {
     /// Register, list and inspect code plugins.
     #[command(subcommand)]
     Plugin(plugin::PluginCommand),
+    /// Check a workflow definition and list every problem with its JSON path.
+    Validate(validate::ValidateArgs),
+    /// Draw a workflow definition's graph (Mermaid or Graphviz DOT).
+    Graph(graph::GraphArgs),
+    /// Run a workflow (a definition file or a saved template) and print its output.
+    Run(run::RunArgs),
+    /// List, inspect and cancel runs.
+    #[command(subcommand)]
+    Runs(runs::RunsCommand),
+    /// Save, list, show and delete versioned workflow templates.
+    #[command(subcommand)]
+    Templates(templates::TemplatesCommand),
+    /// Own the store and execute its runs (resumes unfinished ones).
+    Worker(worker::WorkerArgs),
 }
 
 /// An error the user can fix: exit code 2.
@@ -89,6 +110,12 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
     match cli.command {
         Command::Step(c) => step::run(&settings, c),
         Command::Plugin(c) => plugin::run(&settings, c),
+        Command::Validate(a) => validate::run(&settings, a),
+        Command::Graph(a) => graph::run(&settings, a),
+        Command::Run(a) => run::run(&settings, a),
+        Command::Runs(c) => runs::run(&settings, c),
+        Command::Templates(c) => templates::run(&settings, c),
+        Command::Worker(a) => worker::run(&settings, a),
     }
 }
 

@@ -8,12 +8,8 @@ use serde::Serialize;
 /// Prints `value` as JSON on stdout.
 pub fn json<T: Serialize>(value: &T) {
     let mut out = std::io::stdout().lock();
-    let text = if out.is_terminal() {
-        serde_json::to_string_pretty(value)
-    } else {
-        serde_json::to_string(value)
-    }
-    .expect("values serialize");
+    let text = if out.is_terminal() { serde_json::to_string_pretty(value) } else { serde_json::to_string(value) }
+        .expect("values serialize");
     let _ = writeln!(out, "{text}");
 }
 

@@ -83,7 +83,9 @@ fn read_input(args: &RunArgs) -> anyhow::Result<String> {
             (std::io::read_to_string(std::io::stdin()).context("reading the input from stdin")?, "stdin".into())
         }
         Some(p) => (
-            std::fs::read_to_string(p).with_context(|| format!("reading the input file {}", p.display())).map_err(bad)?,
+            std::fs::read_to_string(p)
+                .with_context(|| format!("reading the input file {}", p.display()))
+                .map_err(bad)?,
             p.display().to_string(),
         ),
         None => (args.input.clone(), "--input".to_string()),
@@ -164,8 +166,11 @@ fn save_artifacts(artifacts: &[Artifact], dir: Option<&std::path::Path>) -> anyh
     for a in artifacts {
         match dir {
             Some(dir) => {
-                let safe: String =
-                    a.name.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect();
+                let safe: String = a
+                    .name
+                    .chars()
+                    .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' })
+                    .collect();
                 let path = dir.join(safe);
                 std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
                 std::fs::write(&path, &a.data).with_context(|| format!("writing {}", path.display()))?;

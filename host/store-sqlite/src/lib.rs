@@ -13,9 +13,9 @@
 mod lock;
 mod read;
 mod schema;
-mod writer;
 #[cfg(test)]
 mod tests;
+mod writer;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -189,7 +189,8 @@ impl SqliteStore {
         let conn = match conn {
             Some(c) => c,
             None => {
-                let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+                let flags =
+                    OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
                 let c = Connection::open_with_flags(&self.path, flags).map_err(map_err)?;
                 c.busy_timeout(BUSY_TIMEOUT).map_err(map_err)?;
                 c.pragma_update(None, "query_only", true).map_err(map_err)?;

@@ -29,7 +29,8 @@ impl SchedulerLock {
     pub fn acquire(db: &Path) -> Result<SchedulerLock, StoreError> {
         let path = Self::path_for(db);
         let io = |e: std::io::Error| StoreError::Io(format!("{}: {e}", path.display()));
-        let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
+        let mut file =
+            OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {

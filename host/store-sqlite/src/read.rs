@@ -70,7 +70,19 @@ pub fn run(c: &Connection, run_id: &RunId) -> Result<Option<RunRecord>, StoreErr
             .optional()
         })
         .map_err(map_err)?;
-    let Some((template, version, state, definition, input, output, err, parent, depth, ckey, (created, updated, deadline, last_seq))) = row
+    let Some((
+        template,
+        version,
+        state,
+        definition,
+        input,
+        output,
+        err,
+        parent,
+        depth,
+        ckey,
+        (created, updated, deadline, last_seq),
+    )) = row
     else {
         return Ok(None);
     };
@@ -260,7 +272,13 @@ pub fn expired_leases(c: &Connection, now_ms: i64) -> Result<Vec<ExpiredLease>, 
         )
         .and_then(|mut s| {
             s.query_map([now_ms], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?, r.get::<_, u32>(3)?, r.get::<_, i64>(4)?))
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, u32>(3)?,
+                    r.get::<_, i64>(4)?,
+                ))
             })?
             .collect::<Raw<Vec<_>>>()
         })
@@ -276,7 +294,9 @@ fn template_row(r: &Row<'_>) -> Raw<(String, u32, String, i64)> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
 }
 
-fn to_template((name, version, definition, created_at): (String, u32, String, i64)) -> Result<TemplateRecord, StoreError> {
+fn to_template(
+    (name, version, definition, created_at): (String, u32, String, i64),
+) -> Result<TemplateRecord, StoreError> {
     Ok(TemplateRecord { name, version, definition: json_req(definition)?, created_at })
 }
 

@@ -40,7 +40,15 @@ fn create(id: &RunId, steps: &[&str]) -> Write {
 }
 
 fn event(id: &RunId, seq: u64, kind: &str) -> Write {
-    Write::Event(NewEvent { run: id.clone(), seq: Seq(seq), at: 100 + seq as i64, kind: kind.into(), step: None, item: None, data: json!({"k": kind}) })
+    Write::Event(NewEvent {
+        run: id.clone(),
+        seq: Seq(seq),
+        at: 100 + seq as i64,
+        kind: kind.into(),
+        step: None,
+        item: None,
+        data: json!({"k": kind}),
+    })
 }
 
 fn step_to(id: &RunId, step: &str, from: StepState, to: StepState, output: Option<Value>, at: i64) -> Write {
@@ -48,11 +56,35 @@ fn step_to(id: &RunId, step: &str, from: StepState, to: StepState, output: Optio
 }
 
 fn start(id: &RunId, step: &str, item: Option<u32>, n: u32, lease: i64) -> Write {
-    Write::StartAttempt { run: id.clone(), step: step.into(), item: item.map(ItemIndex), attempt: AttemptNo::new(n).unwrap(), lease_until: lease, at: 110 }
+    Write::StartAttempt {
+        run: id.clone(),
+        step: step.into(),
+        item: item.map(ItemIndex),
+        attempt: AttemptNo::new(n).unwrap(),
+        lease_until: lease,
+        at: 110,
+    }
 }
 
-fn finish(id: &RunId, step: &str, item: Option<u32>, n: u32, state: AttemptState, output: Option<Value>, error: Option<StepError>) -> Write {
-    Write::FinishAttempt { run: id.clone(), step: step.into(), item: item.map(ItemIndex), attempt: AttemptNo::new(n).unwrap(), state, output, error, at: 120 }
+fn finish(
+    id: &RunId,
+    step: &str,
+    item: Option<u32>,
+    n: u32,
+    state: AttemptState,
+    output: Option<Value>,
+    error: Option<StepError>,
+) -> Write {
+    Write::FinishAttempt {
+        run: id.clone(),
+        step: step.into(),
+        item: item.map(ItemIndex),
+        attempt: AttemptNo::new(n).unwrap(),
+        state,
+        output,
+        error,
+        at: 120,
+    }
 }
 
 fn b(writes: Vec<Write>) -> Batch {
@@ -65,7 +97,14 @@ fn life(id: &RunId) -> Vec<Batch> {
     vec![
         b(vec![create(id, &["a", "each", "z"]), event(id, 1, "run.submitted")]),
         b(vec![
-            Write::RunState { run: id.clone(), from: RunState::Submitted, to: RunState::Working, output: None, error: None, at: 105 },
+            Write::RunState {
+                run: id.clone(),
+                from: RunState::Submitted,
+                to: RunState::Working,
+                output: None,
+                error: None,
+                at: 105,
+            },
             event(id, 2, "run.working"),
             step_to(id, "a", StepState::Pending, StepState::Running, None, 106),
             start(id, "a", None, 1, 5_000),
@@ -92,7 +131,10 @@ fn life(id: &RunId) -> Vec<Batch> {
             start(id, "each", Some(0), 1, 7_000),
             start(id, "each", Some(1), 1, 200),
         ]),
-        b(vec![finish(id, "each", Some(0), 1, AttemptState::Succeeded, Some(json!(0)), None), event(id, 4, "item.succeeded")]),
+        b(vec![
+            finish(id, "each", Some(0), 1, AttemptState::Succeeded, Some(json!(0)), None),
+            event(id, 4, "item.succeeded"),
+        ]),
     ]
 }
 
@@ -160,9 +202,16 @@ async fn every_write_kind_round_trips_like_the_reference() {
     assert_eq!((exp[0].step.as_str(), exp[0].item, exp[0].lease_until), ("each", Some(ItemIndex(1)), 200));
     assert_eq!(sql.expired_leases(100).await.unwrap(), vec![]);
     // finishing the run removes it from the unfinished set and its leases
-    sql.commit(b(vec![Write::RunState { run: id.clone(), from: RunState::Working, to: RunState::Failed, output: None, error: Some(StepError::new(ErrorKind::Deadline, "late", false)), at: 400 }]))
-        .await
-        .unwrap();
+    sql.commit(b(vec![Write::RunState {
+        run: id.clone(),
+        from: RunState::Working,
+        to: RunState::Failed,
+        output: None,
+        error: Some(StepError::new(ErrorKind::Deadline, "late", false)),
+        at: 400,
+    }]))
+    .await
+    .unwrap();
     assert!(sql.unfinished_runs().await.unwrap().is_empty());
     assert!(sql.expired_leases(i64::MAX).await.unwrap().is_empty());
     let r = sql.run(&id).await.unwrap().unwrap();
@@ -179,14 +228,21 @@ async fn refused_writes_match_the_reference() {
     for s in [&sql as &dyn Store, &mem] {
         s.commit(b(vec![create(&id, &["a"]), start(&id, "a", None, 1, 10)])).await.unwrap();
         let bad: Vec<Write> = vec![
-            create(&id, &["a"]),                                                                    // run exists
-            start(&id, "a", None, 1, 10),                                                           // attempt exists
-            start(&id, "a", None, 2, 10),                                                           // another is running
-            step_to(&id, "a", StepState::Running, StepState::Succeeded, None, 1),                   // step is pending
-            step_to(&id, "nope", StepState::Pending, StepState::Running, None, 1),                  // no such step
-            finish(&id, "a", None, 9, AttemptState::Failed, None, None),                            // no such attempt
-            Write::RunState { run: id.clone(), from: RunState::Working, to: RunState::Completed, output: None, error: None, at: 1 },
-            event(&rid(99), 1, "x"),                                                                // no such run
+            create(&id, &["a"]),                                                   // run exists
+            start(&id, "a", None, 1, 10),                                          // attempt exists
+            start(&id, "a", None, 2, 10),                                          // another is running
+            step_to(&id, "a", StepState::Running, StepState::Succeeded, None, 1),  // step is pending
+            step_to(&id, "nope", StepState::Pending, StepState::Running, None, 1), // no such step
+            finish(&id, "a", None, 9, AttemptState::Failed, None, None),           // no such attempt
+            Write::RunState {
+                run: id.clone(),
+                from: RunState::Working,
+                to: RunState::Completed,
+                output: None,
+                error: None,
+                at: 1,
+            },
+            event(&rid(99), 1, "x"), // no such run
         ];
         for w in bad {
             let e = s.commit(b(vec![w.clone()])).await.unwrap_err();
@@ -194,9 +250,15 @@ async fn refused_writes_match_the_reference() {
             assert!(!e.is_retryable());
         }
         s.commit(b(vec![event(&id, 1, "x")])).await.unwrap();
-        assert!(matches!(s.commit(b(vec![event(&id, 1, "again")])).await, Err(StoreError::Conflict(_))), "no event logged twice");
+        assert!(
+            matches!(s.commit(b(vec![event(&id, 1, "again")])).await, Err(StoreError::Conflict(_))),
+            "no event logged twice"
+        );
         s.commit(b(vec![finish(&id, "a", None, 1, AttemptState::Canceled, None, None)])).await.unwrap();
-        assert!(s.commit(b(vec![finish(&id, "a", None, 1, AttemptState::Failed, None, None)])).await.is_err(), "an attempt ends once");
+        assert!(
+            s.commit(b(vec![finish(&id, "a", None, 1, AttemptState::Failed, None, None)])).await.is_err(),
+            "an attempt ends once"
+        );
     }
     assert_eq!(sql.run(&id).await.unwrap(), mem.run(&id).await.unwrap());
 }
@@ -300,9 +362,16 @@ async fn list_runs_filters() {
         run.template = "other".into();
     }
     s.commit(b(vec![w])).await.unwrap();
-    s.commit(b(vec![Write::RunState { run: a.clone(), from: RunState::Submitted, to: RunState::Working, output: None, error: None, at: 5 }]))
-        .await
-        .unwrap();
+    s.commit(b(vec![Write::RunState {
+        run: a.clone(),
+        from: RunState::Submitted,
+        to: RunState::Working,
+        output: None,
+        error: None,
+        at: 5,
+    }]))
+    .await
+    .unwrap();
     let all = s.list_runs(&RunFilter::default()).await.unwrap();
     assert_eq!(all.iter().map(|r| r.id.clone()).collect::<Vec<_>>(), vec![bb.clone(), a.clone()], "newest first");
     let f = RunFilter { state: Some(RunState::Working), ..Default::default() };
@@ -325,7 +394,10 @@ async fn templates_are_versioned() {
     assert_eq!((v1.version, v1.definition, v1.created_at), (1, json!({"v": 1}), 1));
     assert!(s.template("onboard", Some(3)).await.unwrap().is_none());
     let list = s.list_templates().await.unwrap();
-    assert_eq!(list.iter().map(|t| (t.name.as_str(), t.version)).collect::<Vec<_>>(), vec![("onboard", 2), ("zeta", 1)]);
+    assert_eq!(
+        list.iter().map(|t| (t.name.as_str(), t.version)).collect::<Vec<_>>(),
+        vec![("onboard", 2), ("zeta", 1)]
+    );
     assert_eq!(s.delete_template("onboard").await.unwrap(), 2);
     assert_eq!(s.delete_template("onboard").await.unwrap(), 0);
     assert!(s.template("onboard", None).await.unwrap().is_none());
@@ -396,7 +468,13 @@ mod with_engine {
     }
 
     fn engine(store: Arc<SqliteStore>, hang_on: Option<&'static str>) -> Engine {
-        Engine::new(store, Arc::new(Echo { hang_on }), Arc::new(SystemClock), Arc::new(SeededRng::from_entropy()), EngineConfig::default())
+        Engine::new(
+            store,
+            Arc::new(Echo { hang_on }),
+            Arc::new(SystemClock),
+            Arc::new(SeededRng::from_entropy()),
+            EngineConfig::default(),
+        )
     }
 
     fn def() -> weft_model::Definition {
@@ -477,6 +555,9 @@ mod with_engine {
         assert_eq!(r.steps[0].attempts, 1, "a succeeded step never runs again");
         assert_eq!(r.steps[1].attempts, 2);
         assert_eq!(r.steps[1].output.as_ref().unwrap()["key"], json!(format!("{id}/b/2")));
-        assert_eq!(r.attempts.iter().filter(|a| a.step == "b").map(|a| a.state).collect::<Vec<_>>(), vec![AttemptState::Failed, AttemptState::Succeeded]);
+        assert_eq!(
+            r.attempts.iter().filter(|a| a.step == "b").map(|a| a.state).collect::<Vec<_>>(),
+            vec![AttemptState::Failed, AttemptState::Succeeded]
+        );
     }
 }

@@ -10,10 +10,7 @@ use serde_json::Value;
 
 /// The repository's top folder.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("host/ has a parent")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("host/ has a parent").to_path_buf()
 }
 
 /// What one `weft` invocation did.
@@ -35,11 +32,7 @@ impl Outcome {
     /// Asserts the exit code, showing both streams when it differs.
     #[track_caller]
     pub fn expect_code(&self, code: i32) -> &Self {
-        assert_eq!(
-            self.code, code,
-            "unexpected exit code\n--- stdout\n{}\n--- stderr\n{}",
-            self.stdout, self.stderr
-        );
+        assert_eq!(self.code, code, "unexpected exit code\n--- stdout\n{}\n--- stderr\n{}", self.stdout, self.stderr);
         self
     }
 }
@@ -87,13 +80,8 @@ impl Weft {
 
     /// `weft step run GUEST --input INPUT [EXTRA...]`.
     pub fn step_run(&self, guest: &Path, input: &Value, extra: &[&str]) -> Outcome {
-        let mut args: Vec<String> = vec![
-            "step".into(),
-            "run".into(),
-            guest.display().to_string(),
-            "--input".into(),
-            input.to_string(),
-        ];
+        let mut args: Vec<String> =
+            vec!["step".into(), "run".into(), guest.display().to_string(), "--input".into(), input.to_string()];
         args.extend(extra.iter().map(|s| s.to_string()));
         self.run(&args)
     }

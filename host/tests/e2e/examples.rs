@@ -38,10 +38,7 @@ fn on_path(name: &str) -> bool {
 /// `--nocapture` or on failure).
 fn skip(example: &str, reason: &str) {
     use std::io::Write;
-    let _ = writeln!(
-        std::io::stderr(),
-        "\n*** SKIPPED: examples/{example}: {reason} ***\n"
-    );
+    let _ = writeln!(std::io::stderr(), "\n*** SKIPPED: examples/{example}: {reason} ***\n");
 }
 
 /// Builds `examples/<example>` with `program args...` (run in the example's
@@ -65,10 +62,7 @@ fn build(example: &'static str, tools: &[&str], program: &str, args: &[&str]) ->
 
 fn build_now(example: &str, tools: &[&str], program: &str, args: &[&str]) -> Option<PathBuf> {
     if let Some(tool) = tools.iter().find(|t| !on_path(t)) {
-        skip(
-            example,
-            &format!("`{tool}` is not on PATH (run examples/setup.sh)"),
-        );
+        skip(example, &format!("`{tool}` is not on PATH (run examples/setup.sh)"));
         return None;
     }
     let dir = repo_root().join("examples").join(example);
@@ -90,11 +84,7 @@ fn build_now(example: &str, tools: &[&str], program: &str, args: &[&str]) -> Opt
         String::from_utf8_lossy(&out.stdout),
     );
     let wasm = dir.join("build/guest.wasm");
-    assert!(
-        wasm.is_file(),
-        "examples/{example}: the build wrote no {}",
-        wasm.display()
-    );
+    assert!(wasm.is_file(), "examples/{example}: the build wrote no {}", wasm.display());
     eprintln!("examples/{example}: built in {:.1?}", started.elapsed());
     Some(wasm)
 }
@@ -113,17 +103,9 @@ fn assert_step_error(out: &Outcome, kind: &str, needle: &str) {
     out.expect_code(1);
     let err = out.json();
     assert_eq!(err["kind"], kind, "{err}\n--- stderr\n{}", out.stderr);
-    let message = err["message"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no message in {err}"));
-    assert!(
-        message.contains(needle),
-        "message {message:?} does not contain {needle:?}"
-    );
-    assert!(
-        err.get("retryable").is_some_and(Value::is_boolean),
-        "no retryable flag in {err}"
-    );
+    let message = err["message"].as_str().unwrap_or_else(|| panic!("no message in {err}"));
+    assert!(message.contains(needle), "message {message:?} does not contain {needle:?}");
+    assert!(err.get("retryable").is_some_and(Value::is_boolean), "no retryable flag in {err}");
 }
 
 // ---------------------------------------------------------------- Rust ----
@@ -133,11 +115,7 @@ fn rust_guest_counts_words() {
     let guest = Path::new(weft_test_artifacts::EXAMPLE_RUST_GUEST);
     let weft = Weft::new();
 
-    let out = run(
-        &weft,
-        guest,
-        &json!({"text": "The cat and the hat.\nThe END, isn't it?\n", "top": 2}),
-    );
+    let out = run(&weft, guest, &json!({"text": "The cat and the hat.\nThe END, isn't it?\n", "top": 2}));
     out.expect_code(0);
     assert_eq!(
         out.json(),
@@ -146,41 +124,19 @@ fn rust_guest_counts_words() {
             "top": [{"word": "the", "count": 3}, {"word": "and", "count": 1}],
         })
     );
-    assert!(
-        out.stderr.contains("step "),
-        "the guest's log line is missing from stderr:\n{}",
-        out.stderr
-    );
+    assert!(out.stderr.contains("step "), "the guest's log line is missing from stderr:\n{}", out.stderr);
 
     // Defaults and Unicode: `top` defaults to 3, characters are not bytes,
     // ties are in code point order ('v' < 'ç').
     let out = run(&weft, guest, &json!({"text": "Ça va? ça VA! Ça va."}));
     out.expect_code(0);
     let v = out.json();
-    assert_eq!(
-        (
-            v["words"].as_u64(),
-            v["unique_words"].as_u64(),
-            v["chars"].as_u64()
-        ),
-        (Some(6), Some(2), Some(20))
-    );
-    assert_eq!(
-        v["top"],
-        json!([{"word": "va", "count": 3}, {"word": "ça", "count": 3}])
-    );
+    assert_eq!((v["words"].as_u64(), v["unique_words"].as_u64(), v["chars"].as_u64()), (Some(6), Some(2), Some(20)));
+    assert_eq!(v["top"], json!([{"word": "va", "count": 3}, {"word": "ça", "count": 3}]));
 
     // A mistyped input is the guest's own error, reported by the SDK.
-    assert_step_error(
-        &run(&weft, guest, &json!({"txt": "x"})),
-        "guest_error",
-        "txt",
-    );
-    assert_step_error(
-        &run(&weft, guest, &json!({"text": "x", "top": 1000})),
-        "guest_error",
-        "at most 100",
-    );
+    assert_step_error(&run(&weft, guest, &json!({"txt": "x"})), "guest_error", "txt");
+    assert_step_error(&run(&weft, guest, &json!({"text": "x", "top": 1000})), "guest_error", "at most 100");
 }
 
 // ---------------------------------------------------------- JavaScript ----
@@ -192,44 +148,18 @@ fn js_guest_slugifies() {
     };
     let weft = Weft::new();
 
-    let out = run(
-        &weft,
-        &guest,
-        &json!({"text": "Héllo, Wörld! Straße — café"}),
-    );
+    let out = run(&weft, &guest, &json!({"text": "Héllo, Wörld! Straße — café"}));
     out.expect_code(0);
-    assert_eq!(
-        out.json(),
-        json!({"slug": "hello-world-strasse-cafe", "title": "Héllo Wörld Straße Café", "words": 4})
-    );
-    assert!(
-        out.stderr.contains("27 characters"),
-        "the guest's log line is missing from stderr:\n{}",
-        out.stderr
-    );
+    assert_eq!(out.json(), json!({"slug": "hello-world-strasse-cafe", "title": "Héllo Wörld Straße Café", "words": 4}));
+    assert!(out.stderr.contains("27 characters"), "the guest's log line is missing from stderr:\n{}", out.stderr);
 
-    let out = run(
-        &weft,
-        &guest,
-        &json!({"text": "a very long title indeed", "separator": "_", "maxLength": 10}),
-    );
+    let out = run(&weft, &guest, &json!({"text": "a very long title indeed", "separator": "_", "maxLength": 10}));
     out.expect_code(0);
-    assert_eq!(
-        out.json(),
-        json!({"slug": "a_very", "title": "A Very Long Title Indeed", "words": 5})
-    );
+    assert_eq!(out.json(), json!({"slug": "a_very", "title": "A Very Long Title Indeed", "words": 5}));
 
     // A thrown step-error record is the guest's own error.
-    assert_step_error(
-        &run(&weft, &guest, &json!({"text": 5})),
-        "guest_error",
-        "\"text\" must be a string",
-    );
-    assert_step_error(
-        &run(&weft, &guest, &json!([1])),
-        "guest_error",
-        "must be a JSON object",
-    );
+    assert_step_error(&run(&weft, &guest, &json!({"text": 5})), "guest_error", "\"text\" must be a string");
+    assert_step_error(&run(&weft, &guest, &json!([1])), "guest_error", "must be a JSON object");
     assert_step_error(
         &run(&weft, &guest, &json!({"text": "x", "sep": "_"})),
         "guest_error",
@@ -255,38 +185,20 @@ fn python_guest_summarises_numbers() {
             "stdev": 2.13809, "variance": 4.571429, "quartiles": [4, 4.5, 6.5], "mode": 4,
         })
     );
-    assert!(
-        out.stderr.contains("8 numbers"),
-        "the guest's log line is missing from stderr:\n{}",
-        out.stderr
-    );
+    assert!(out.stderr.contains("8 numbers"), "the guest's log line is missing from stderr:\n{}", out.stderr);
 
-    let out = run(
-        &weft,
-        &guest,
-        &json!({"numbers": [1.5, 2.25, 10], "precision": 2}),
-    );
+    let out = run(&weft, &guest, &json!({"numbers": [1.5, 2.25, 10], "precision": 2}));
     out.expect_code(0);
     let v = out.json();
-    assert_eq!(
-        (v["mean"].as_f64(), v["stdev"].as_f64(), v["mode"].as_f64()),
-        (Some(4.58), Some(4.71), Some(1.5))
-    );
+    assert_eq!((v["mean"].as_f64(), v["stdev"].as_f64(), v["mode"].as_f64()), (Some(4.58), Some(4.71), Some(1.5)));
 
     // One number: no spread.
     let out = run(&weft, &guest, &json!({"numbers": [3]}));
     out.expect_code(0);
-    assert_eq!(
-        (out.json()["mean"].as_i64(), out.json()["stdev"].is_null()),
-        (Some(3), true)
-    );
+    assert_eq!((out.json()["mean"].as_i64(), out.json()["stdev"].is_null()), (Some(3), true));
 
     // Raising Err(StepError) is the guest's own error.
-    assert_step_error(
-        &run(&weft, &guest, &json!({"numbers": []})),
-        "guest_error",
-        "non-empty array",
-    );
+    assert_step_error(&run(&weft, &guest, &json!({"numbers": []})), "guest_error", "non-empty array");
     assert_step_error(
         &run(&weft, &guest, &json!({"numbers": [1, "two"]})),
         "guest_error",
@@ -303,16 +215,9 @@ fn c_guest_reverses_text_and_sees_its_context() {
     };
     let weft = Weft::new();
 
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
+    let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
     let text = "héllo \"wörld\"\n\u{1F600} x\u{1}\\";
-    let out = run(
-        &weft,
-        &guest,
-        &json!({"ignored": [1, {"a": null}], "text": text}),
-    );
+    let out = run(&weft, &guest, &json!({"ignored": [1, {"a": null}], "text": text}));
     out.expect_code(0);
     let v = out.json();
     let reversed: String = text.chars().rev().collect();
@@ -320,25 +225,13 @@ fn c_guest_reverses_text_and_sees_its_context() {
     assert_eq!(v["length"], text.chars().count());
     assert_eq!(v["words"], 4);
     let logged = format!("reversing {} code points", text.chars().count());
-    assert!(
-        out.stderr.contains(&logged),
-        "the guest's stderr line is missing:\n{}",
-        out.stderr
-    );
+    assert!(out.stderr.contains(&logged), "the guest's stderr line is missing:\n{}", out.stderr);
 
     // The step context arrived through the environment.
     let ctx = &v["context"];
     assert_eq!(ctx["attempt"], 1, "{ctx}");
-    assert!(
-        ctx["step"].as_str().is_some_and(|s| !s.is_empty()),
-        "WEFT_STEP is empty: {ctx}"
-    );
-    assert!(
-        ctx["idempotency_key"]
-            .as_str()
-            .is_some_and(|s| !s.is_empty()),
-        "WEFT_IDEMPOTENCY_KEY is empty: {ctx}"
-    );
+    assert!(ctx["step"].as_str().is_some_and(|s| !s.is_empty()), "WEFT_STEP is empty: {ctx}");
+    assert!(ctx["idempotency_key"].as_str().is_some_and(|s| !s.is_empty()), "WEFT_IDEMPOTENCY_KEY is empty: {ctx}");
     assert!(ctx["run_id"].is_string(), "{ctx}");
     let deadline = ctx["deadline_ms"].as_u64().unwrap_or(0);
     let slack = Duration::from_secs(60).as_millis() as u64;
@@ -351,14 +244,6 @@ fn c_guest_reverses_text_and_sees_its_context() {
     let out = run(&weft, &guest, &json!({"text": 5}));
     out.expect_code(1);
     assert_eq!(out.json()["kind"], "guest_error", "{}", out.stdout);
-    assert!(
-        out.stderr.contains("\"text\" must be a string"),
-        "the guest's error is missing:\n{}",
-        out.stderr
-    );
-    assert_step_error(
-        &run(&weft, &guest, &json!({"no_text": true})),
-        "guest_error",
-        "",
-    );
+    assert!(out.stderr.contains("\"text\" must be a string"), "the guest's error is missing:\n{}", out.stderr);
+    assert_step_error(&run(&weft, &guest, &json!({"no_text": true})), "guest_error", "");
 }

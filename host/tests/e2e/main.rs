@@ -6,4 +6,7 @@ mod common;
 mod examples;
 mod plugins;
 mod readme;
+mod recovery;
+mod runs;
 mod step_cli;
+mod validate;

@@ -41,7 +41,8 @@ fn json_select_picks_a_value() {
 #[test]
 fn text_template_renders_and_names_a_missing_variable() {
     let w = Weft::new();
-    let out = run(&w, "text-template", json!({"template": "Hello {{user.name}}!", "values": {"user": {"name": "Ada"}}}));
+    let out =
+        run(&w, "text-template", json!({"template": "Hello {{user.name}}!", "values": {"user": {"name": "Ada"}}}));
     assert_eq!(out["text"], "Hello Ada!");
     let err = fails(&w, "text-template", json!({"template": "Hi {{nobody}}", "values": {}}));
     assert!(err["message"].as_str().unwrap().contains("nobody"), "{err}");

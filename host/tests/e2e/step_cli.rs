@@ -68,7 +68,11 @@ fn bad_input_exits_2_with_a_clear_message() {
 
     let out = w.run(&["step", "run", "no-such-plugin"]);
     out.expect_code(2);
-    assert!(out.stderr.contains("unknown plugin `no-such-plugin`") && out.stderr.contains("json-select"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("unknown plugin `no-such-plugin`") && out.stderr.contains("json-select"),
+        "{}",
+        out.stderr
+    );
 
     let out = w.run(&["step", "run", "./missing.wasm"]);
     out.expect_code(2);
@@ -114,7 +118,9 @@ fn plugins_are_added_listed_inspected_and_run_by_name() {
     out.expect_code(0);
     let list = out.json();
     let names: Vec<&str> = list.as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
-    for expected in ["hostile", "snoop", "json-select", "text-template", "regex-extract", "json-validate", "csv-to-json"] {
+    for expected in
+        ["hostile", "snoop", "json-select", "text-template", "regex-extract", "json-validate", "csv-to-json"]
+    {
         assert!(names.contains(&expected), "{expected} missing from {names:?}");
     }
     assert!(!names.contains(&"Bad Name"));

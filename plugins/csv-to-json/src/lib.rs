@@ -65,10 +65,8 @@ pub fn convert(input: Input) -> Result<Output, StepError> {
             )));
         }
     };
-    let mut reader = csv::ReaderBuilder::new()
-        .delimiter(delimiter)
-        .has_headers(false)
-        .from_reader(input.csv.as_bytes());
+    let mut reader =
+        csv::ReaderBuilder::new().delimiter(delimiter).has_headers(false).from_reader(input.csv.as_bytes());
     let mut records = reader.records();
     let mut columns: Vec<String> = Vec::new();
     if input.header
@@ -86,11 +84,7 @@ pub fn convert(input: Input) -> Result<Output, StepError> {
             .iter()
             .zip(record.iter())
             .map(|(name, cell)| {
-                let value = if input.infer_types {
-                    infer(cell)
-                } else {
-                    cell.into()
-                };
+                let value = if input.infer_types { infer(cell) } else { cell.into() };
                 (name.clone(), value)
             })
             .collect();
@@ -101,16 +95,11 @@ pub fn convert(input: Input) -> Result<Output, StepError> {
 }
 
 fn csv_error(e: csv::Error) -> StepError {
-    let at = e
-        .position()
-        .map(|p| format!("line {}: ", p.line()))
-        .unwrap_or_default();
+    let at = e.position().map(|p| format!("line {}: ", p.line())).unwrap_or_default();
     match e.kind() {
-        csv::ErrorKind::UnequalLengths {
-            expected_len, len, ..
-        } => StepError::invalid_input(format!(
-            "csv: {at}found {len} fields, expected {expected_len} like the first row"
-        )),
+        csv::ErrorKind::UnequalLengths { expected_len, len, .. } => {
+            StepError::invalid_input(format!("csv: {at}found {len} fields, expected {expected_len} like the first row"))
+        }
         _ => StepError::invalid_input(format!("csv: {at}{e}")),
     }
 }
@@ -174,10 +163,7 @@ mod tests {
     fn header_rows_and_type_inference() {
         let csv = "name,age,score,active,zip,note\nAda,36,9.5,true,02139,\n\"Lovelace, A\",-4,1e3,FALSE,10001,\"said \"\"hi\"\"\"\n";
         let out = call(json!({"csv": csv})).unwrap();
-        assert_eq!(
-            out["columns"],
-            json!(["name", "age", "score", "active", "zip", "note"])
-        );
+        assert_eq!(out["columns"], json!(["name", "age", "score", "active", "zip", "note"]));
         assert_eq!(
             out["rows"][0],
             json!({"name": "Ada", "age": 36, "score": 9.5, "active": true, "zip": "02139", "note": null})
@@ -190,15 +176,9 @@ mod tests {
 
     #[test]
     fn no_header_no_inference_other_delimiter() {
-        let out = call(
-            json!({"csv": "1;x\n2;y", "delimiter": ";", "header": false, "infer_types": false}),
-        )
-        .unwrap();
+        let out = call(json!({"csv": "1;x\n2;y", "delimiter": ";", "header": false, "infer_types": false})).unwrap();
         assert_eq!(out["columns"], json!(["column_1", "column_2"]));
-        assert_eq!(
-            out["rows"],
-            json!([{"column_1": "1", "column_2": "x"}, {"column_1": "2", "column_2": "y"}])
-        );
+        assert_eq!(out["rows"], json!([{"column_1": "1", "column_2": "x"}, {"column_1": "2", "column_2": "y"}]));
         let out = call(json!({"csv": "a\tb\n1\t2", "delimiter": "\t"})).unwrap();
         assert_eq!(out["rows"], json!([{"a": 1, "b": 2}]));
     }
@@ -207,26 +187,16 @@ mod tests {
     fn duplicate_and_empty_headers_get_unique_names() {
         let out = call(json!({"csv": "a,a,,a\n1,2,3,4"})).unwrap();
         assert_eq!(out["columns"], json!(["a", "a_2", "column_3", "a_3"]));
-        assert_eq!(
-            call(json!({"csv": ""})).unwrap(),
-            json!({"rows": [], "columns": []})
-        );
+        assert_eq!(call(json!({"csv": ""})).unwrap(), json!({"rows": [], "columns": []}));
     }
 
     #[test]
     fn ragged_rows_and_bad_delimiter_are_invalid_input() {
         let e = call(json!({"csv": "a,b\n1,2\n3"})).unwrap_err();
         assert_eq!(e.code(), "invalid_input");
-        assert_eq!(
-            e.message(),
-            "csv: line 3: found 1 fields, expected 2 like the first row"
-        );
+        assert_eq!(e.message(), "csv: line 3: found 1 fields, expected 2 like the first row");
         let e = call(json!({"csv": "a", "delimiter": ";;"})).unwrap_err();
-        assert!(
-            e.message()
-                .starts_with("delimiter: expected one ASCII character"),
-            "{e}"
-        );
+        assert!(e.message().starts_with("delimiter: expected one ASCII character"), "{e}");
     }
 
     #[test]

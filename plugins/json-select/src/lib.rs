@@ -52,10 +52,7 @@ pub fn segments(path: &str) -> Result<Vec<String>, StepError> {
         return Ok(Vec::new());
     }
     if let Some(rest) = path.strip_prefix('/') {
-        return Ok(rest
-            .split('/')
-            .map(|s| s.replace("~1", "/").replace("~0", "~"))
-            .collect());
+        return Ok(rest.split('/').map(|s| s.replace("~1", "/").replace("~0", "~")).collect());
     }
     let path = path.strip_prefix("$.").unwrap_or(path);
     let mut out = Vec::new();
@@ -66,9 +63,9 @@ pub fn segments(path: &str) -> Result<Vec<String>, StepError> {
             out.push(head.to_string());
         }
         while let Some(r) = rest.strip_prefix('[') {
-            let end = r.find(']').ok_or_else(|| {
-                StepError::invalid_input(format!("path `{path}`: unclosed `[` in `{part}`"))
-            })?;
+            let end = r
+                .find(']')
+                .ok_or_else(|| StepError::invalid_input(format!("path `{path}`: unclosed `[` in `{part}`")))?;
             out.push(r[..end].trim_matches(['"', '\'']).to_string());
             rest = &r[end + 1..];
         }
@@ -117,10 +114,7 @@ fn not_found(path: &str, data: &Value) -> StepError {
                 Value::Array(a) => format!("an array of {} items, no index `{seg}`", a.len()),
                 other => format!("{} (not an object or array)", kind(other)),
             };
-            return StepError::new(
-                "not_found",
-                format!("path `{path}`: at `{walked}` there is {what}"),
-            );
+            return StepError::new("not_found", format!("path `{path}`: at `{walked}` there is {what}"));
         };
         walked = format!("{walked}.{seg}");
         here = next;
@@ -161,16 +155,9 @@ mod tests {
     fn dotted_pointer_and_brackets_agree() {
         let data = json!({"a": {"b": [{"c": 1}, {"c": 2}]}, "x/y": {"~": true}});
         for path in ["a.b.1.c", "/a/b/1/c", "a.b[1].c", "$.a.b.-1.c", "a.b[-1].c"] {
-            assert_eq!(
-                call(json!({"data": data, "path": path})).unwrap(),
-                json!(2),
-                "{path}"
-            );
+            assert_eq!(call(json!({"data": data, "path": path})).unwrap(), json!(2), "{path}");
         }
-        assert_eq!(
-            call(json!({"data": data, "path": "/x~1y/~0"})).unwrap(),
-            json!(true)
-        );
+        assert_eq!(call(json!({"data": data, "path": "/x~1y/~0"})).unwrap(), json!(true));
         assert_eq!(call(json!({"data": data, "path": ""})).unwrap(), data);
     }
 
@@ -178,33 +165,17 @@ mod tests {
     fn missing_path_is_not_found_naming_the_segment() {
         let e = call(json!({"data": {"a": {"b": 1}}, "path": "a.c.d"})).unwrap_err();
         assert_eq!(e.code(), "not_found");
-        assert!(
-            e.message()
-                .contains("at `$.a` there is an object without key `c` (keys: b)"),
-            "{e}"
-        );
+        assert!(e.message().contains("at `$.a` there is an object without key `c` (keys: b)"), "{e}");
         let e = call(json!({"data": [1, 2], "path": "5"})).unwrap_err();
-        assert!(
-            e.message().contains("an array of 2 items, no index `5`"),
-            "{e}"
-        );
+        assert!(e.message().contains("an array of 2 items, no index `5`"), "{e}");
     }
 
     #[test]
     fn default_applies_only_when_missing() {
         let data = json!({"a": 1});
-        assert_eq!(
-            call(json!({"data": data, "path": "b", "default": 7})).unwrap(),
-            json!(7)
-        );
-        assert_eq!(
-            call(json!({"data": data, "path": "b", "default": null})).unwrap(),
-            json!(null)
-        );
-        assert_eq!(
-            call(json!({"data": data, "path": "a", "default": 7})).unwrap(),
-            json!(1)
-        );
+        assert_eq!(call(json!({"data": data, "path": "b", "default": 7})).unwrap(), json!(7));
+        assert_eq!(call(json!({"data": data, "path": "b", "default": null})).unwrap(), json!(null));
+        assert_eq!(call(json!({"data": data, "path": "a", "default": 7})).unwrap(), json!(1));
     }
 
     #[test]
@@ -214,10 +185,7 @@ mod tests {
         assert!(e.message().contains("missing field `path`"), "{e}");
         let e = call(json!({"data": 1, "path": "a[0"})).unwrap_err();
         assert!(e.message().contains("unclosed `[`"), "{e}");
-        assert_eq!(
-            call(json!({"data": 1, "path": "a..b"})).unwrap_err().code(),
-            "invalid_input"
-        );
+        assert_eq!(call(json!({"data": 1, "path": "a..b"})).unwrap_err().code(), "invalid_input");
     }
 
     #[test]
@@ -227,11 +195,6 @@ mod tests {
         assert!(m.description.starts_with("Select one value from a JSON document"));
         let schema: Value = serde_json::from_str(m.input_schema.as_deref().unwrap()).unwrap();
         assert_eq!(schema["required"], json!(["data", "path"]));
-        assert!(
-            schema["properties"]["path"]["description"]
-                .as_str()
-                .unwrap()
-                .contains("JSON Pointer")
-        );
+        assert!(schema["properties"]["path"]["description"].as_str().unwrap().contains("JSON Pointer"));
     }
 }

@@ -53,18 +53,11 @@ pub struct Violation {
 /// an LLM's or an API's output before later steps rely on it.
 #[step(name = "json-validate")]
 pub fn validate(input: Input) -> Result<Output, StepError> {
-    let validator = jsonschema::options()
-        .should_validate_formats(input.formats)
-        .build(&input.schema)
-        .map_err(|e| {
-            let at = e.schema_path().as_str();
-            let at = if at.is_empty() {
-                String::new()
-            } else {
-                format!(" at `{at}`")
-            };
-            StepError::invalid_input(format!("schema is not a valid JSON Schema{at}: {e}"))
-        })?;
+    let validator = jsonschema::options().should_validate_formats(input.formats).build(&input.schema).map_err(|e| {
+        let at = e.schema_path().as_str();
+        let at = if at.is_empty() { String::new() } else { format!(" at `{at}`") };
+        StepError::invalid_input(format!("schema is not a valid JSON Schema{at}: {e}"))
+    })?;
     let errors: Vec<Violation> = validator
         .iter_errors(&input.data)
         .map(|e| Violation {
@@ -73,10 +66,7 @@ pub fn validate(input: Input) -> Result<Output, StepError> {
             schema_path: e.schema_path().as_str().to_string(),
         })
         .collect();
-    Ok(Output {
-        valid: errors.is_empty(),
-        errors,
-    })
+    Ok(Output { valid: errors.is_empty(), errors })
 }
 
 #[cfg(test)]
@@ -105,8 +95,7 @@ mod tests {
 
     #[test]
     fn valid_data() {
-        let out =
-            call(json!({"schema": order_schema(), "data": {"items": [{"price": 1.5}]}})).unwrap();
+        let out = call(json!({"schema": order_schema(), "data": {"items": [{"price": 1.5}]}})).unwrap();
         assert_eq!(out, json!({"valid": true, "errors": []}));
     }
 
@@ -118,23 +107,10 @@ mod tests {
         let errors = out["errors"].as_array().unwrap();
         assert_eq!(errors.len(), 2, "{errors:?}");
         assert_eq!(errors[0]["path"], "/items/0/price");
-        assert!(
-            errors[0]["message"]
-                .as_str()
-                .unwrap()
-                .contains("minimum of 0")
-        );
-        assert_eq!(
-            errors[0]["schema_path"],
-            "/properties/items/items/properties/price/minimum"
-        );
+        assert!(errors[0]["message"].as_str().unwrap().contains("minimum of 0"));
+        assert_eq!(errors[0]["schema_path"], "/properties/items/items/properties/price/minimum");
         assert_eq!(errors[1]["path"], "/items/1");
-        assert!(
-            errors[1]["message"]
-                .as_str()
-                .unwrap()
-                .contains("\"price\" is a required property")
-        );
+        assert!(errors[1]["message"].as_str().unwrap().contains("\"price\" is a required property"));
     }
 
     #[test]
@@ -150,12 +126,8 @@ mod tests {
     fn invalid_schema_is_invalid_input() {
         let e = call(json!({"schema": {"type": "banana"}, "data": 1})).unwrap_err();
         assert_eq!(e.code(), "invalid_input");
-        assert!(
-            e.message().starts_with("schema is not a valid JSON Schema"),
-            "{e}"
-        );
-        let e =
-            call(json!({"schema": {"$ref": "https://example.com/s.json"}, "data": 1})).unwrap_err();
+        assert!(e.message().starts_with("schema is not a valid JSON Schema"), "{e}");
+        let e = call(json!({"schema": {"$ref": "https://example.com/s.json"}, "data": 1})).unwrap_err();
         assert_eq!(e.code(), "invalid_input", "{e}");
         let e = call(json!({"data": 1})).unwrap_err();
         assert!(e.message().contains("missing field `schema`"), "{e}");
@@ -163,14 +135,9 @@ mod tests {
 
     #[test]
     fn boolean_schemas_and_drafts() {
-        assert_eq!(
-            call(json!({"schema": false, "data": 1})).unwrap()["valid"],
-            false
-        );
-        let draft4 = json!({"$schema": "http://json-schema.org/draft-04/schema#", "maximum": 3, "exclusiveMaximum": true});
-        assert_eq!(
-            call(json!({"schema": draft4, "data": 3})).unwrap()["valid"],
-            false
-        );
+        assert_eq!(call(json!({"schema": false, "data": 1})).unwrap()["valid"], false);
+        let draft4 =
+            json!({"$schema": "http://json-schema.org/draft-04/schema#", "maximum": 3, "exclusiveMaximum": true});
+        assert_eq!(call(json!({"schema": draft4, "data": 3})).unwrap()["valid"], false);
     }
 }

@@ -72,15 +72,11 @@ pub fn extract(input: Input) -> Result<Output, StepError> {
             'x' => builder.ignore_whitespace(true),
             'U' => builder.swap_greed(true),
             other => {
-                return Err(StepError::invalid_input(format!(
-                    "flags: unknown flag `{other}` (use i, m, s, x, U)"
-                )));
+                return Err(StepError::invalid_input(format!("flags: unknown flag `{other}` (use i, m, s, x, U)")));
             }
         };
     }
-    let re = builder
-        .build()
-        .map_err(|e| StepError::invalid_input(format!("pattern: {e}")))?;
+    let re = builder.build().map_err(|e| StepError::invalid_input(format!("pattern: {e}")))?;
     let names: Vec<Option<&str>> = re.capture_names().collect();
     let limit = if input.all { usize::MAX } else { 1 };
     let matches = re
@@ -95,12 +91,7 @@ pub fn extract(input: Input) -> Result<Output, StepError> {
                     (key, value.unwrap_or(serde_json::Value::Null))
                 })
                 .collect();
-            Match {
-                text: whole.as_str().to_string(),
-                groups,
-                start: whole.start(),
-                end: whole.end(),
-            }
+            Match { text: whole.as_str().to_string(), groups, start: whole.start(), end: whole.end() }
         })
         .collect();
     Ok(Output { matches })
@@ -134,10 +125,7 @@ mod tests {
     #[test]
     fn first_only_and_flags() {
         let out = call(json!({"text": "A a", "pattern": "a", "all": false, "flags": "i"})).unwrap();
-        assert_eq!(
-            out["matches"],
-            json!([{"match": "A", "groups": {}, "start": 0, "end": 1}])
-        );
+        assert_eq!(out["matches"], json!([{"match": "A", "groups": {}, "start": 0, "end": 1}]));
         let out = call(json!({"text": "x\ny", "pattern": "^y$", "flags": "m"})).unwrap();
         assert_eq!(out["matches"].as_array().unwrap().len(), 1);
         let out = call(json!({"text": "nothing", "pattern": r"\d+"})).unwrap();
@@ -148,10 +136,7 @@ mod tests {
     fn invalid_pattern_and_flag_are_invalid_input() {
         let e = call(json!({"text": "", "pattern": "(unclosed"})).unwrap_err();
         assert_eq!(e.code(), "invalid_input");
-        assert!(
-            e.message().starts_with("pattern: ") && e.message().contains("unclosed group"),
-            "{e}"
-        );
+        assert!(e.message().starts_with("pattern: ") && e.message().contains("unclosed group"), "{e}");
         let e = call(json!({"text": "", "pattern": "a", "flags": "q"})).unwrap_err();
         assert!(e.message().contains("unknown flag `q`"), "{e}");
         let e = call(json!({"text": "", "pattern": "a", "colour": 1})).unwrap_err();

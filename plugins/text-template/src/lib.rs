@@ -60,24 +60,18 @@ pub fn render(input: Input) -> Result<Output, StepError> {
         }
         let Some(close) = after.find("}}") else {
             let at = input.template.len() - rest.len() + open;
-            return Err(StepError::invalid_input(format!(
-                "template: `{{{{` at byte {at} is never closed with `}}}}`"
-            )));
+            return Err(StepError::invalid_input(format!("template: `{{{{` at byte {at} is never closed with `}}}}`")));
         };
         let name = after[..close].trim();
         if name.is_empty() {
-            return Err(StepError::invalid_input(
-                "template: empty placeholder `{{}}`",
-            ));
+            return Err(StepError::invalid_input("template: empty placeholder `{{}}`"));
         }
         match lookup(&values, name) {
             Some(v) => render_value(v, &mut text),
             None if input.strict => {
                 return Err(StepError::new(
                     "missing_variable",
-                    format!(
-                        "no value for `{{{{{name}}}}}` in `values` (pass it, or set strict: false)"
-                    ),
+                    format!("no value for `{{{{{name}}}}}` in `values` (pass it, or set strict: false)"),
                 ));
             }
             None => {
@@ -126,10 +120,7 @@ mod tests {
             "values": {"user": {"name": "Ada"}, "n": 3, "ok": true, "none": null, "tags": ["a", "b"]}
         }))
         .unwrap();
-        assert_eq!(
-            out,
-            json!({"text": "Hi Ada, #3 true [\"a\",\"b\"] b {{x}}", "missing": []})
-        );
+        assert_eq!(out, json!({"text": "Hi Ada, #3 true [\"a\",\"b\"] b {{x}}", "missing": []}));
     }
 
     #[test]
@@ -150,15 +141,9 @@ mod tests {
         let e = call(json!({"template": "ok {{oops", "values": {}})).unwrap_err();
         assert_eq!(e.code(), "invalid_input");
         assert!(e.message().contains("byte 3 is never closed"), "{e}");
-        assert_eq!(
-            call(json!({"template": "{{ }}"})).unwrap_err().code(),
-            "invalid_input"
-        );
+        assert_eq!(call(json!({"template": "{{ }}"})).unwrap_err().code(), "invalid_input");
         let e = call(json!({"template": 5})).unwrap_err();
-        assert!(
-            e.message().starts_with("input.template: invalid type"),
-            "{e}"
-        );
+        assert!(e.message().starts_with("input.template: invalid type"), "{e}");
     }
 
     #[test]

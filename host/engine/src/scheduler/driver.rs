@@ -91,7 +91,8 @@ impl StepRt {
 
     fn recount(&mut self) {
         let n = |st: UnitState| self.units.iter().filter(|u| u.state == st).count();
-        (self.running, self.retrying, self.succeeded) = (n(UnitState::Running), n(UnitState::Retrying), n(UnitState::Succeeded));
+        (self.running, self.retrying, self.succeeded) =
+            (n(UnitState::Running), n(UnitState::Retrying), n(UnitState::Succeeded));
         self.pending_from = 0;
     }
 }
@@ -185,7 +186,14 @@ async fn fail_unloadable(sh: &Shared, rec: &RunRecord, why: String) -> Result<()
     let to = rec.state.apply(RunEvent::Fail)?;
     let err = StepError::new(ErrorKind::Validation, format!("the stored plan does not load: {why}"), false);
     let mut b = Batch::new();
-    b.push(Write::RunState { run: rec.id.clone(), from: rec.state, to, output: None, error: Some(err.clone()), at: now });
+    b.push(Write::RunState {
+        run: rec.id.clone(),
+        from: rec.state,
+        to,
+        output: None,
+        error: Some(err.clone()),
+        at: now,
+    });
     b.push(Write::Event(NewEvent {
         run: rec.id.clone(),
         seq: rec.last_seq.next(),
@@ -384,7 +392,9 @@ impl Driver {
                 return Ok(());
             }
             match self.next_wake().await {
-                Wake::Canceled => self.end_run(RunEvent::Cancel, None, StepError::canceled("the run was canceled"), true)?,
+                Wake::Canceled => {
+                    self.end_run(RunEvent::Cancel, None, StepError::canceled("the run was canceled"), true)?
+                }
                 Wake::Done(done) => {
                     for d in done {
                         self.on_done(d)?;
@@ -425,23 +435,18 @@ impl Driver {
 
     fn next_timer(&self) -> Option<i64> {
         let now = self.now();
-        let retries = self
-            .steps
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.retrying > 0)
-            .flat_map(|(i, s)| {
-                let cap = self.def.steps[i].concurrency.map(|c| c.max(1) as usize).unwrap_or(usize::MAX);
-                // A due retry held back by a missing permit or by the
-                // step's concurrency waits for an attempt to end, not for
-                // time: no timer for it (no spinning). Any other due retry
-                // wakes the loop at once.
-                let held = self.want_permit || s.running >= cap;
-                s.units
-                    .iter()
-                    .filter(move |u| u.state == UnitState::Retrying && (u.retry_at > now || !held))
-                    .map(|u| u.retry_at)
-            });
+        let retries = self.steps.iter().enumerate().filter(|(_, s)| s.retrying > 0).flat_map(|(i, s)| {
+            let cap = self.def.steps[i].concurrency.map(|c| c.max(1) as usize).unwrap_or(usize::MAX);
+            // A due retry held back by a missing permit or by the
+            // step's concurrency waits for an attempt to end, not for
+            // time: no timer for it (no spinning). Any other due retry
+            // wakes the loop at once.
+            let held = self.want_permit || s.running >= cap;
+            s.units
+                .iter()
+                .filter(move |u| u.state == UnitState::Retrying && (u.retry_at > now || !held))
+                .map(|u| u.retry_at)
+        });
         retries.chain(self.deadline_at).min()
     }
 
@@ -608,7 +613,9 @@ impl Driver {
         let unmet = |deps: &[(usize, EdgeOn)]| {
             deps.iter()
                 .filter(|(d, on)| terminal(*d) && !self.edge_met(*d, *on))
-                .map(|(d, on)| format!("`{}` is {} (edge on {})", self.def.steps[*d].name, self.steps[*d].state, on.as_str()))
+                .map(|(d, on)| {
+                    format!("`{}` is {} (edge on {})", self.def.steps[*d].name, self.steps[*d].state, on.as_str())
+                })
                 .collect::<Vec<_>>()
                 .join(", ")
         };
@@ -652,11 +659,9 @@ impl Driver {
     fn resolve_items(&self, i: usize) -> Result<Vec<Unit>, StepError> {
         let t = self.def.steps[i].for_each.as_ref().expect("for_each step");
         match self.scope_eval(None, |s| t.resolve(s)) {
-            Value::Array(items) => Ok(items
-                .into_iter()
-                .enumerate()
-                .map(|(k, v)| Unit::new(Some(ItemIndex(k as u32)), v))
-                .collect()),
+            Value::Array(items) => {
+                Ok(items.into_iter().enumerate().map(|(k, v)| Unit::new(Some(ItemIndex(k as u32)), v)).collect())
+            }
             other => Err(StepError::new(
                 ErrorKind::Validation,
                 format!("for_each must resolve to an array, got {}", type_name(&other)),
@@ -783,7 +788,14 @@ impl Driver {
             self.event("item.running".into(), Some(i), item, json!({"item": item, "attempt": attempt}));
         }
         let name = self.def.steps[i].name.clone();
-        self.batch.push(Write::StartAttempt { run: self.id.clone(), step: name.clone(), item, attempt, lease_until, at: now });
+        self.batch.push(Write::StartAttempt {
+            run: self.id.clone(),
+            step: name.clone(),
+            item,
+            attempt,
+            lease_until,
+            at: now,
+        });
         let input = {
             let t = self.def.steps[i].input.clone();
             let value = &self.steps[i].units[u].value;
@@ -822,7 +834,15 @@ impl Driver {
         }
     }
 
-    fn finish_attempt(&mut self, i: usize, u: usize, attempt: AttemptNo, state: AttemptState, output: Option<Value>, error: Option<StepError>) {
+    fn finish_attempt(
+        &mut self,
+        i: usize,
+        u: usize,
+        attempt: AttemptNo,
+        state: AttemptState,
+        output: Option<Value>,
+        error: Option<StepError>,
+    ) {
         let unit = &mut self.steps[i].units[u];
         unit.running = None;
         let item = unit.item;
@@ -899,7 +919,12 @@ impl Driver {
             RetryDecision::GiveUp => {
                 self.steps[i].set_unit(u, UnitState::Failed);
                 if item.is_some() {
-                    self.event("item.failed".into(), Some(i), item, json!({"item": item, "attempt": attempt, "error": err}));
+                    self.event(
+                        "item.failed".into(),
+                        Some(i),
+                        item,
+                        json!({"item": item, "attempt": attempt, "error": err}),
+                    );
                     // The step fails at its first failed item: stop the others.
                     for k in 0..self.steps[i].units.len() {
                         if let Some((a, t)) = self.steps[i].units[k].running.clone() {
@@ -937,7 +962,8 @@ impl Driver {
         if let Some(max) = self.def.max_step_failures
             && self.failures >= max
         {
-            let e = StepError { message: format!("{} (max_step_failures = {max} reached)", run_err.message), ..run_err };
+            let e =
+                StepError { message: format!("{} (max_step_failures = {max} reached)", run_err.message), ..run_err };
             return self.end_run(RunEvent::Fail, None, e, false);
         }
         if !self.handled(i) {
@@ -973,7 +999,13 @@ impl Driver {
     /// End the run now: running attempts are canceled and recorded, steps
     /// not yet terminal become canceled (pending ones skipped unless
     /// `cancel_pending`), then the run takes `ev`.
-    fn end_run(&mut self, ev: RunEvent, output: Option<Value>, err: StepError, cancel_pending: bool) -> Result<(), EngineError> {
+    fn end_run(
+        &mut self,
+        ev: RunEvent,
+        output: Option<Value>,
+        err: StepError,
+        cancel_pending: bool,
+    ) -> Result<(), EngineError> {
         let why = match ev {
             RunEvent::Cancel => "the run was canceled".to_string(),
             RunEvent::Complete => err.message.clone(),

@@ -115,7 +115,18 @@ impl Engine {
         config: EngineConfig,
     ) -> Self {
         let permits = Arc::new(Semaphore::new(config.max_concurrency.max(1)));
-        Engine { sh: Arc::new(Shared { store, runner, clock, rng, config, permits, active: Mutex::new(HashMap::new()), generation: Default::default() }) }
+        Engine {
+            sh: Arc::new(Shared {
+                store,
+                runner,
+                clock,
+                rng,
+                config,
+                permits,
+                active: Mutex::new(HashMap::new()),
+                generation: Default::default(),
+            }),
+        }
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {

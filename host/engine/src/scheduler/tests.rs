@@ -207,7 +207,8 @@ async fn chain_passes_outputs_and_sinks_form_output() {
 async fn output_template_is_resolved() {
     let h = harness();
     h.fake.on("a", |_| Act::Ok(json!({"id": 7})));
-    let r = h.run(json!({"name": "w", "steps": [code("a")], "output": {"user": "@a.id", "in": "@input"}}), json!(3)).await;
+    let r =
+        h.run(json!({"name": "w", "steps": [code("a")], "output": {"user": "@a.id", "in": "@input"}}), json!(3)).await;
     assert_eq!(r.output, Some(json!({"user": 7, "in": 3})));
 }
 
@@ -398,7 +399,10 @@ async fn non_retryable_errors_are_not_retried() {
     let h = harness();
     h.fake.on("a", |_| fail(ErrorKind::ToolError, false));
     let r = h
-        .run(json!({"name": "w", "steps": [{"name": "a", "code": {"plugin": "p"}, "retry": {"max_attempts": 5}}]}), json!({}))
+        .run(
+            json!({"name": "w", "steps": [{"name": "a", "code": {"plugin": "p"}, "retry": {"max_attempts": 5}}]}),
+            json!({}),
+        )
         .await;
     assert_eq!(r.state, RunState::Failed);
     assert_eq!(step(&r, "a").attempts, 1);
@@ -442,7 +446,11 @@ async fn cancel_a_running_run() {
     h.fake.on("a", |_| Act::Hang);
     let id = h
         .engine
-        .submit(&def(json!({"name": "w", "steps": [code("a"), {"name": "b", "code": {"plugin": "p"}, "input": "@a"}]})), json!({}), RunOptions::default())
+        .submit(
+            &def(json!({"name": "w", "steps": [code("a"), {"name": "b", "code": {"plugin": "p"}, "input": "@a"}]})),
+            json!({}),
+            RunOptions::default(),
+        )
         .await
         .unwrap();
     h.until_calls("a", 1).await;
@@ -462,7 +470,11 @@ async fn cancel_a_running_run() {
 #[tokio::test]
 async fn cancel_a_run_that_was_never_started() {
     let h = harness();
-    let id = h.engine.create_run(&def(json!({"name": "w", "steps": [code("a")]})), json!({}), RunOptions::default()).await.unwrap();
+    let id = h
+        .engine
+        .create_run(&def(json!({"name": "w", "steps": [code("a")]})), json!({}), RunOptions::default())
+        .await
+        .unwrap();
     assert_eq!(h.rec(&id).await.state, RunState::Submitted);
     let r = h.engine.cancel(&id).await.unwrap();
     assert_eq!(r.state, RunState::Canceled);
@@ -510,7 +522,12 @@ async fn return_behind_a_false_when_does_not_return() {
 async fn a_guest_can_reject_the_run() {
     let h = harness();
     h.fake.on("a", |_| Act::Reject("not a real email".into()));
-    let r = h.run(json!({"name": "w", "steps": [code("a"), {"name": "b", "code": {"plugin": "p"}, "input": "@a"}]}), json!({})).await;
+    let r = h
+        .run(
+            json!({"name": "w", "steps": [code("a"), {"name": "b", "code": {"plugin": "p"}, "input": "@a"}]}),
+            json!({}),
+        )
+        .await;
     assert_eq!(r.state, RunState::Rejected);
     assert_eq!(r.error.clone().unwrap().message, "not a real email");
     assert_eq!(step(&r, "b").state, StepState::Skipped);
@@ -555,10 +572,14 @@ async fn for_each_concurrency_caps_parallel_items() {
 #[tokio::test]
 async fn for_each_empty_and_non_array() {
     let h = harness();
-    let r = h.run(json!({"name": "w", "steps": [{"name": "e", "code": {"plugin": "p"}, "for_each": "@input"}]}), json!([])).await;
+    let r = h
+        .run(json!({"name": "w", "steps": [{"name": "e", "code": {"plugin": "p"}, "for_each": "@input"}]}), json!([]))
+        .await;
     assert_eq!(r.state, RunState::Completed);
     assert_eq!(step(&r, "e").output, Some(json!([])));
-    let r = h.run(json!({"name": "w", "steps": [{"name": "e", "code": {"plugin": "p"}, "for_each": "@input"}]}), json!(5)).await;
+    let r = h
+        .run(json!({"name": "w", "steps": [{"name": "e", "code": {"plugin": "p"}, "for_each": "@input"}]}), json!(5))
+        .await;
     assert_eq!(r.state, RunState::Failed);
     assert_eq!(step(&r, "e").error.as_ref().unwrap().kind, ErrorKind::Validation);
 }
@@ -591,7 +612,11 @@ async fn join_any_runs_at_the_first_success() {
         .await
         .unwrap();
     h.until(&id, |r| step(r, "j").state == StepState::Succeeded).await;
-    assert_eq!(h.fake.calls_of("j")[0].input, json!({"f": "fast", "s": null}), "an unfinished dependency reads as null");
+    assert_eq!(
+        h.fake.calls_of("j")[0].input,
+        json!({"f": "fast", "s": null}),
+        "an unfinished dependency reads as null"
+    );
     h.engine.cancel(&id).await.unwrap();
 }
 
@@ -640,7 +665,15 @@ async fn independent_steps_run_in_parallel() {
         let g = gate.clone();
         h.fake.on(s, move |_| Act::Gate(g.clone(), json!(1)));
     }
-    let id = h.engine.submit(&def(json!({"name": "w", "steps": [code("a"), code("b"), code("c")]})), json!({}), RunOptions::default()).await.unwrap();
+    let id = h
+        .engine
+        .submit(
+            &def(json!({"name": "w", "steps": [code("a"), code("b"), code("c")]})),
+            json!({}),
+            RunOptions::default(),
+        )
+        .await
+        .unwrap();
     for s in ["a", "b", "c"] {
         h.until_calls(s, 1).await;
     }
@@ -704,7 +737,11 @@ async fn recovery_without_retries_fails_the_interrupted_step() {
     let fake1 = Arc::new(Fake::default());
     fake1.on("a", |_| Act::Hang);
     let h1 = harness_with(store.clone(), fake1, 4);
-    let id = h1.engine.submit(&def(json!({"name": "w", "steps": [code("a")]})), json!({}), RunOptions::default()).await.unwrap();
+    let id = h1
+        .engine
+        .submit(&def(json!({"name": "w", "steps": [code("a")]})), json!({}), RunOptions::default())
+        .await
+        .unwrap();
     h1.until_calls("a", 1).await;
     h1.engine.abort_all();
     let h2 = harness_with(store.clone(), Arc::new(Fake::default()), 4);
@@ -731,7 +768,10 @@ async fn recovery_of_a_for_each_keeps_finished_items() {
     let h2 = harness_with(store.clone(), fake2.clone(), 1);
     h2.clock.set(h1.clock.now_ms() + 100);
     h2.engine.recover().await.unwrap();
-    h2.until(&id, |r| r.attempts.iter().any(|a| a.item == Some(crate::ids::ItemIndex(2)) && a.state == AttemptState::Failed)).await;
+    h2.until(&id, |r| {
+        r.attempts.iter().any(|a| a.item == Some(crate::ids::ItemIndex(2)) && a.state == AttemptState::Failed)
+    })
+    .await;
     h2.clock.advance(1);
     let r = h2.wait(&id).await;
     assert_eq!(r.state, RunState::Completed, "{:?}", r.error);
@@ -749,7 +789,12 @@ async fn global_concurrency_is_shared_by_runs() {
     h.fake.on("a", move |_| Act::Gate(g.clone(), json!(1)));
     let mut ids = vec![];
     for _ in 0..4 {
-        ids.push(h.engine.submit(&def(json!({"name": "w", "steps": [code("a")]})), json!({}), RunOptions::default()).await.unwrap());
+        ids.push(
+            h.engine
+                .submit(&def(json!({"name": "w", "steps": [code("a")]})), json!({}), RunOptions::default())
+                .await
+                .unwrap(),
+        );
     }
     h.until_calls("a", 2).await;
     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -764,7 +809,11 @@ async fn global_concurrency_is_shared_by_runs() {
 #[tokio::test]
 async fn a_store_failure_stops_the_driver_without_half_state() {
     let h = harness();
-    let id = h.engine.create_run(&def(json!({"name": "w", "steps": [code("a")]})), json!({}), RunOptions::default()).await.unwrap();
+    let id = h
+        .engine
+        .create_run(&def(json!({"name": "w", "steps": [code("a")]})), json!({}), RunOptions::default())
+        .await
+        .unwrap();
     h.store.fail_next_commit(StoreError::Corrupt("disk says no".into()));
     h.engine.start(&id);
     let r = h.wait(&id).await;
@@ -780,7 +829,19 @@ async fn view_has_the_runs_show_shape() {
     let h = harness();
     let r = h.run(json!({"name": "w", "steps": [code("a")]}), json!({"q": 1})).await;
     let v = crate::view::run_json(&r);
-    for k in ["id", "template", "version", "state", "input", "output", "error", "parent", "created_at", "updated_at", "steps"] {
+    for k in [
+        "id",
+        "template",
+        "version",
+        "state",
+        "input",
+        "output",
+        "error",
+        "parent",
+        "created_at",
+        "updated_at",
+        "steps",
+    ] {
         assert!(v.get(k).is_some(), "{k}");
     }
     assert_eq!(v["state"], "completed");
@@ -796,11 +857,19 @@ async fn view_has_the_runs_show_shape() {
 async fn recover_again_skips_runs_already_driven_and_finished_drivers_are_forgotten() {
     let h = harness();
     h.fake.on("a", |_| Act::Hang);
-    let id = h.engine.submit(&def(json!({"name": "w", "steps": [code("a")]})), json!({}), RunOptions::default()).await.unwrap();
+    let id = h
+        .engine
+        .submit(&def(json!({"name": "w", "steps": [code("a")]})), json!({}), RunOptions::default())
+        .await
+        .unwrap();
     h.until_calls("a", 1).await;
     assert_eq!(h.engine.active_runs(), 1);
     // created elsewhere (e.g. `weft run --detach` in another process)
-    let other = h.engine.create_run(&def(json!({"name": "w", "steps": [code("b")]})), json!({}), RunOptions::default()).await.unwrap();
+    let other = h
+        .engine
+        .create_run(&def(json!({"name": "w", "steps": [code("b")]})), json!({}), RunOptions::default())
+        .await
+        .unwrap();
     let ids = h.engine.recover().await.unwrap();
     assert_eq!(ids.len(), 2);
     assert_eq!(h.wait(&other).await.state, RunState::Completed);
@@ -829,7 +898,9 @@ async fn a_due_retry_waiting_for_a_permit_runs_once_one_frees() {
     h.fake.on("hold", move |_| Act::Gate(g.clone(), json!(1)));
     let n = Arc::new(AtomicUsize::new(0));
     let n2 = n.clone();
-    h.fake.on("flaky", move |_| if n2.fetch_add(1, Ordering::SeqCst) == 0 { fail(ErrorKind::Timeout, true) } else { Act::Ok(json!(2)) });
+    h.fake.on("flaky", move |_| {
+        if n2.fetch_add(1, Ordering::SeqCst) == 0 { fail(ErrorKind::Timeout, true) } else { Act::Ok(json!(2)) }
+    });
     let d = json!({"name": "w", "steps": [
         {"name": "flaky", "code": {"plugin": "p"}, "priority": 9, "retry": {"max_attempts": 2, "backoff": "fixed", "initial_delay_ms": 10, "jitter": false}},
         code("hold")]});

@@ -1,0 +1,258 @@
+//! `weft runs list|show|events|cancel`: inspect and cancel stored runs.
+//! These commands only read the store (or, for `cancel`, write the
+//! cancellation), so they work whether or not a worker owns it.
+
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+use weft_engine::clock::rfc3339;
+use weft_engine::store::{RunFilter, RunSummary};
+use weft_engine::{EngineError, RunId, RunRecord, RunState, Seq, Store, StoreError, view};
+
+use super::progress::{describe, human_ms};
+use super::{Exit, bad, output};
+use crate::app::App;
+use crate::config::Settings;
+
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// List runs, newest first.
+    List(ListArgs),
+    /// One run: its steps, states, attempts, outputs and errors.
+    Show {
+        /// The run's id (r_...).
+        run: String,
+        /// Print the run as one JSON object (stable for scripts).
+        #[arg(long)]
+        json: bool,
+    },
+    /// The run's event log, in order.
+    Events {
+        /// The run's id (r_...).
+        run: String,
+        /// Keep printing new events until the run finishes.
+        #[arg(long)]
+        follow: bool,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a run: running attempts are interrupted, unfinished steps
+    /// and the run end `canceled`.
+    Cancel {
+        /// The run's id (r_...).
+        run: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only runs in this state (submitted, working, input-required,
+    /// auth-required, completed, failed, canceled, rejected).
+    #[arg(long, value_name = "STATE")]
+    status: Option<String>,
+    /// Only runs of this template.
+    #[arg(long, value_name = "NAME")]
+    template: Option<String>,
+    /// At most this many runs.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Print a JSON array.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(settings: &Settings, cmd: RunsCommand) -> anyhow::Result<Exit> {
+    let app = App::open(settings)?;
+    match cmd {
+        RunsCommand::List(a) => list(&app, a),
+        RunsCommand::Show { run, json } => {
+            let rec = load_run(&app, &run)?;
+            if json {
+                output::json(&view::run_json(&rec));
+            } else {
+                print_human(&rec);
+            }
+            Ok(Exit::Success)
+        }
+        RunsCommand::Events { run, follow, json } => events(&app, &run, follow, json),
+        RunsCommand::Cancel { run } => cancel(&app, &run),
+    }
+}
+
+/// The exit code a run's state stands for.
+pub fn exit_for(state: RunState) -> Exit {
+    match state {
+        RunState::Completed => Exit::Success,
+        RunState::InputRequired | RunState::AuthRequired => Exit::Waiting,
+        _ => Exit::Failed,
+    }
+}
+
+/// Parses a run id, refusing a malformed one as bad input.
+pub fn parse_id(s: &str) -> anyhow::Result<RunId> {
+    s.trim()
+        .parse()
+        .map_err(|_| bad(anyhow::anyhow!("no run `{s}` (a run id looks like r_01k…, see `weft runs list`)")))
+}
+
+/// The stored run `id`, or an exit-2 error naming it.
+pub fn load_run(app: &App, id: &str) -> anyhow::Result<RunRecord> {
+    let rid = parse_id(id)?;
+    app.block_on(app.store.run(&rid))?.ok_or_else(|| bad(anyhow::anyhow!("no run `{rid}` (see `weft runs list`)")))
+}
+
+fn list(app: &App, a: ListArgs) -> anyhow::Result<Exit> {
+    let state = match a.status.as_deref() {
+        None => None,
+        Some(s) => Some(s.parse::<RunState>().map_err(|_| {
+            let all: Vec<&str> = RunState::ALL.iter().map(|s| s.as_str()).collect();
+            bad(anyhow::anyhow!("unknown run state `{s}` (one of: {})", all.join(", ")))
+        })?),
+    };
+    let filter = RunFilter { state, template: a.template, limit: a.limit };
+    let runs = app.block_on(app.store.list_runs(&filter))?;
+    if a.json {
+        output::json(&runs.iter().map(summary_json).collect::<Vec<_>>());
+        return Ok(Exit::Success);
+    }
+    if runs.is_empty() {
+        eprintln!("no runs");
+        return Ok(Exit::Success);
+    }
+    let tw = runs.iter().map(|r| r.template.len() + version(r.version).len()).max().unwrap_or(0).max(8);
+    println!("{:<28}  {:<tw$}  {:<14}  {:<24}  TOOK", "ID", "TEMPLATE", "STATE", "CREATED");
+    for r in &runs {
+        let took = if r.state.is_terminal() { human_ms(r.updated_at - r.created_at) } else { "-".into() };
+        println!(
+            "{:<28}  {:<tw$}  {:<14}  {:<24}  {took}",
+            r.id.to_string(),
+            format!("{}{}", r.template, version(r.version)),
+            r.state.as_str(),
+            rfc3339(r.created_at),
+        );
+    }
+    Ok(Exit::Success)
+}
+
+fn version(v: Option<u32>) -> String {
+    v.map(|v| format!(" v{v}")).unwrap_or_default()
+}
+
+fn summary_json(r: &RunSummary) -> Value {
+    json!({
+        "id": r.id, "template": r.template, "version": r.version, "state": r.state,
+        "parent": r.parent, "created_at": rfc3339(r.created_at), "updated_at": rfc3339(r.updated_at),
+    })
+}
+
+/// A value on one line, cut to `max` characters.
+fn short(v: &Value, max: usize) -> String {
+    let s = v.to_string();
+    if s.chars().count() <= max { s } else { format!("{}…", s.chars().take(max).collect::<String>()) }
+}
+
+/// The human form of `runs show`.
+pub fn print_human(r: &RunRecord) {
+    println!("run {}  {}{}  {}", r.id, r.template, version(r.version), r.state);
+    println!("  created  {}", rfc3339(r.created_at));
+    println!("  updated  {}  ({})", rfc3339(r.updated_at), human_ms(r.updated_at - r.created_at));
+    if let Some(p) = &r.parent {
+        println!("  parent   {p}");
+    }
+    println!("  input    {}", short(&r.input, 200));
+    if let Some(o) = &r.output {
+        println!("  output   {}", short(o, 200));
+    }
+    if let Some(e) = &r.error {
+        println!("  error    {e}");
+    }
+    println!("steps:");
+    let w = r.steps.iter().map(|s| s.name.len()).max().unwrap_or(0);
+    for s in &r.steps {
+        println!("  {:<w$}  {}", s.name, describe(s));
+        if let Some(o) = &s.output {
+            println!("  {:<w$}    output: {}", "", short(o, 160));
+        }
+        let attempts: Vec<_> = r.attempts.iter().filter(|a| a.step == s.name).collect();
+        if attempts.len() > 1 || attempts.iter().any(|a| a.item.is_some()) {
+            for a in attempts {
+                let item = a.item.map(|i| format!(" item {i}")).unwrap_or_default();
+                let took = a.ended_at.map(|e| format!(" ({})", human_ms(e - a.started_at))).unwrap_or_default();
+                let err = a.error.as_ref().map(|e| format!(": {e}")).unwrap_or_default();
+                println!("  {:<w$}    attempt {}{item}: {}{took}{err}", "", a.attempt, a.state.as_str());
+            }
+        }
+    }
+}
+
+fn events(app: &App, id: &str, follow: bool, json: bool) -> anyhow::Result<Exit> {
+    let rec = load_run(app, id)?;
+    let mut after = Seq::ZERO;
+    app.block_on(async {
+        loop {
+            let evs = app.store.events_after(&rec.id, after, 1000).await?;
+            for e in &evs {
+                after = e.seq;
+                if json {
+                    output::json(&view::event_json(e));
+                } else {
+                    let step = match (&e.step, e.item) {
+                        (Some(s), Some(i)) => format!(" {s}[{i}]"),
+                        (Some(s), None) => format!(" {s}"),
+                        _ => String::new(),
+                    };
+                    let data = if e.data.is_null() { String::new() } else { format!(" {}", short(&e.data, 300)) };
+                    println!("{:>4}  {}  {}{step}{data}", e.seq.0, rfc3339(e.at), e.kind);
+                }
+            }
+            if !follow || evs.len() == 1000 {
+                if !follow {
+                    return Ok::<_, anyhow::Error>(());
+                }
+                continue;
+            }
+            let state = app.store.run(&rec.id).await?.map(|r| r.state);
+            if state.is_none_or(|s| s.is_terminal()) {
+                // One last read: the final events may have landed meanwhile.
+                let evs = app.store.events_after(&rec.id, after, 1000).await?;
+                if evs.is_empty() {
+                    return Ok(());
+                }
+                continue;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                _ = tokio::signal::ctrl_c() => return Ok(()),
+            }
+        }
+    })?;
+    Ok(Exit::Success)
+}
+
+fn cancel(app: &App, id: &str) -> anyhow::Result<Exit> {
+    let rec = load_run(app, id)?;
+    if rec.state.is_terminal() {
+        eprintln!("run {} is already {}", rec.id, rec.state);
+        return Ok(Exit::Success);
+    }
+    // Hold the lock when it is free, so no worker starts the run meanwhile.
+    let _lock = app.try_lock()?.ok();
+    let engine = app.engine()?;
+    let rec = app.block_on(async {
+        let mut tries = 0;
+        loop {
+            match engine.cancel(&rec.id).await {
+                Err(EngineError::Store(StoreError::Conflict(_))) if tries < 20 => {
+                    // The owner committed a transition meanwhile: read again.
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                other => return other,
+            }
+        }
+    })?;
+    eprintln!("run {} {}", rec.id, rec.state);
+    Ok(Exit::Success)
+}

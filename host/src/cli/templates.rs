@@ -1,0 +1,118 @@
+//! `weft templates save FILE | list | show NAME [--version N] | delete NAME`:
+//! versioned workflow definitions in the store. Saving a definition under
+//! an existing name adds a version; `weft run NAME` runs the latest one and
+//! the run pins that version. Code steps that name a file are pinned by
+//! digest when saved (a template has no folder to resolve paths against);
+//! plugin names stay names until a run pins them.
+
+use std::path::PathBuf;
+
+use clap::Subcommand;
+use serde_json::json;
+use weft_engine::Store;
+use weft_engine::clock::rfc3339;
+use weft_engine::store::TemplateRecord;
+
+use super::{Exit, bad, output};
+use crate::app::{self, App};
+use crate::config::Settings;
+use crate::guests;
+
+#[derive(Debug, Subcommand)]
+pub enum TemplatesCommand {
+    /// Validate a definition file and save it as the next version of its `name`.
+    Save {
+        /// The definition file (JSON).
+        file: PathBuf,
+    },
+    /// The latest version of every template.
+    List {
+        /// Print a JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A template's definition (its latest version unless --version).
+    #[command(disable_version_flag = true)]
+    Show {
+        /// The template's name.
+        name: String,
+        /// A specific version.
+        #[arg(long)]
+        version: Option<u32>,
+    },
+    /// Delete every version of a template (runs keep their pinned plan).
+    Delete {
+        /// The template's name.
+        name: String,
+    },
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+fn record_json(t: &TemplateRecord, with_definition: bool) -> serde_json::Value {
+    let mut v = json!({"name": t.name, "version": t.version, "created_at": rfc3339(t.created_at)});
+    if let Some(d) = t.definition.get("description") {
+        v["description"] = d.clone();
+    }
+    if with_definition {
+        v["definition"] = t.definition.clone();
+    }
+    v
+}
+
+pub fn run(settings: &Settings, cmd: TemplatesCommand) -> anyhow::Result<Exit> {
+    match cmd {
+        TemplatesCommand::Save { file } => {
+            let (mut doc, def, base) = super::run::load_file(settings, &file, false)?;
+            let registry = guests::registry(settings);
+            app::pin_code(&mut doc, &registry, &base, true).map_err(|ps| {
+                for p in &ps {
+                    eprintln!("{}: {p}", file.display());
+                }
+                bad(anyhow::anyhow!("{}: cannot store the code of every step", file.display()))
+            })?;
+            let app = App::open(settings)?;
+            let version = app.block_on(app.store.save_template(&def.name, &doc, now_ms()))?;
+            eprintln!("saved template {} version {version}", def.name);
+            output::json(&json!({"name": def.name, "version": version}));
+            Ok(Exit::Success)
+        }
+        TemplatesCommand::List { json } => {
+            let app = App::open(settings)?;
+            let all = app.block_on(app.store.list_templates())?;
+            if json {
+                output::json(&all.iter().map(|t| record_json(t, false)).collect::<Vec<_>>());
+            } else if all.is_empty() {
+                eprintln!("no templates (save one with `weft templates save FILE`)");
+            } else {
+                let w = all.iter().map(|t| t.name.len()).max().unwrap_or(0).max(4);
+                println!("{:<w$}  {:>7}  {:<24}  DESCRIPTION", "NAME", "VERSION", "SAVED");
+                for t in &all {
+                    let d = t.definition.get("description").and_then(|d| d.as_str()).unwrap_or("");
+                    println!("{:<w$}  {:>7}  {:<24}  {d}", t.name, t.version, rfc3339(t.created_at));
+                }
+            }
+            Ok(Exit::Success)
+        }
+        TemplatesCommand::Show { name, version } => {
+            let app = App::open(settings)?;
+            let t = app.block_on(app.store.template(&name, version))?.ok_or_else(|| match version {
+                Some(v) => bad(anyhow::anyhow!("no version {v} of template `{name}` (see `weft templates list`)")),
+                None => bad(anyhow::anyhow!("no template `{name}` (see `weft templates list`)")),
+            })?;
+            output::json(&record_json(&t, true));
+            Ok(Exit::Success)
+        }
+        TemplatesCommand::Delete { name } => {
+            let app = App::open(settings)?;
+            let n = app.block_on(app.store.delete_template(&name))?;
+            if n == 0 {
+                return Err(bad(anyhow::anyhow!("no template `{name}` (see `weft templates list`)")));
+            }
+            eprintln!("deleted template {name} ({n} version{})", if n == 1 { "" } else { "s" });
+            Ok(Exit::Success)
+        }
+    }
+}

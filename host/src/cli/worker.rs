@@ -1,0 +1,134 @@
+//! `weft worker [--until-idle]`: own the store's scheduler and execute runs.
+//!
+//! - Takes the scheduler lock (refused, naming the holder's pid, when
+//!   another process has it: exit 1).
+//! - Resumes every unfinished run (attempts the previous owner left
+//!   running are treated as failed and retried per their policy).
+//! - Looks for new unfinished runs (`weft run --detach`, or a `weft run`
+//!   that found the store owned) every 20 ms: one query on a partial
+//!   index of unfinished runs, cheap.
+//! - `--until-idle`: exits 0 once no run is being driven and none is
+//!   waiting to start (runs waiting for outside input do not count).
+//! - SIGINT / SIGTERM: stops taking new runs, gives the runs in flight up
+//!   to 3 s to finish, then stops the rest without writing anything (like
+//!   a crash, which the store is built to survive: the next owner resumes
+//!   them). A second signal stops at once.
+//! - A run canceled by another process has its attempts here interrupted
+//!   within ~20 ms.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use weft_engine::{RunId, RunState, Store};
+
+use super::Exit;
+use crate::app::{self, App};
+use crate::config::Settings;
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// Exit once every run is finished or waits for outside input.
+    #[arg(long)]
+    until_idle: bool,
+}
+
+/// How often the store is asked for newly submitted runs.
+const POLL: Duration = Duration::from_millis(20);
+/// How long runs in flight get to finish after SIGINT/SIGTERM.
+const GRACE: Duration = Duration::from_secs(3);
+
+/// Runs this worker started that left the unfinished set: one canceled by
+/// another process (`weft runs cancel` while this worker owns the store) is
+/// already recorded `canceled` but its attempts still run here, so they are
+/// stopped. (The engine has no cross-process cancel request yet.)
+async fn stop_canceled(engine: &weft_engine::Engine, store: &dyn Store, gone: Vec<RunId>) {
+    for id in gone {
+        if let Ok(Some(r)) = store.run(&id).await
+            && r.state == RunState::Canceled
+        {
+            let engine = engine.clone();
+            tokio::spawn(async move {
+                let _ = engine.cancel(&id).await;
+            });
+        }
+    }
+}
+
+pub fn run(settings: &Settings, args: WorkerArgs) -> anyhow::Result<Exit> {
+    let app = App::open(settings)?;
+    let _lock = match app.try_lock()? {
+        Ok(l) => l,
+        Err(pid) => {
+            anyhow::bail!(
+                "the store {} is already owned by {}: only one process executes a store's runs at a time (stop it first, or let it execute your runs)",
+                app.db_path.display(),
+                app::holder(pid)
+            );
+        }
+    };
+    eprintln!("weft worker: owns {} (pid {})", app.db_path.display(), std::process::id());
+    let engine = app.engine()?;
+    let store = app.store.clone();
+    app.block_on(async {
+        let recovered = engine.recover().await?;
+        if !recovered.is_empty() {
+            eprintln!("weft worker: resuming {} unfinished run(s)", recovered.len());
+        }
+        let mut started: HashSet<RunId> = recovered.into_iter().collect();
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut tick = tokio::time::interval(POLL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let stop = loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = tokio::signal::ctrl_c() => break "SIGINT",
+                _ = term.recv() => break "SIGTERM",
+            }
+            // Unfinished runs are read through a partial index: cheap even
+            // with a long history.
+            let unfinished: HashSet<RunId> = match store.unfinished_runs().await {
+                Ok(s) => s.into_iter().collect(),
+                Err(e) if e.is_retryable() => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let gone: Vec<RunId> = started.difference(&unfinished).cloned().collect();
+            if !gone.is_empty() {
+                started.retain(|id| unfinished.contains(id));
+                stop_canceled(&engine, store.as_ref(), gone).await;
+            }
+            let mut fresh = 0;
+            for id in unfinished {
+                if !started.contains(&id) {
+                    fresh += 1;
+                    tracing::info!(run = %id, "starting a submitted run");
+                    engine.start(&id);
+                    started.insert(id);
+                }
+            }
+            if args.until_idle && fresh == 0 && engine.active_runs() == 0 {
+                return Ok(());
+            }
+        };
+        let active = engine.active_runs();
+        if active > 0 {
+            eprintln!("weft worker: {stop}: waiting up to {} s for {active} run(s) in flight", GRACE.as_secs());
+            let until = Instant::now() + GRACE;
+            while engine.active_runs() > 0 && Instant::now() < until {
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                    _ = tokio::signal::ctrl_c() => break,
+                    _ = term.recv() => break,
+                }
+            }
+            let left = engine.active_runs();
+            if left > 0 {
+                engine.abort_all();
+                eprintln!("weft worker: stopped; {left} unfinished run(s) resume when a worker starts again");
+            }
+        }
+        eprintln!("weft worker: stopped ({stop})");
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(Exit::Success)
+}

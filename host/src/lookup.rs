@@ -1,0 +1,251 @@
+//! Validating a definition against what is installed: a [`SchemaLookup`]
+//! backed by the plugin registry, so a code step's literal input is checked
+//! against the input schema its guest declares (`describe()`), and a check
+//! that every code step's guest exists (an unknown plugin, a missing file or
+//! an unknown digest is a problem at the step's `code` path).
+//!
+//! `weft-model` only asks the lookup for schemas (an unknown guest is "no
+//! schema" to it), so the existence check is done here, on the raw JSON.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde_json::Value;
+use weft_model::{CodeRef, Definition, Problem, SchemaLookup};
+use weft_sandbox::registry::Registry;
+use weft_sandbox::{Digest, Sandbox};
+
+/// A guest resolved from a [`CodeRef`]: its bytes and digest.
+#[derive(Debug, Clone)]
+pub struct Code {
+    /// A display name (plugin name, file name or short digest).
+    pub name: String,
+    /// The sha256 of `bytes`.
+    pub digest: Digest,
+    /// The module or component.
+    pub bytes: Vec<u8>,
+}
+
+/// Finds the bytes of a code step's guest: a plugin by name (added or
+/// bundled), a file (relative paths against `base_dir`, the definition
+/// file's folder), or a stored module by digest. The error is a sentence
+/// for a person.
+pub fn resolve_code(registry: &Registry, base_dir: &Path, code: &CodeRef) -> Result<Code, String> {
+    match code {
+        CodeRef::Plugin(name) => {
+            let r = registry.resolve(name).map_err(|e| e.to_string())?;
+            Ok(Code { name: r.name, digest: r.digest, bytes: r.bytes })
+        }
+        CodeRef::Path(p) => {
+            let path = resolve_path(base_dir, p);
+            let bytes = std::fs::read(&path).map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => format!("no file `{p}` (looked for {})", path.display()),
+                _ => format!("cannot read `{p}` ({}): {e}", path.display()),
+            })?;
+            let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| p.clone());
+            Ok(Code { name, digest: Digest::of(&bytes), bytes })
+        }
+        CodeRef::Sha256(hex) => {
+            let digest: Digest = hex.parse().map_err(|e: weft_sandbox::BadDigest| e.to_string())?;
+            let bytes = registry.blob(&digest).map_err(|e| e.to_string())?;
+            Ok(Code { name: digest.short(), digest, bytes })
+        }
+    }
+}
+
+/// `p` as is when absolute, else joined to `base_dir`.
+pub fn resolve_path(base_dir: &Path, p: &str) -> PathBuf {
+    let path = Path::new(p);
+    if path.is_absolute() { path.to_path_buf() } else { base_dir.join(path) }
+}
+
+/// What is known about one guest: its declared input schema, or why it
+/// cannot be used.
+type Known = Result<Option<Value>, String>;
+
+/// Schemas of code steps from the plugin registry (tools and templates:
+/// unknown for now). Each guest is resolved and described once.
+pub struct RegistryLookup<'a> {
+    sandbox: &'a Sandbox,
+    registry: &'a Registry,
+    base_dir: PathBuf,
+    known: Mutex<HashMap<CodeRef, Known>>,
+}
+
+impl<'a> RegistryLookup<'a> {
+    /// A lookup resolving relative `path`s against `base_dir`.
+    pub fn new(sandbox: &'a Sandbox, registry: &'a Registry, base_dir: impl Into<PathBuf>) -> Self {
+        RegistryLookup { sandbox, registry, base_dir: base_dir.into(), known: Mutex::default() }
+    }
+
+    /// The guest's declared input schema (`Ok(None)`: it declares none, as
+    /// a WASI command), or why it cannot be resolved or loaded.
+    pub fn check(&self, code: &CodeRef) -> Known {
+        if let Some(k) = self.known.lock().unwrap_or_else(|p| p.into_inner()).get(code) {
+            return k.clone();
+        }
+        let k = self.describe(code);
+        self.known.lock().unwrap_or_else(|p| p.into_inner()).insert(code.clone(), k.clone());
+        k
+    }
+
+    fn describe(&self, code: &CodeRef) -> Known {
+        let meta = match code {
+            CodeRef::Plugin(name) => {
+                let r = self.registry.resolve(name).map_err(|e| e.to_string())?;
+                self.registry.metadata(self.sandbox, &r).map_err(|e| e.to_string())?
+            }
+            other => {
+                let c = resolve_code(self.registry, &self.base_dir, other)?;
+                let guest = self.sandbox.load(&c.bytes).map_err(|e| format!("`{}`: {e}", c.name))?;
+                self.sandbox.describe(&guest).map_err(|e| format!("`{}`: {e}", c.name))?
+            }
+        };
+        Ok(meta.and_then(|m| m.input_schema))
+    }
+
+    /// A problem for each code step (and tool-step `transform`) of the raw
+    /// document `doc` whose guest cannot be found or loaded, at the path of
+    /// its `code` (or `transform`) field. Malformed code fields are left to
+    /// the model's own checks.
+    pub fn code_problems(&self, doc: &Value) -> Vec<Problem> {
+        let mut out = vec![];
+        let Some(steps) = doc.get("steps").and_then(Value::as_array) else { return out };
+        for (i, step) in steps.iter().enumerate() {
+            for field in ["code", "transform"] {
+                let Some(code) = step.get(field).and_then(code_ref) else { continue };
+                if let Err(why) = self.check(&code) {
+                    let hint = match &code {
+                        CodeRef::Plugin(_) => {
+                            "`weft plugin list` shows the installed plugins; `weft plugin add FILE` adds one"
+                        }
+                        CodeRef::Path(_) => "a relative path is resolved against the definition file's folder",
+                        CodeRef::Sha256(_) => "`weft plugin add FILE` stores a module by its digest",
+                    };
+                    out.push(Problem::new(format!("/steps/{i}/{field}"), why).hint(hint));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A well-formed code reference in raw JSON (one key, a non-empty string;
+/// a digest of 64 hex digits), else `None`.
+fn code_ref(v: &Value) -> Option<CodeRef> {
+    let obj = v.as_object()?;
+    if obj.len() != 1 {
+        return None;
+    }
+    let (k, v) = obj.iter().next()?;
+    let s = v.as_str().filter(|s| !s.is_empty())?.to_string();
+    match k.as_str() {
+        "plugin" => Some(CodeRef::Plugin(s)),
+        "path" => Some(CodeRef::Path(s)),
+        "sha256" if s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()) => Some(CodeRef::Sha256(s)),
+        _ => None,
+    }
+}
+
+impl SchemaLookup for RegistryLookup<'_> {
+    fn code_input_schema(&self, code: &CodeRef) -> Option<Value> {
+        self.check(code).ok().flatten()
+    }
+}
+
+/// Why a definition file is not usable.
+#[derive(Debug)]
+pub struct Invalid {
+    /// Every problem, in document order.
+    pub problems: Vec<Problem>,
+    /// For a JSON syntax error: its line and column.
+    pub syntax: Option<(usize, usize)>,
+}
+
+/// Parses and validates `text` with `lookup`: the model's problems plus one
+/// for each guest that cannot be found, in document order.
+pub fn validate_text(text: &str, lookup: &RegistryLookup<'_>) -> Result<Definition, Invalid> {
+    let doc: Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => {
+            let problems = weft_model::parse_and_validate(text, lookup).err().unwrap_or_default();
+            return Err(Invalid { problems, syntax: Some((e.line(), e.column())) });
+        }
+    };
+    let code = lookup.code_problems(&doc);
+    let result = weft_model::from_value(&doc, lookup);
+    match result {
+        Ok(def) if code.is_empty() => Ok(def),
+        Ok(_) => Err(Invalid { problems: code, syntax: None }),
+        Err(problems) => {
+            // The guest's own problem before the model's about the same step.
+            let mut all = code;
+            all.extend(problems);
+            all.sort_by_key(|p| order_key(&p.path));
+            Err(Invalid { problems: all, syntax: None })
+        }
+    }
+}
+
+/// Top-level fields first, then steps by index, then `output` (stable, so
+/// problems of one step keep the model's order).
+fn order_key(path: &str) -> (u8, usize) {
+    if let Some(rest) = path.strip_prefix("/steps/") {
+        let n = rest.split('/').next().and_then(|s| s.parse().ok()).unwrap_or(0);
+        (1, n)
+    } else if path.starts_with("/output") {
+        (2, 0)
+    } else {
+        (0, 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fixtures() -> (tempfile::TempDir, Sandbox, Registry) {
+        let dir = tempfile::tempdir().unwrap();
+        let sandbox = Sandbox::new(weft_sandbox::SandboxConfig::default(), None).unwrap();
+        let registry = Registry::new(dir.path(), crate::guests::bundled());
+        (dir, sandbox, registry)
+    }
+
+    #[test]
+    fn unknown_guests_are_problems_at_the_code_path() {
+        let (dir, sandbox, registry) = fixtures();
+        let lookup = RegistryLookup::new(&sandbox, &registry, dir.path());
+        let doc = json!({"name": "x", "steps": [
+            {"name": "a", "code": {"plugin": "json-select"}, "input": {"data": 1, "path": "a"}},
+            {"name": "b", "code": {"plugin": "no-such"}},
+            {"name": "c", "code": {"path": "missing.wasm"}},
+            {"name": "d", "code": {"sha256": "00".repeat(32)}},
+            {"name": "e", "code": {"plugin": ""}}
+        ]});
+        let p = lookup.code_problems(&doc);
+        let paths: Vec<&str> = p.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(paths, ["/steps/1/code", "/steps/2/code", "/steps/3/code"], "{p:?}");
+        assert!(p[0].message.contains("unknown plugin `no-such`"), "{}", p[0].message);
+        assert!(p[1].message.contains("missing.wasm"), "{}", p[1].message);
+    }
+
+    #[test]
+    fn plugin_schemas_check_literal_inputs_and_problems_come_in_order() {
+        let (dir, sandbox, registry) = fixtures();
+        let lookup = RegistryLookup::new(&sandbox, &registry, dir.path());
+        assert!(lookup.code_input_schema(&CodeRef::Plugin("json-select".into())).is_some());
+        let text = json!({"name": "x", "steps": [
+            {"name": "a", "code": {"plugin": "json-select"}, "input": {"data": 1}},
+            {"name": "b", "code": {"plugin": "nope"}, "input": "@zzz"}
+        ]})
+        .to_string();
+        let err = validate_text(&text, &lookup).unwrap_err();
+        let paths: Vec<&str> = err.problems.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(paths, ["/steps/0/input", "/steps/1/code", "/steps/1/input"], "{:?}", err.problems);
+        let err = validate_text("{\n  \"name\": ", &lookup).unwrap_err();
+        assert_eq!(err.syntax.map(|s| s.0), Some(2));
+        assert_eq!(err.problems.len(), 1);
+    }
+}

@@ -1,0 +1,379 @@
+//! [`CodeRunner`]: the engine's [`StepRunner`] for code steps, over the
+//! sandbox. It resolves the step's guest (a plugin name, a file, or — for
+//! runs that pinned their code at creation — a digest), loads it (compiled
+//! once per digest), invokes it on a blocking thread with the step's limits
+//! and the attempt's deadline, forwards its logs and progress to the run's
+//! event log, and maps the outcome to the engine's vocabulary.
+//!
+//! Other actions (tool, ...) are refused with a failure saying so: tool
+//! steps get their own runner with the MCP client pool.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::json;
+use weft_engine::{CancelToken, ErrorKind, EventSink, StepError, StepFailure, StepOutput, StepRequest, StepRunner};
+use weft_model::{Action, CodeRef};
+use weft_sandbox::registry::Registry;
+use weft_sandbox::{
+    CancelHandle, Digest, Guest, GuestError, GuestErrorKind, GuestOutcome, Invocation, LogLine, Observer, Sandbox,
+    SandboxError, StepContext,
+};
+
+use crate::config::Settings;
+use crate::lookup::resolve_code;
+
+/// Runs code steps in the sandbox.
+#[derive(Clone)]
+pub struct CodeRunner {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    sandbox: Arc<Sandbox>,
+    registry: Registry,
+    /// Limits of a step that sets none (weft.toml `[limits]`).
+    defaults: weft_sandbox::Limits,
+    /// Where relative `path`s are resolved (the definition file's folder).
+    base_dir: PathBuf,
+    /// Guests by digest, so a pinned (`sha256`) step does not read its
+    /// blob again.
+    by_digest: Mutex<HashMap<Digest, Arc<Guest>>>,
+}
+
+impl CodeRunner {
+    /// A runner over `sandbox` and `registry`, with `defaults` for steps
+    /// that set no limits and relative paths resolved against `base_dir`.
+    pub fn new(sandbox: Arc<Sandbox>, registry: Registry, defaults: weft_sandbox::Limits, base_dir: PathBuf) -> Self {
+        CodeRunner { inner: Arc::new(Inner { sandbox, registry, defaults, base_dir, by_digest: Mutex::default() }) }
+    }
+
+    /// A runner with the configured sandbox, registry and `[limits]`.
+    pub fn from_settings(settings: &Settings, base_dir: PathBuf) -> Result<Self, SandboxError> {
+        let sandbox = Arc::new(crate::guests::sandbox(settings)?);
+        Ok(Self::new(sandbox, crate::guests::registry(settings), settings.code_limits(), base_dir))
+    }
+}
+
+impl Inner {
+    /// The loaded guest of `code`.
+    fn guest(&self, code: &CodeRef) -> Result<Arc<Guest>, StepError> {
+        if let CodeRef::Sha256(hex) = code
+            && let Ok(d) = hex.parse::<Digest>()
+            && let Some(g) = self.by_digest.lock().unwrap_or_else(|p| p.into_inner()).get(&d)
+        {
+            return Ok(g.clone());
+        }
+        let found = resolve_code(&self.registry, &self.base_dir, code).map_err(|why| {
+            StepError::new(ErrorKind::Validation, format!("cannot find the step's code: {why}"), false)
+        })?;
+        let guest = self.sandbox.load(&found.bytes).map_err(|e| load_failure(&found.name, e))?;
+        self.by_digest.lock().unwrap_or_else(|p| p.into_inner()).insert(guest.digest(), guest.clone());
+        Ok(guest)
+    }
+
+    /// One attempt, on a blocking thread.
+    fn run_blocking(&self, code: &CodeRef, req: &StepRequest, cancel: CancelHandle) -> Result<StepOutput, StepFailure> {
+        let guest = self.guest(code)?;
+        let mut limits = self.defaults.clone();
+        if let Some(l) = &req.limits {
+            if let Some(f) = l.fuel {
+                limits.fuel = Some(f);
+            }
+            if let Some(mb) = l.memory_mb {
+                limits.memory_bytes = (mb as usize) << 20;
+            }
+        }
+        let now = now_ms();
+        let deadline_ms = match req.deadline_ms {
+            Some(d) => {
+                let left = d - now;
+                if left <= 0 {
+                    return Err(StepError::timeout("the attempt's deadline passed before the guest started"));
+                }
+                limits.timeout = Duration::from_millis(left as u64);
+                d
+            }
+            None => now + limits.timeout.as_millis() as i64,
+        };
+        let inv = Invocation {
+            ctx: StepContext {
+                run_id: req.run.to_string(),
+                step: req.step.clone(),
+                attempt: req.attempt.get(),
+                idempotency_key: req.idempotency_key.clone(),
+                deadline_ms: deadline_ms.max(0) as u64,
+            },
+            input: req.input.to_string(),
+            limits,
+            cancel,
+            observer: Some(Arc::new(ToEvents(req.events.clone()))),
+        };
+        let result = self.sandbox.invoke(&guest, &inv);
+        for a in &result.report.artifacts {
+            // The engine's event sink has no artifacts yet: say they existed.
+            req.events.log(format!("[artifact] {} ({}, {} bytes) not stored", a.name, a.mime, a.data.len()));
+        }
+        map_outcome(result.outcome)
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// A guest that cannot be loaded: bad input (no retry helps) unless the
+/// host failed (disk, cache), which a retry may fix.
+fn load_failure(name: &str, e: SandboxError) -> StepError {
+    if e.is_bad_input() {
+        StepError::new(ErrorKind::Validation, format!("cannot load the guest `{name}`: {e}"), false)
+    } else {
+        StepError::new(ErrorKind::Transport, format!("host error loading the guest `{name}`: {e}"), true)
+    }
+}
+
+/// Maps the sandbox's outcome to the engine's (the kinds correspond one to
+/// one; a guest's own error code leads the message as `[code]`).
+pub fn map_outcome(outcome: Result<GuestOutcome, GuestError>) -> Result<StepOutput, StepFailure> {
+    match outcome {
+        Ok(GuestOutcome::Done(v)) => Ok(StepOutput::Done(v)),
+        Ok(GuestOutcome::Reject(reason)) => Ok(StepOutput::Reject(reason)),
+        Err(e) => Err(map_error(e)),
+    }
+}
+
+/// The engine's error for a sandbox error (see [`map_outcome`]).
+pub fn map_error(e: GuestError) -> StepError {
+    let kind = match e.kind {
+        GuestErrorKind::GuestError => ErrorKind::GuestError,
+        GuestErrorKind::Trap => ErrorKind::Trap,
+        GuestErrorKind::Timeout => ErrorKind::Timeout,
+        GuestErrorKind::Canceled => ErrorKind::Canceled,
+        GuestErrorKind::FuelExhausted => ErrorKind::FuelExhausted,
+        GuestErrorKind::MemoryLimit => ErrorKind::MemoryLimit,
+        GuestErrorKind::OutputTooLarge => ErrorKind::OutputTooLarge,
+        GuestErrorKind::InvalidOutput => ErrorKind::InvalidOutput,
+    };
+    let mut message = e.message;
+    if let Some(code) = e.code {
+        message = format!("[{code}] {message}");
+    }
+    StepError::new(kind, message, e.retryable)
+}
+
+/// Guest logs and progress into the run's event log.
+struct ToEvents(Arc<dyn EventSink>);
+
+impl Observer for ToEvents {
+    fn log(&self, line: &LogLine) {
+        self.0.log(format!("[{}] {}", line.level.as_str(), line.message));
+    }
+    fn progress(&self, message: &str) {
+        self.0.progress(json!({"message": message}));
+    }
+}
+
+/// Owns the bridge from the engine's cancel token to the guest's cancel
+/// handle. Dropped when the call ends — normally, or because the engine
+/// stopped waiting and dropped the call, in which case the guest is told
+/// to stop too (nobody will read its result).
+struct Bridge {
+    task: tokio::task::JoinHandle<()>,
+    handle: CancelHandle,
+    finished: bool,
+}
+
+impl Bridge {
+    fn new(cancel: CancelToken, handle: CancelHandle) -> Self {
+        let h = handle.clone();
+        let task = tokio::spawn(async move {
+            cancel.canceled().await;
+            h.cancel();
+        });
+        Bridge { task, handle, finished: false }
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        self.task.abort();
+        if !self.finished {
+            self.handle.cancel();
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl StepRunner for CodeRunner {
+    async fn run(&self, req: StepRequest, cancel: CancelToken) -> Result<StepOutput, StepFailure> {
+        let code = match &req.action {
+            Action::Code(c) => c.clone(),
+            other => {
+                return Err(StepError::new(
+                    ErrorKind::Validation,
+                    format!("`{}` steps are not supported yet (only code steps run so far)", other.key()),
+                    false,
+                ));
+            }
+        };
+        if cancel.is_canceled() {
+            return Err(StepError::canceled("canceled before the guest started"));
+        }
+        let handle = CancelHandle::new();
+        let mut bridge = Bridge::new(cancel, handle.clone());
+        let inner = self.inner.clone();
+        let joined = tokio::task::spawn_blocking(move || inner.run_blocking(&code, &req, handle)).await;
+        bridge.finished = true;
+        drop(bridge);
+        match joined {
+            Ok(r) => r,
+            Err(e) => {
+                Err(StepError::new(ErrorKind::Trap, format!("internal error: the sandbox thread failed: {e}"), false))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_engine::runner::NoEvents;
+    use weft_engine::{AttemptNo, RunId};
+
+    #[test]
+    fn every_sandbox_kind_maps_to_the_same_kind() {
+        let cases = [
+            (GuestErrorKind::GuestError, ErrorKind::GuestError),
+            (GuestErrorKind::Trap, ErrorKind::Trap),
+            (GuestErrorKind::Timeout, ErrorKind::Timeout),
+            (GuestErrorKind::Canceled, ErrorKind::Canceled),
+            (GuestErrorKind::FuelExhausted, ErrorKind::FuelExhausted),
+            (GuestErrorKind::MemoryLimit, ErrorKind::MemoryLimit),
+            (GuestErrorKind::OutputTooLarge, ErrorKind::OutputTooLarge),
+            (GuestErrorKind::InvalidOutput, ErrorKind::InvalidOutput),
+        ];
+        for (from, to) in cases {
+            let e = map_error(GuestError::new(from, "boom"));
+            assert_eq!(e.kind, to, "{from}");
+            assert_eq!(e.kind.as_str(), from.as_str(), "the JSON names agree");
+            assert_eq!(e.retryable, from == GuestErrorKind::Timeout, "{from}");
+            assert_eq!(e.message, "boom");
+        }
+        let mut g = GuestError::new(GuestErrorKind::GuestError, "no such user");
+        g.code = Some("not_found".into());
+        g.retryable = true;
+        let e = map_error(g);
+        assert_eq!((e.message.as_str(), e.retryable), ("[not_found] no such user", true));
+        assert_eq!(map_outcome(Ok(GuestOutcome::Reject("r".into()))), Ok(StepOutput::Reject("r".into())));
+    }
+
+    #[derive(Default)]
+    struct Collect(Mutex<Vec<String>>);
+    impl EventSink for Collect {
+        fn progress(&self, data: serde_json::Value) {
+            self.0.lock().unwrap().push(data.to_string());
+        }
+        fn log(&self, line: String) {
+            self.0.lock().unwrap().push(line);
+        }
+    }
+
+    fn runner(dir: &std::path::Path) -> CodeRunner {
+        let sandbox = Arc::new(Sandbox::new(weft_sandbox::SandboxConfig::default(), None).unwrap());
+        CodeRunner::new(
+            sandbox,
+            Registry::new(dir, crate::guests::bundled()),
+            weft_sandbox::Limits::default(),
+            dir.to_path_buf(),
+        )
+    }
+
+    fn request(action: Action, input: serde_json::Value, events: Arc<dyn EventSink>) -> StepRequest {
+        let run: RunId = "r_0000000000000000000000000a".parse().unwrap();
+        StepRequest {
+            idempotency_key: format!("{run}/pick/1"),
+            run,
+            step: "pick".into(),
+            item: None,
+            attempt: AttemptNo::FIRST,
+            deadline_ms: Some(now_ms() + 30_000),
+            action,
+            input,
+            limits: None,
+            events,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_bundled_plugin_runs_through_the_runner() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = runner(dir.path());
+        let events: Arc<Collect> = Arc::default();
+        let select = Action::Code(CodeRef::Plugin("json-select".into()));
+        let req = request(select.clone(), json!({"data": {"a": [1, {"b": "x"}]}, "path": "a.1.b"}), events.clone());
+        assert_eq!(r.run(req, CancelToken::new()).await, Ok(StepOutput::Done(json!("x"))));
+
+        // The same guest pinned by digest.
+        let digest =
+            weft_sandbox::Digest::of(weft_bundled::all().iter().find(|p| p.name == "json-select").unwrap().wasm);
+        let pinned = Action::Code(CodeRef::Sha256(digest.hex()));
+        let req = request(pinned, json!({"data": [5, 6], "path": "1"}), events.clone());
+        assert_eq!(r.run(req, CancelToken::new()).await, Ok(StepOutput::Done(json!(6))));
+
+        // A guest's own error, classified.
+        let req = request(select.clone(), json!({"data": {}, "path": "missing"}), events.clone());
+        let e = r.run(req, CancelToken::new()).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::GuestError, "{e}");
+        assert!(e.message.contains("not_found"), "{e}");
+
+        // Unknown plugins and other actions fail clearly.
+        let req = request(Action::Code(CodeRef::Plugin("nope".into())), json!({}), Arc::new(NoEvents));
+        let e = r.run(req, CancelToken::new()).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Validation);
+        assert!(e.message.contains("unknown plugin `nope`"), "{e}");
+        let req = request(Action::Return, json!({}), Arc::new(NoEvents));
+        let e = r.run(req, CancelToken::new()).await.unwrap_err();
+        assert!(e.message.contains("`return` steps are not supported yet"), "{e}");
+
+        // A canceled token stops the attempt; a passed deadline times it out.
+        let cancel = CancelToken::new();
+        cancel.cancel();
+        let req = request(select.clone(), json!({"data": 1, "path": ""}), Arc::new(NoEvents));
+        assert_eq!(r.run(req, cancel).await.unwrap_err().kind, ErrorKind::Canceled);
+        let mut req = request(select, json!({"data": 1, "path": ""}), Arc::new(NoEvents));
+        req.deadline_ms = Some(now_ms() - 1);
+        assert_eq!(r.run(req, CancelToken::new()).await.unwrap_err().kind, ErrorKind::Timeout);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn canceling_interrupts_a_running_guest_and_limits_apply() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = runner(dir.path());
+        let hostile = Action::Code(CodeRef::Path(weft_test_artifacts::HOSTILE.into()));
+        let events: Arc<Collect> = Arc::default();
+
+        let mut req = request(hostile.clone(), json!({"mode": "loop"}), events.clone());
+        req.limits = Some(weft_model::Limits { fuel: Some(100_000_000_000), memory_mb: None });
+        let cancel = CancelToken::new();
+        let c2 = cancel.clone();
+        let started = std::time::Instant::now();
+        let fire = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            c2.cancel();
+        });
+        let e = r.run(req, cancel).await.unwrap_err();
+        fire.await.unwrap();
+        assert_eq!(e.kind, ErrorKind::Canceled, "{e}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+
+        let mut req = request(hostile.clone(), json!({"mode": "loop"}), events.clone());
+        req.limits = Some(weft_model::Limits { fuel: Some(1_000_000), memory_mb: None });
+        assert_eq!(r.run(req, CancelToken::new()).await.unwrap_err().kind, ErrorKind::FuelExhausted);
+
+        let mut req = request(hostile, json!({"mode": "alloc"}), events.clone());
+        req.limits = Some(weft_model::Limits { fuel: None, memory_mb: Some(16) });
+        assert_eq!(r.run(req, CancelToken::new()).await.unwrap_err().kind, ErrorKind::MemoryLimit);
+    }
+}

@@ -1,0 +1,228 @@
+//! `weft validate` and `weft graph` as a user types them: every problem
+//! with its JSON path and exit code 2, the `--json` shape, the drawn edges,
+//! and the example workflows in examples/workflows/.
+
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use crate::common::{Weft, repo_root};
+
+/// Writes `def` into the test's temp dir as `name`.
+fn write(w: &Weft, name: &str, def: &Value) -> PathBuf {
+    let path = w.dir.path().join(name);
+    std::fs::write(&path, serde_json::to_string_pretty(def).unwrap()).unwrap();
+    path
+}
+
+fn valid() -> Value {
+    json!({
+        "name": "extract-and-greet",
+        "version": 3,
+        "input_schema": {"type": "object", "required": ["text"]},
+        "steps": [
+            {"name": "find", "code": {"plugin": "regex-extract"},
+             "input": {"text": "@input.text", "pattern": "(?P<name>[A-Z][a-z]+)"}},
+            {"name": "first", "code": {"plugin": "json-select"},
+             "input": {"data": "@find", "path": "matches.0.groups.name", "default": "stranger"}},
+            {"name": "count", "code": {"plugin": "json-select"},
+             "input": {"data": "@find.matches", "path": "$"}},
+            {"name": "greet", "when": {"ref": "@first", "neq": "stranger"},
+             "code": {"plugin": "text-template"},
+             "input": {"template": "Hello {{who}}", "values": {"who": "@first"}}},
+            {"name": "cleanup", "after": [{"step": "greet", "on": "failure"}], "return": true,
+             "input": {"error": "could not greet"}}
+        ]
+    })
+}
+
+#[test]
+fn a_valid_definition_passes_and_is_drawn() {
+    let w = Weft::new();
+    let file = write(&w, "ok.json", &valid());
+    let f = file.to_str().unwrap();
+
+    let out = w.run(&["validate", f]);
+    out.expect_code(0);
+    assert!(out.stderr.contains("ok: extract-and-greet v3 (5 steps)"), "{}", out.stderr);
+    assert!(out.stdout.trim().is_empty(), "{}", out.stdout);
+
+    let out = w.run(&["validate", f, "--json"]);
+    out.expect_code(0);
+    assert_eq!(out.json(), json!({"valid": true, "name": "extract-and-greet", "version": 3, "steps": 5}));
+
+    // A relative path works from the working directory too.
+    w.run(&["validate", "ok.json"]).expect_code(0);
+
+    let out = w.run(&["graph", f]);
+    out.expect_code(0);
+    let m = &out.stdout;
+    assert!(m.starts_with("flowchart TD"), "{m}");
+    for edge in ["s_find --> s_first", "s_find --> s_count", "s_first --> s_greet", "s_greet -. failure .-> s_cleanup"]
+    {
+        assert!(m.contains(edge), "{edge} missing from\n{m}");
+    }
+    let out = w.run(&["graph", f, "--format", "mermaid"]);
+    out.expect_code(0);
+    assert_eq!(&out.stdout, m);
+
+    let out = w.run(&["graph", f, "--format", "dot"]);
+    out.expect_code(0);
+    let d = &out.stdout;
+    assert!(d.starts_with("digraph \"extract-and-greet\""), "{d}");
+    for edge in [
+        "\"find\" -> \"first\";",
+        "\"find\" -> \"count\";",
+        "\"first\" -> \"greet\";",
+        "\"greet\" -> \"cleanup\" [label=\"failure\"",
+    ] {
+        assert!(d.contains(edge), "{edge} missing from\n{d}");
+    }
+}
+
+fn broken() -> Value {
+    json!({
+        "name": "broken",
+        "steps": [
+            // a → b → c → a: a cycle through refs.
+            {"name": "a", "code": {"plugin": "json-select"}, "input": {"data": "@c", "path": "x"}},
+            // Unknown plugin.
+            {"name": "b", "code": {"plugin": "no-such-plugin"}, "input": {"v": "@a"}},
+            // `path` must be a string, and there is no `extra` in json-select's schema.
+            {"name": "c", "code": {"plugin": "json-select"}, "input": {"data": "@b", "path": 5, "extra": true}},
+            // A ref to a step that does not exist.
+            {"name": "d", "code": {"plugin": "text-template"},
+             "input": {"template": "{{x}}", "values": {"x": "@ghost.value"}}},
+            // A guest file that is not there (relative to the definition's folder).
+            {"name": "e", "code": {"path": "guests/missing.wasm"}, "after": ["d"]}
+        ]
+    })
+}
+
+#[test]
+fn a_broken_definition_lists_every_problem_and_exits_2() {
+    let w = Weft::new();
+    let file = write(&w, "broken.json", &broken());
+    let f = file.to_str().unwrap();
+
+    let out = w.run(&["validate", f]);
+    out.expect_code(2);
+    let err = &out.stderr;
+    assert!(out.stdout.trim().is_empty(), "{}", out.stdout);
+    for (path, words) in [
+        ("/steps/0/input/data", "cycle: a → b → c → a"),
+        ("/steps/1/code", "unknown plugin `no-such-plugin`"),
+        ("/steps/2/input/path", "input schema of plugin json-select"),
+        ("/steps/2/input", "'extra' was unexpected"),
+        ("/steps/3/input/values/x", "unknown step `ghost`"),
+        ("/steps/4/code", "guests/missing.wasm"),
+    ] {
+        let line = format!("{f}: {path}: ");
+        let hit = err.lines().find(|l| l.starts_with(&line) && l.contains(words));
+        assert!(hit.is_some(), "no `{line}...{words}` line in\n{err}");
+    }
+    assert!(err.contains("not a valid workflow definition (6 problems)"), "{err}");
+    // Hints come in parentheses.
+    assert!(err.contains("(`weft plugin list` shows the installed plugins"), "{err}");
+
+    let out = w.run(&["validate", f, "--json"]);
+    out.expect_code(2);
+    let v = out.json();
+    assert_eq!(v["valid"], false);
+    let problems = v["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 6, "{v:#}");
+    for p in problems {
+        assert!(p["path"].as_str().unwrap().starts_with("/steps/"), "{p}");
+        assert!(p["message"].as_str().is_some_and(|m| !m.is_empty()), "{p}");
+        let keys: Vec<&String> = p.as_object().unwrap().keys().collect();
+        assert!(keys.iter().all(|k| ["path", "message", "hint"].contains(&k.as_str())), "{p}");
+    }
+    let paths: Vec<&str> = problems.iter().map(|p| p["path"].as_str().unwrap()).collect();
+    assert!(paths.contains(&"/steps/1/code") && paths.contains(&"/steps/4/code"), "{paths:?}");
+
+    // graph refuses the same definition with the same problems.
+    let out = w.run(&["graph", f]);
+    out.expect_code(2);
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+    assert!(out.stderr.contains(&format!("{f}: /steps/1/code: unknown plugin")), "{}", out.stderr);
+}
+
+#[test]
+fn syntax_errors_missing_files_and_non_files_exit_2_clearly() {
+    let w = Weft::new();
+    let file = w.dir.path().join("syntax.json");
+    std::fs::write(&file, "{\n  \"name\": \"x\",\n  \"steps\": [,]\n}\n").unwrap();
+    let f = file.to_str().unwrap();
+    let out = w.run(&["validate", f]);
+    out.expect_code(2);
+    assert!(out.stderr.contains(&format!("{f}:3:")), "{}", out.stderr);
+    assert!(out.stderr.contains("invalid JSON"), "{}", out.stderr);
+    let out = w.run(&["validate", f, "--json"]);
+    out.expect_code(2);
+    let v = out.json();
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["problems"][0]["line"], 3);
+    assert!(v["problems"][0]["column"].as_u64().is_some(), "{v}");
+
+    let out = w.run(&["validate", "no-such-file.json"]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("no file `no-such-file.json`"), "{}", out.stderr);
+
+    let out = w.run(&["graph", "onboard-user"]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("not a file") && out.stderr.contains("not supported yet"), "{}", out.stderr);
+    let out = w.run(&["graph", f, "--format", "svg"]);
+    out.expect_code(2);
+}
+
+#[test]
+fn a_guest_file_next_to_the_definition_is_found_and_its_schema_applies() {
+    let w = Weft::new();
+    let sub = w.dir.path().join("flows");
+    std::fs::create_dir_all(sub.join("guests")).unwrap();
+    std::fs::copy(weft_test_artifacts::HOSTILE, sub.join("guests/hostile.wasm")).unwrap();
+    let def = json!({"name": "local", "steps": [
+        {"name": "ok", "code": {"path": "guests/hostile.wasm"}, "input": {"mode": "ok"}},
+        {"name": "no_mode", "code": {"path": "guests/hostile.wasm"}, "input": {"echo": 1}}
+    ]});
+    std::fs::write(sub.join("local.json"), def.to_string()).unwrap();
+    // Run from the temp dir: the path is relative to flows/, not to the cwd.
+    let out = w.run(&["validate", "flows/local.json", "--json"]);
+    out.expect_code(2);
+    let v = out.json();
+    let paths: Vec<&str> = v["problems"].as_array().unwrap().iter().map(|p| p["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["/steps/1/input"], "{v:#}");
+    assert!(v["problems"][0]["message"].as_str().unwrap().contains("mode"), "{v:#}");
+}
+
+#[test]
+fn the_example_workflows_validate() {
+    let dir = repo_root().join("examples/workflows");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    let names: Vec<String> = files.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    for expected in ["text-pipeline.json", "csv-check.json"] {
+        assert!(names.iter().any(|n| n == expected), "{expected} missing from {names:?}");
+    }
+    let w = Weft::new();
+    for file in &files {
+        let f = file.to_str().unwrap();
+        let out = w.run(&["validate", f, "--json"]);
+        out.expect_code(0);
+        let v = out.json();
+        assert_eq!(v["valid"], true, "{f}: {v}");
+        assert_eq!(format!("{}.json", v["name"].as_str().unwrap()), file.file_name().unwrap().to_string_lossy(), "{f}");
+        w.run(&["graph", f]).expect_code(0);
+    }
+    // The parallel branches and the `when` of text-pipeline are drawn.
+    let out = w.run(&["graph", dir.join("text-pipeline.json").to_str().unwrap()]);
+    for part in
+        ["s_orders --> s_first_order", "s_emails --> s_first_email", "s_first_order{{", "s_first_email --> s_summary"]
+    {
+        assert!(out.stdout.contains(part), "{part} missing from\n{}", out.stdout);
+    }
+}
