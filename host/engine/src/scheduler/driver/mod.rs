@@ -1,0 +1,572 @@
+//! One task per unfinished run: decides readiness, skips, claims, outcomes
+//! and the run's end, and commits each round of decisions as one batch
+//! (outcomes of finished attempts + claims of the next ones) before it
+//! calls any runner.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::task::JoinSet;
+
+use super::attempt::{Done, Launch, run_attempt};
+use super::scope::{RunScope, Seen};
+use super::{EngineError, Shared};
+use crate::cancel::CancelToken;
+use crate::error::{ErrorKind, StepError};
+use crate::ids::{AttemptNo, ItemIndex, RunId, Seq, idempotency_key};
+use crate::model_glue::{Action, Definition, EdgeOn, Graph, Join, parse_definition};
+use crate::retry::{RetryDecision, decide};
+use crate::runner::{EventSink, StepOutput, StepRequest};
+use crate::state::{AttemptState, RunEvent, RunState, StepEvent, StepState};
+use crate::store::{AttemptRecord, Batch, NewEvent, RunRecord, Write};
+
+mod outcome;
+mod ready;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum UnitState {
+    Pending,
+    Running,
+    Retrying,
+    Succeeded,
+    Failed,
+    Canceled,
+}
+
+/// One thing that gets attempts: a plain step, or one item of a `for_each`.
+struct Unit {
+    item: Option<ItemIndex>,
+    value: Value,
+    state: UnitState,
+    next_attempt: AttemptNo,
+    retry_at: i64,
+    /// The running attempt and its token.
+    running: Option<(AttemptNo, CancelToken)>,
+    result: Value,
+}
+
+impl Unit {
+    fn new(item: Option<ItemIndex>, value: Value) -> Unit {
+        Unit {
+            item,
+            value,
+            state: UnitState::Pending,
+            next_attempt: AttemptNo::FIRST,
+            retry_at: 0,
+            running: None,
+            result: Value::Null,
+        }
+    }
+}
+
+struct StepRt {
+    state: StepState,
+    output: Value,
+    /// Skipped because its `when` was false (does not cascade).
+    when_skipped: bool,
+    /// Its join rule and `when` passed: its units exist.
+    activated: bool,
+    units: Vec<Unit>,
+    /// Units before this index are not pending (claiming scans from here).
+    pending_from: usize,
+    running: usize,
+    retrying: usize,
+    succeeded: usize,
+}
+
+impl StepRt {
+    /// Change a unit's state, keeping the counters true.
+    fn set_unit(&mut self, u: usize, to: UnitState) {
+        let from = self.units[u].state;
+        for (st, d) in [(from, -1i64), (to, 1)] {
+            let c = match st {
+                UnitState::Running => &mut self.running,
+                UnitState::Retrying => &mut self.retrying,
+                UnitState::Succeeded => &mut self.succeeded,
+                _ => continue,
+            };
+            *c = (*c as i64 + d) as usize;
+        }
+        self.units[u].state = to;
+    }
+
+    fn recount(&mut self) {
+        let n = |st: UnitState| self.units.iter().filter(|u| u.state == st).count();
+        (self.running, self.retrying, self.succeeded) =
+            (n(UnitState::Running), n(UnitState::Retrying), n(UnitState::Succeeded));
+        self.pending_from = 0;
+    }
+}
+
+enum Readiness {
+    Wait,
+    Run,
+    Skip(String),
+}
+
+enum SinkMsg {
+    Progress { step: usize, item: Option<ItemIndex>, data: Value },
+    Log { step: usize, item: Option<ItemIndex>, line: String },
+}
+
+struct Sink {
+    tx: mpsc::UnboundedSender<SinkMsg>,
+    step: usize,
+    item: Option<ItemIndex>,
+}
+
+impl EventSink for Sink {
+    fn progress(&self, data: Value) {
+        let _ = self.tx.send(SinkMsg::Progress { step: self.step, item: self.item, data });
+    }
+    fn log(&self, line: String) {
+        let _ = self.tx.send(SinkMsg::Log { step: self.step, item: self.item, line });
+    }
+}
+
+enum Wake {
+    Canceled,
+    Done(Vec<Done>),
+    Sink(SinkMsg),
+    Permit(OwnedSemaphorePermit),
+    Timer,
+}
+
+struct Driver {
+    sh: Arc<Shared>,
+    id: RunId,
+    def: Arc<Definition>,
+    graph: Graph,
+    topo: Vec<usize>,
+    rank: Vec<usize>,
+    names: HashMap<String, usize>,
+    input: Value,
+    state: RunState,
+    deadline_at: Option<i64>,
+    steps: Vec<StepRt>,
+    seq: Seq,
+    batch: Batch,
+    inflight: JoinSet<Done>,
+    to_launch: Vec<Launch>,
+    permits: Vec<OwnedSemaphorePermit>,
+    want_permit: bool,
+    failures: u32,
+    unhandled: Option<StepError>,
+    cancel: CancelToken,
+    sink_tx: mpsc::UnboundedSender<SinkMsg>,
+    sink_rx: mpsc::UnboundedReceiver<SinkMsg>,
+}
+
+/// Drive one run to its end (or until the task is aborted).
+pub(super) async fn drive(
+    sh: Arc<Shared>,
+    id: RunId,
+    def: Option<Arc<Definition>>,
+    cancel: CancelToken,
+) -> Result<(), EngineError> {
+    let rec = sh.store.run(&id).await?.ok_or_else(|| EngineError::NotFound(id.clone()))?;
+    if rec.state.is_terminal() {
+        return Ok(());
+    }
+    let def = match def {
+        Some(d) => d,
+        None => match parse_definition(&rec.definition) {
+            Ok(d) => Arc::new(d),
+            Err(p) => return fail_unloadable(&sh, &rec, p.to_string()).await,
+        },
+    };
+    let mut d = Driver::new(sh, rec, def, cancel)?;
+    let r = d.main().await;
+    d.stop_inflight().await;
+    r
+}
+
+/// A run whose stored plan no longer loads fails with a validation error.
+async fn fail_unloadable(sh: &Shared, rec: &RunRecord, why: String) -> Result<(), EngineError> {
+    let now = sh.clock.now_ms();
+    let to = rec.state.apply(RunEvent::Fail)?;
+    let err = StepError::new(ErrorKind::Validation, format!("the stored plan does not load: {why}"), false);
+    let mut b = Batch::new();
+    b.push(Write::RunState {
+        run: rec.id.clone(),
+        from: rec.state,
+        to,
+        output: None,
+        error: Some(err.clone()),
+        at: now,
+    });
+    b.push(Write::Event(NewEvent {
+        run: rec.id.clone(),
+        seq: rec.last_seq.next(),
+        at: now,
+        kind: format!("run.{to}"),
+        step: None,
+        item: None,
+        data: json!({"state": to, "error": err}),
+    }));
+    sh.store.commit(b).await?;
+    Ok(())
+}
+
+/// Cancel a run no task drives (e.g. still `submitted`).
+pub(super) async fn cancel_undriven(sh: &Arc<Shared>, id: &RunId) -> Result<(), EngineError> {
+    let rec = sh.store.run(id).await?.ok_or_else(|| EngineError::NotFound(id.clone()))?;
+    if rec.state.is_terminal() {
+        return Ok(());
+    }
+    let now = sh.clock.now_ms();
+    let mut b = Batch::new();
+    let mut seq = rec.last_seq;
+    let mut ev = |b: &mut Batch, kind: String, step: Option<String>, data: Value| {
+        seq = seq.next();
+        b.push(Write::Event(NewEvent { run: id.clone(), seq, at: now, kind, step, item: None, data }));
+    };
+    for a in rec.attempts.iter().filter(|a| a.state == AttemptState::Running) {
+        b.push(Write::FinishAttempt {
+            run: id.clone(),
+            step: a.step.clone(),
+            item: a.item,
+            attempt: a.attempt,
+            state: AttemptState::Canceled,
+            output: None,
+            error: Some(StepError::canceled("the run was canceled")),
+            at: now,
+        });
+    }
+    for s in rec.steps.iter().filter(|s| !s.state.is_terminal()) {
+        let to = s.state.apply(StepEvent::Cancel)?;
+        b.push(Write::StepState {
+            run: id.clone(),
+            step: s.name.clone(),
+            from: s.state,
+            to,
+            output: None,
+            error: None,
+            next_attempt_at: None,
+            at: now,
+        });
+        ev(&mut b, format!("step.{to}"), Some(s.name.clone()), json!({"state": to}));
+    }
+    let to = rec.state.apply(RunEvent::Cancel)?;
+    let err = StepError::canceled("the run was canceled");
+    b.push(Write::RunState { run: id.clone(), from: rec.state, to, output: None, error: Some(err.clone()), at: now });
+    ev(&mut b, format!("run.{to}"), None, json!({"state": to, "error": err}));
+    sh.store.commit(b).await?;
+    Ok(())
+}
+
+impl Driver {
+    fn new(sh: Arc<Shared>, rec: RunRecord, def: Arc<Definition>, cancel: CancelToken) -> Result<Driver, EngineError> {
+        let graph = Graph::build(&def);
+        let topo = graph.topo_order().map_err(|c| EngineError::Plan(format!("cycle through steps {c:?}")))?;
+        let mut rank = vec![0; topo.len()];
+        for (r, &i) in topo.iter().enumerate() {
+            rank[i] = r;
+        }
+        let names = def.steps.iter().enumerate().map(|(i, s)| (s.name.clone(), i)).collect();
+        let (sink_tx, sink_rx) = mpsc::unbounded_channel();
+        let steps = def
+            .steps
+            .iter()
+            .map(|_| StepRt {
+                state: StepState::Pending,
+                output: Value::Null,
+                when_skipped: false,
+                activated: false,
+                units: vec![],
+                pending_from: 0,
+                running: 0,
+                retrying: 0,
+                succeeded: 0,
+            })
+            .collect();
+        let mut d = Driver {
+            sh,
+            id: rec.id.clone(),
+            def,
+            graph,
+            topo,
+            rank,
+            names,
+            input: rec.input.clone(),
+            state: rec.state,
+            deadline_at: rec.deadline_at,
+            steps,
+            seq: rec.last_seq,
+            batch: Batch::new(),
+            inflight: JoinSet::new(),
+            to_launch: vec![],
+            permits: vec![],
+            want_permit: false,
+            failures: 0,
+            unhandled: None,
+            cancel,
+            sink_tx,
+            sink_rx,
+        };
+        d.load(&rec)?;
+        Ok(d)
+    }
+
+    fn now(&self) -> i64 {
+        self.sh.clock.now_ms()
+    }
+
+    // ---- loading and recovery -------------------------------------------
+
+    fn load(&mut self, rec: &RunRecord) -> Result<(), EngineError> {
+        if self.state == RunState::Submitted {
+            self.run_to(RunEvent::Start, None, None)?;
+        }
+        let mut interrupted: Vec<(usize, usize, AttemptNo)> = vec![];
+        for (i, sr) in rec.steps.iter().enumerate() {
+            if self.def.steps.get(i).map(|s| s.name.as_str()) != Some(sr.name.as_str()) {
+                return Err(EngineError::Plan(format!("stored step {} does not match the plan", sr.name)));
+            }
+            let st = &mut self.steps[i];
+            st.state = sr.state;
+            st.output = sr.output.clone().unwrap_or(Value::Null);
+            st.when_skipped = sr.state == StepState::Skipped && sr.error.is_none();
+            if sr.state == StepState::Failed {
+                self.failures += 1;
+                if !self.handled(i) && self.unhandled.is_none() {
+                    self.unhandled = sr.error.clone();
+                }
+            }
+            if !matches!(sr.state, StepState::Running | StepState::Retrying | StepState::Waiting) {
+                continue;
+            }
+            // An activated step: rebuild its units from its attempts.
+            let atts: Vec<&AttemptRecord> = rec.attempts.iter().filter(|a| a.step == sr.name).collect();
+            let units = if self.def.steps[i].for_each.is_some() {
+                match self.resolve_items(i) {
+                    Ok(items) => items,
+                    Err(e) => return Err(EngineError::Plan(e.message)),
+                }
+            } else {
+                vec![Unit::new(None, Value::Null)]
+            };
+            self.steps[i].units = units;
+            self.steps[i].activated = true;
+            for (u, unit) in self.steps[i].units.iter_mut().enumerate() {
+                let mine: Vec<&&AttemptRecord> = atts.iter().filter(|a| a.item == unit.item).collect();
+                if let Some(last) = mine.iter().map(|a| a.attempt).max() {
+                    unit.next_attempt = last.next();
+                }
+                if let Some(ok) = mine.iter().find(|a| a.state == AttemptState::Succeeded) {
+                    unit.state = UnitState::Succeeded;
+                    unit.result = ok.output.clone().unwrap_or(Value::Null);
+                } else if let Some(run) = mine.iter().find(|a| a.state == AttemptState::Running) {
+                    interrupted.push((i, u, run.attempt));
+                } else if !mine.is_empty() {
+                    // Failed with a retry scheduled (its time is on the step
+                    // record for plain steps; items retry at once).
+                    unit.state = UnitState::Retrying;
+                    unit.retry_at = sr.next_attempt_at.unwrap_or(0);
+                }
+            }
+            self.steps[i].recount();
+        }
+        // Attempts of the previous owner: failed attempts, retried per policy.
+        for (i, u, attempt) in interrupted {
+            self.steps[i].set_unit(u, UnitState::Running);
+            self.steps[i].units[u].running = Some((attempt, CancelToken::new()));
+            let err = StepError::timeout("lease expired: the process running this attempt stopped");
+            self.attempt_failed(i, u, attempt, err)?;
+            if self.state.is_terminal() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    // ---- the loop -------------------------------------------------------
+
+    async fn main(&mut self) -> Result<(), EngineError> {
+        loop {
+            if !self.state.is_terminal() {
+                self.advance()?;
+            }
+            self.flush().await?;
+            self.launch();
+            if self.state.is_terminal() {
+                return Ok(());
+            }
+            match self.next_wake().await {
+                Wake::Canceled => {
+                    self.end_run(RunEvent::Cancel, None, StepError::canceled("the run was canceled"), true)?
+                }
+                Wake::Done(done) => {
+                    for d in done {
+                        self.on_done(d)?;
+                    }
+                }
+                Wake::Sink(m) => self.on_sink(m),
+                Wake::Permit(p) => {
+                    self.permits.push(p);
+                    self.want_permit = false;
+                }
+                Wake::Timer => {}
+            }
+        }
+    }
+
+    async fn next_wake(&mut self) -> Wake {
+        let timer = self.next_timer().map(|t| self.sh.clock.sleep_until(t));
+        let permits = self.sh.permits.clone();
+        tokio::select! {
+            biased;
+            _ = self.cancel.canceled() => Wake::Canceled,
+            Some(first) = self.inflight.join_next(), if !self.inflight.is_empty() => {
+                let mut all = vec![];
+                for r in std::iter::once(first).chain(std::iter::from_fn(|| self.inflight.try_join_next())) {
+                    match r {
+                        Ok(d) => all.push(d),
+                        Err(e) if e.is_cancelled() => {}
+                        Err(e) => std::panic::resume_unwind(e.into_panic()),
+                    }
+                }
+                Wake::Done(all)
+            }
+            Some(m) = self.sink_rx.recv() => Wake::Sink(m),
+            Ok(p) = permits.acquire_owned(), if self.want_permit => Wake::Permit(p),
+            _ = async { timer.expect("guarded").await }, if timer.is_some() => Wake::Timer,
+        }
+    }
+
+    fn next_timer(&self) -> Option<i64> {
+        let now = self.now();
+        let retries = self.steps.iter().enumerate().filter(|(_, s)| s.retrying > 0).flat_map(|(i, s)| {
+            let cap = self.def.steps[i].concurrency.map(|c| c.max(1) as usize).unwrap_or(usize::MAX);
+            // A due retry held back by a missing permit or by the
+            // step's concurrency waits for an attempt to end, not for
+            // time: no timer for it (no spinning). Any other due retry
+            // wakes the loop at once.
+            let held = self.want_permit || s.running >= cap;
+            s.units
+                .iter()
+                .filter(move |u| u.state == UnitState::Retrying && (u.retry_at > now || !held))
+                .map(|u| u.retry_at)
+        });
+        retries.chain(self.deadline_at).min()
+    }
+
+    async fn flush(&mut self) -> Result<(), EngineError> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::take(&mut self.batch);
+        let mut tries = 0;
+        loop {
+            match self.sh.store.commit(batch.clone()).await {
+                Ok(()) => return Ok(()),
+                Err(e) if e.is_retryable() && tries < self.sh.config.commit_retries => {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(5 << tries)).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    fn launch(&mut self) {
+        for l in self.to_launch.drain(..) {
+            self.inflight.spawn(run_attempt(self.sh.runner.clone(), self.sh.clock.clone(), l));
+        }
+    }
+
+    /// Attempts still in flight when the run ended were recorded canceled
+    /// and their tokens fired; give their runners a grace period to wind
+    /// down (interrupt the guest, tell the MCP server), then drop them.
+    async fn stop_inflight(&mut self) {
+        for s in &self.steps {
+            for u in &s.units {
+                if let Some((_, t)) = &u.running {
+                    t.cancel();
+                }
+            }
+        }
+        if self.inflight.is_empty() {
+            return;
+        }
+        let grace = std::time::Duration::from_millis(self.sh.config.cancel_grace_ms);
+        let _ = tokio::time::timeout(grace, async { while self.inflight.join_next().await.is_some() {} }).await;
+        self.inflight.abort_all();
+    }
+
+    // ---- recording ------------------------------------------------------
+
+    fn event(&mut self, kind: String, step: Option<usize>, item: Option<ItemIndex>, data: Value) {
+        self.seq = self.seq.next();
+        let step = step.map(|i| self.def.steps[i].name.clone());
+        let at = self.now();
+        self.batch.push(Write::Event(NewEvent { run: self.id.clone(), seq: self.seq, at, kind, step, item, data }));
+    }
+
+    fn run_to(&mut self, ev: RunEvent, output: Option<Value>, error: Option<StepError>) -> Result<(), EngineError> {
+        let to = self.state.apply(ev)?;
+        let at = self.now();
+        self.batch.push(Write::RunState {
+            run: self.id.clone(),
+            from: self.state,
+            to,
+            output: output.clone(),
+            error: error.clone(),
+            at,
+        });
+        self.state = to;
+        let mut data = json!({"state": to});
+        if let Some(e) = error {
+            data["error"] = e.to_value();
+        }
+        self.event(format!("run.{to}"), None, None, data);
+        Ok(())
+    }
+
+    fn step_to(
+        &mut self,
+        i: usize,
+        ev: StepEvent,
+        output: Value,
+        error: Option<StepError>,
+        extra: Value,
+    ) -> Result<(), EngineError> {
+        let from = self.steps[i].state;
+        let to = from.apply(ev)?;
+        let next_attempt_at = extra.get("next_attempt_at").and_then(Value::as_i64);
+        self.batch.push(Write::StepState {
+            run: self.id.clone(),
+            step: self.def.steps[i].name.clone(),
+            from,
+            to,
+            output: (!output.is_null()).then(|| output.clone()),
+            error: error.clone(),
+            next_attempt_at,
+            at: self.now(),
+        });
+        self.steps[i].state = to;
+        self.steps[i].output = output;
+        let mut data = json!({"state": to});
+        if let (Value::Object(d), Value::Object(x)) = (&mut data, extra) {
+            d.extend(x);
+        }
+        if let Some(e) = error {
+            data["error"] = e.to_value();
+        }
+        self.event(format!("step.{to}"), Some(i), None, data);
+        Ok(())
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}

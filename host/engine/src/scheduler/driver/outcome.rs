@@ -1,0 +1,221 @@
+//! Outcomes: finished attempts, retries, handled and unhandled failures,
+//! and the end of the run (its output or error).
+
+use super::*;
+
+impl Driver {
+    // ---- outcomes -------------------------------------------------------
+
+    pub(super) fn on_sink(&mut self, m: SinkMsg) {
+        match m {
+            SinkMsg::Progress { step, item, data } => self.event("progress".into(), Some(step), item, data),
+            SinkMsg::Log { step, item, line } => self.event("log".into(), Some(step), item, json!({"line": line})),
+        }
+    }
+
+    pub(super) fn finish_attempt(
+        &mut self,
+        i: usize,
+        u: usize,
+        attempt: AttemptNo,
+        state: AttemptState,
+        output: Option<Value>,
+        error: Option<StepError>,
+    ) {
+        let unit = &mut self.steps[i].units[u];
+        unit.running = None;
+        let item = unit.item;
+        let at = self.now();
+        self.batch.push(Write::FinishAttempt {
+            run: self.id.clone(),
+            step: self.def.steps[i].name.clone(),
+            item,
+            attempt,
+            state,
+            output,
+            error,
+            at,
+        });
+    }
+
+    pub(super) fn on_done(&mut self, d: Done) -> Result<(), EngineError> {
+        if self.state.is_terminal() {
+            return Ok(());
+        }
+        let Some(unit) = self.steps.get(d.step).and_then(|s| s.units.get(d.unit)) else { return Ok(()) };
+        if unit.state != UnitState::Running || unit.running.as_ref().map(|r| r.0) != Some(d.attempt) {
+            return Ok(()); // already recorded (canceled)
+        }
+        let (i, u) = (d.step, d.unit);
+        match d.result {
+            Ok(StepOutput::Done(v)) => {
+                self.finish_attempt(i, u, d.attempt, AttemptState::Succeeded, Some(v.clone()), None);
+                let item = self.steps[i].units[u].item;
+                self.steps[i].set_unit(u, UnitState::Succeeded);
+                self.steps[i].units[u].result = v.clone();
+                if item.is_none() {
+                    self.step_to(i, StepEvent::Succeed, v, None, json!({"attempt": d.attempt}))?;
+                } else {
+                    self.event("item.succeeded".into(), Some(i), item, json!({"item": item, "attempt": d.attempt}));
+                    if self.steps[i].succeeded == self.steps[i].units.len() {
+                        let out = Value::Array(self.steps[i].units.iter().map(|u| u.result.clone()).collect());
+                        self.step_to(i, StepEvent::Succeed, out, None, json!({}))?;
+                    }
+                }
+            }
+            Ok(StepOutput::Reject(reason)) => {
+                let err = StepError::new(ErrorKind::Validation, format!("rejected: {reason}"), false);
+                self.finish_attempt(i, u, d.attempt, AttemptState::Failed, None, Some(err.clone()));
+                self.steps[i].set_unit(u, UnitState::Failed);
+                self.step_to(i, StepEvent::Fail, Value::Null, Some(err), json!({"attempt": d.attempt}))?;
+                let run_err = StepError::new(ErrorKind::Validation, reason, false);
+                self.end_run(RunEvent::Reject, None, run_err, false)?;
+            }
+            Err(e) => self.attempt_failed(i, u, d.attempt, e)?,
+        }
+        Ok(())
+    }
+
+    pub(super) fn attempt_failed(
+        &mut self,
+        i: usize,
+        u: usize,
+        attempt: AttemptNo,
+        err: StepError,
+    ) -> Result<(), EngineError> {
+        self.finish_attempt(i, u, attempt, AttemptState::Failed, None, Some(err.clone()));
+        let policy = self.def.steps[i].retry_policy();
+        let now = self.now();
+        let item = self.steps[i].units[u].item;
+        match decide(&policy, attempt, &err, now, self.sh.rng.as_ref()) {
+            RetryDecision::RetryAt { at_ms, attempt: next } => {
+                self.steps[i].set_unit(u, UnitState::Retrying);
+                let unit = &mut self.steps[i].units[u];
+                unit.retry_at = at_ms;
+                unit.next_attempt = next;
+                if item.is_none() {
+                    let extra = json!({"attempt": attempt, "next_attempt_at": at_ms});
+                    self.step_to(i, StepEvent::ScheduleRetry, Value::Null, Some(err), extra)?;
+                } else {
+                    let data = json!({"item": item, "attempt": attempt, "next_attempt_at": at_ms, "error": err});
+                    self.event("item.retrying".into(), Some(i), item, data);
+                }
+            }
+            RetryDecision::GiveUp => {
+                self.steps[i].set_unit(u, UnitState::Failed);
+                if item.is_some() {
+                    self.event(
+                        "item.failed".into(),
+                        Some(i),
+                        item,
+                        json!({"item": item, "attempt": attempt, "error": err}),
+                    );
+                    // The step fails at its first failed item: stop the others.
+                    for k in 0..self.steps[i].units.len() {
+                        if let Some((a, t)) = self.steps[i].units[k].running.clone() {
+                            t.cancel();
+                            let e = StepError::canceled("another item of the step failed");
+                            self.finish_attempt(i, k, a, AttemptState::Canceled, None, Some(e));
+                            self.steps[i].set_unit(k, UnitState::Canceled);
+                        }
+                    }
+                }
+                let err = match item {
+                    Some(k) => StepError { message: format!("item {k}: {}", err.message), ..err },
+                    None => err,
+                };
+                self.step_failed(i, err)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A dependent with a `failure`/`always` edge, or `continue_on_error`,
+    /// handles a step's failure.
+    pub(super) fn handled(&self, i: usize) -> bool {
+        self.def.steps[i].continue_on_error || self.graph.dependents(i).any(|e| e.on != EdgeOn::Success)
+    }
+
+    /// The step's failure is final (the step is running).
+    pub(super) fn step_failed(&mut self, i: usize, err: StepError) -> Result<(), EngineError> {
+        let coe = self.def.steps[i].continue_on_error;
+        let output = if coe { err.to_value() } else { Value::Null };
+        self.step_to(i, StepEvent::Fail, output, Some(err.clone()), json!({}))?;
+        self.failures += 1;
+        let name = &self.def.steps[i].name;
+        let run_err = StepError { message: format!("step `{name}` failed: {}", err.message), ..err };
+        if let Some(max) = self.def.max_step_failures
+            && self.failures >= max
+        {
+            let e =
+                StepError { message: format!("{} (max_step_failures = {max} reached)", run_err.message), ..run_err };
+            return self.end_run(RunEvent::Fail, None, e, false);
+        }
+        if !self.handled(i) {
+            if self.def.fail_open {
+                self.unhandled.get_or_insert(run_err);
+            } else {
+                return self.end_run(RunEvent::Fail, None, run_err, false);
+            }
+        }
+        Ok(())
+    }
+
+    // ---- the end --------------------------------------------------------
+
+    /// Every step is terminal.
+    pub(super) fn finish(&mut self) -> Result<(), EngineError> {
+        if let Some(e) = self.unhandled.clone() {
+            return self.run_to(RunEvent::Fail, None, Some(e));
+        }
+        let output = match self.def.output.clone() {
+            Some(t) => self.scope_eval(None, |s| t.resolve(s)),
+            None => {
+                let mut m = serde_json::Map::new();
+                for i in self.graph.sinks() {
+                    m.insert(self.def.steps[i].name.clone(), self.steps[i].output.clone());
+                }
+                Value::Object(m)
+            }
+        };
+        self.run_to(RunEvent::Complete, Some(output), None)
+    }
+
+    /// End the run now: running attempts are canceled and recorded, steps
+    /// not yet terminal become canceled (pending ones skipped unless
+    /// `cancel_pending`), then the run takes `ev`.
+    pub(super) fn end_run(
+        &mut self,
+        ev: RunEvent,
+        output: Option<Value>,
+        err: StepError,
+        cancel_pending: bool,
+    ) -> Result<(), EngineError> {
+        let why = match ev {
+            RunEvent::Cancel => "the run was canceled".to_string(),
+            RunEvent::Complete => err.message.clone(),
+            _ => format!("the run ended: {}", err.message),
+        };
+        for i in 0..self.steps.len() {
+            for u in 0..self.steps[i].units.len() {
+                if let Some((a, t)) = self.steps[i].units[u].running.clone() {
+                    t.cancel();
+                    self.finish_attempt(i, u, a, AttemptState::Canceled, None, Some(StepError::canceled(why.clone())));
+                    self.steps[i].set_unit(u, UnitState::Canceled);
+                }
+            }
+            match self.steps[i].state {
+                StepState::Pending if !cancel_pending => {
+                    let e = StepError::new(ErrorKind::DependencyFailed, why.clone(), false);
+                    self.step_to(i, StepEvent::Skip, Value::Null, Some(e), json!({}))?;
+                }
+                s if !s.is_terminal() => {
+                    self.step_to(i, StepEvent::Cancel, Value::Null, Some(StepError::canceled(why.clone())), json!({}))?;
+                }
+                _ => {}
+            }
+        }
+        let error = (ev != RunEvent::Complete).then_some(err);
+        self.run_to(ev, output, error)
+    }
+}

@@ -1,0 +1,286 @@
+//! Deciding what runs next: edges and joins, skips and their cascade,
+//! `when`, `for_each` items, and claiming ready units (running + attempt +
+//! lease, committed before any runner is called).
+
+use super::*;
+
+impl Driver {
+    // ---- deciding -------------------------------------------------------
+
+    pub(super) fn advance(&mut self) -> Result<(), EngineError> {
+        let now = self.now();
+        if self.deadline_at.is_some_and(|d| now >= d) {
+            let err = StepError::new(ErrorKind::Deadline, "the run's timeout_ms passed", false);
+            return self.end_run(RunEvent::Fail, None, err, false);
+        }
+        for k in 0..self.topo.len() {
+            let i = self.topo[k];
+            if self.steps[i].state != StepState::Pending || self.steps[i].activated {
+                continue;
+            }
+            match self.readiness(i) {
+                Readiness::Wait => {}
+                Readiness::Skip(why) => {
+                    let err = StepError::new(ErrorKind::DependencyFailed, why, false);
+                    self.step_to(i, StepEvent::Skip, Value::Null, Some(err), json!({}))?;
+                }
+                Readiness::Run => self.activate(i)?,
+            }
+            if self.state.is_terminal() {
+                return Ok(());
+            }
+        }
+        self.claim_ready(now)?;
+        // A permit won for a unit that no longer needs it goes back.
+        self.permits.clear();
+        if !self.state.is_terminal() && self.steps.iter().all(|s| s.state.is_terminal()) {
+            self.finish()?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn edge_met(&self, from: usize, on: EdgeOn) -> bool {
+        let s = &self.steps[from];
+        let coe = self.def.steps[from].continue_on_error;
+        match on {
+            EdgeOn::Success => {
+                s.state == StepState::Succeeded
+                    || (s.state == StepState::Skipped && s.when_skipped)
+                    || (s.state == StepState::Failed && coe)
+            }
+            EdgeOn::Failure => s.state == StepState::Failed,
+            EdgeOn::Always => s.state.is_terminal(),
+        }
+    }
+
+    pub(super) fn readiness(&self, i: usize) -> Readiness {
+        let deps: Vec<(usize, EdgeOn)> = self.graph.dependencies(i).map(|e| (e.from, e.on)).collect();
+        if deps.is_empty() {
+            return Readiness::Run;
+        }
+        let terminal = |d: usize| self.steps[d].state.is_terminal();
+        let unmet = |deps: &[(usize, EdgeOn)]| {
+            deps.iter()
+                .filter(|(d, on)| terminal(*d) && !self.edge_met(*d, *on))
+                .map(|(d, on)| {
+                    format!("`{}` is {} (edge on {})", self.def.steps[*d].name, self.steps[*d].state, on.as_str())
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match self.def.steps[i].join {
+            Join::All => {
+                if !deps.iter().all(|(d, _)| terminal(*d)) {
+                    Readiness::Wait
+                } else if deps.iter().all(|(d, on)| self.edge_met(*d, *on)) {
+                    Readiness::Run
+                } else {
+                    Readiness::Skip(format!("skipped: {}", unmet(&deps)))
+                }
+            }
+            Join::Any | Join::Race => {
+                let any_met = deps.iter().any(|(d, on)| terminal(*d) && self.edge_met(*d, *on));
+                let any_terminal = deps.iter().any(|(d, _)| terminal(*d));
+                let all_terminal = deps.iter().all(|(d, _)| terminal(*d));
+                if any_met {
+                    Readiness::Run
+                } else if all_terminal || (self.def.steps[i].join == Join::Race && any_terminal) {
+                    Readiness::Skip(format!("skipped: {}", unmet(&deps)))
+                } else {
+                    Readiness::Wait
+                }
+            }
+        }
+    }
+
+    pub(super) fn scope_eval<T>(
+        &self,
+        item: Option<(&Value, u64)>,
+        f: impl FnOnce(&dyn crate::model_glue::Scope) -> T,
+    ) -> T {
+        let steps = &self.steps;
+        let scope = RunScope {
+            run_id: self.id.as_str(),
+            input: &self.input,
+            names: &self.names,
+            seen: |i: usize| Seen { state: steps[i].state, output: &steps[i].output },
+            item,
+        };
+        f(&scope)
+    }
+
+    pub(super) fn resolve_items(&self, i: usize) -> Result<Vec<Unit>, StepError> {
+        let t = self.def.steps[i].for_each.as_ref().expect("for_each step");
+        match self.scope_eval(None, |s| t.resolve(s)) {
+            Value::Array(items) => {
+                Ok(items.into_iter().enumerate().map(|(k, v)| Unit::new(Some(ItemIndex(k as u32)), v)).collect())
+            }
+            other => Err(StepError::new(
+                ErrorKind::Validation,
+                format!("for_each must resolve to an array, got {}", type_name(&other)),
+                false,
+            )),
+        }
+    }
+
+    pub(super) fn activate(&mut self, i: usize) -> Result<(), EngineError> {
+        let step = &self.def.steps[i];
+        if let Some(cond) = &step.when {
+            let cond = cond.clone();
+            if !self.scope_eval(None, |s| cond.evaluate(s)) {
+                self.steps[i].when_skipped = true;
+                return self.step_to(i, StepEvent::Skip, Value::Null, None, json!({"reason": "when"}));
+            }
+        }
+        match &self.def.steps[i].action {
+            Action::Return => {
+                let input = self.def.steps[i].input.clone();
+                let value = self.scope_eval(None, |s| input.resolve(s));
+                self.step_to(i, StepEvent::Claim, Value::Null, None, json!({}))?;
+                self.step_to(i, StepEvent::Succeed, value.clone(), None, json!({}))?;
+                let output = match self.def.output.clone() {
+                    Some(t) => self.scope_eval(None, |s| t.resolve(s)),
+                    None => value,
+                };
+                let err = StepError::canceled(format!("the run returned at step `{}`", self.def.steps[i].name));
+                return self.end_run(RunEvent::Complete, Some(output), err, false);
+            }
+            Action::Code(_) | Action::Tool(_) => {}
+            other => {
+                let key = other.key();
+                self.step_to(i, StepEvent::Claim, Value::Null, None, json!({}))?;
+                let err = StepError::new(ErrorKind::Validation, format!("not yet supported: {key}"), false);
+                return self.step_failed(i, err);
+            }
+        }
+        if self.def.steps[i].for_each.is_some() {
+            match self.resolve_items(i) {
+                Ok(units) => {
+                    let n = units.len();
+                    self.steps[i].units = units;
+                    self.steps[i].activated = true;
+                    self.step_to(i, StepEvent::Claim, Value::Null, None, json!({"items": n}))?;
+                    if n == 0 {
+                        self.step_to(i, StepEvent::Succeed, json!([]), None, json!({}))?;
+                    }
+                }
+                Err(e) => {
+                    self.step_to(i, StepEvent::Claim, Value::Null, None, json!({}))?;
+                    self.step_failed(i, e)?;
+                }
+            }
+        } else {
+            self.steps[i].units = vec![Unit::new(None, Value::Null)];
+            self.steps[i].activated = true;
+        }
+        Ok(())
+    }
+
+    pub(super) fn claim_ready(&mut self, now: i64) -> Result<(), EngineError> {
+        let mut ready: Vec<(i64, usize, usize, usize)> = vec![];
+        for (i, s) in self.steps.iter_mut().enumerate() {
+            if !s.activated || s.state.is_terminal() {
+                continue;
+            }
+            let cap = self.def.steps[i].concurrency.map(|c| c.max(1) as usize).unwrap_or(usize::MAX);
+            let mut running = s.running;
+            let key = (-self.def.steps[i].priority, self.rank[i]);
+            // Retries first (they are older), then pending units in order.
+            if s.retrying > 0 {
+                for (u, unit) in s.units.iter().enumerate() {
+                    if running >= cap {
+                        break;
+                    }
+                    if unit.state == UnitState::Retrying && unit.retry_at <= now {
+                        running += 1;
+                        ready.push((key.0, key.1, u, i));
+                    }
+                }
+            }
+            while s.pending_from < s.units.len() && s.units[s.pending_from].state != UnitState::Pending {
+                s.pending_from += 1;
+            }
+            let mut u = s.pending_from;
+            while running < cap && u < s.units.len() {
+                if s.units[u].state == UnitState::Pending {
+                    running += 1;
+                    ready.push((key.0, key.1, u, i));
+                }
+                u += 1;
+            }
+        }
+        ready.sort_unstable();
+        for (_, _, u, i) in ready {
+            let permit = match self.permits.pop() {
+                Some(p) => p,
+                None => match self.sh.permits.clone().try_acquire_owned() {
+                    Ok(p) => p,
+                    Err(_) => {
+                        self.want_permit = true;
+                        break;
+                    }
+                },
+            };
+            self.claim(i, u, permit, now)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn claim(
+        &mut self,
+        i: usize,
+        u: usize,
+        permit: OwnedSemaphorePermit,
+        now: i64,
+    ) -> Result<(), EngineError> {
+        let attempt = self.steps[i].units[u].next_attempt;
+        let item = self.steps[i].units[u].item;
+        let timeout_ms = self.def.steps[i].effective_timeout_ms();
+        let timeout_at = timeout_ms.map(|t| now.saturating_add(t as i64));
+        let lease_until = match timeout_ms {
+            Some(t) => now.saturating_add((t + self.sh.config.lease_slack_ms) as i64),
+            None => now.saturating_add(self.sh.config.default_lease_ms as i64),
+        };
+        if item.is_none() {
+            self.step_to(i, StepEvent::Claim, Value::Null, None, json!({"attempt": attempt}))?;
+        } else {
+            self.event("item.running".into(), Some(i), item, json!({"item": item, "attempt": attempt}));
+        }
+        let name = self.def.steps[i].name.clone();
+        self.batch.push(Write::StartAttempt {
+            run: self.id.clone(),
+            step: name.clone(),
+            item,
+            attempt,
+            lease_until,
+            at: now,
+        });
+        let input = {
+            let t = self.def.steps[i].input.clone();
+            let value = &self.steps[i].units[u].value;
+            let it = item.map(|k| (value, k.0 as u64));
+            self.scope_eval(it, |s| t.resolve(s))
+        };
+        let token = CancelToken::new();
+        self.steps[i].set_unit(u, UnitState::Running);
+        self.steps[i].units[u].running = Some((attempt, token.clone()));
+        let deadline_ms = match (timeout_at, self.deadline_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let req = StepRequest {
+            run: self.id.clone(),
+            step: name.clone(),
+            item,
+            attempt,
+            idempotency_key: idempotency_key(&self.id, &name, item, attempt),
+            deadline_ms,
+            action: self.def.steps[i].action.clone(),
+            input,
+            limits: self.def.steps[i].limits,
+            events: Arc::new(Sink { tx: self.sink_tx.clone(), step: i, item }),
+        };
+        self.to_launch.push(Launch { step: i, unit: u, req, token, timeout_at, timeout_ms, permit });
+        Ok(())
+    }
+}
