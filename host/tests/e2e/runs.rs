@@ -290,6 +290,16 @@ fn templates_are_saved_versioned_run_and_deleted() {
     let by_template = w.run(&["runs", "list", "--template", "order-digest", "--json"]);
     assert_eq!(by_template.json().as_array().unwrap().len(), 1);
 
+    // `weft graph` draws the template, and the run with its steps' states.
+    let out = w.run(&["graph", "order-digest"]);
+    out.expect_code(0);
+    assert!(out.stdout.contains("s_parse") && !out.stdout.contains("classDef"), "{}", out.stdout);
+    let out = w.run(&["graph", run["id"].as_str().unwrap(), "--format", "mermaid"]);
+    out.expect_code(0);
+    assert!(out.stdout.contains("class s_parse succeeded"), "{}", out.stdout);
+    assert!(out.stdout.contains("class s_enrich failed"), "{}", out.stdout);
+    w.run(&["graph", "r_00000000000000000000000000"]).expect_code(2);
+
     w.run(&["templates", "delete", "order-digest"]).expect_code(0);
     w.run(&["templates", "show", "order-digest"]).expect_code(2);
     w.run(&["templates", "delete", "order-digest"]).expect_code(2);

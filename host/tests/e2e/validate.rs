@@ -170,7 +170,7 @@ fn syntax_errors_missing_files_and_non_files_exit_2_clearly() {
 
     let out = w.run(&["graph", "onboard-user"]);
     out.expect_code(2);
-    assert!(out.stderr.contains("not a file") && out.stderr.contains("not supported yet"), "{}", out.stderr);
+    assert!(out.stderr.contains("neither a file, a saved template nor a run id"), "{}", out.stderr);
     let out = w.run(&["graph", f, "--format", "svg"]);
     out.expect_code(2);
 }
