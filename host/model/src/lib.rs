@@ -31,7 +31,7 @@ pub use definition::{
 };
 pub use graph::{Graph, GraphEdge};
 pub use json_schema::{NoSchemas, SchemaLookup, validate_against, validate_input};
-pub use problem::{Problem, Problems};
+pub use problem::{Problem, Problems, type_name};
 pub use refs::{Ref, RefError, RefRoot, Segment, parse_ref};
 pub use retry::RetryPolicy;
 pub use schema::definition_schema;

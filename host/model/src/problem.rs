@@ -45,7 +45,7 @@ impl fmt::Display for Problem {
 pub struct Problems(pub Vec<Problem>);
 
 /// The JSON type name of a value, for messages.
-pub(crate) fn type_name(v: &Value) -> &'static str {
+pub fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -21,6 +21,7 @@ use crate::retry::{RetryDecision, decide};
 use crate::runner::{EventSink, StepOutput, StepRequest};
 use crate::state::{AttemptState, RunEvent, RunState, StepEvent, StepState};
 use crate::store::{AttemptRecord, Batch, NewEvent, RunRecord, Write};
+use weft_model::type_name;
 
 mod outcome;
 mod ready;
@@ -557,16 +558,5 @@ impl Driver {
         }
         self.event(format!("step.{to}"), Some(i), None, data);
         Ok(())
-    }
-}
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
