@@ -224,7 +224,15 @@ impl StepRunner for CodeRunner {
         let handle = CancelHandle::new();
         let mut bridge = Bridge::new(cancel, handle.clone());
         let inner = self.inner.clone();
-        let joined = tokio::task::spawn_blocking(move || inner.run_blocking(&code, &req, handle)).await;
+        // Most invocations take tens of microseconds: on a multi-thread
+        // runtime, run in place (the worker's other tasks move to another
+        // thread) rather than pay a hand-off to the blocking pool and back.
+        let joined = if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+        {
+            Ok(tokio::task::block_in_place(|| inner.run_blocking(&code, &req, handle)))
+        } else {
+            tokio::task::spawn_blocking(move || inner.run_blocking(&code, &req, handle)).await
+        };
         bridge.finished = true;
         drop(bridge);
         match joined {
