@@ -49,10 +49,23 @@ fn invoke(c: &mut Criterion) {
         assert!(first.outcome.is_ok(), "{name}: {:?}", first.outcome);
         group.bench_function(name, |b| b.iter(|| sandbox.invoke(&guest, &inv)));
     }
+    // The fixed costs inside an invocation, for reading the figures above.
+    group.bench_function("wasi-ctx", |b| {
+        b.iter(|| {
+            wasmtime_wasi::WasiCtxBuilder::new()
+                .allow_tcp(false)
+                .allow_udp(false)
+                .allow_ip_name_lookup(false)
+                .build()
+        })
+    });
     group.finish();
 }
 
 fn cached_load(c: &mut Criterion) {
+    if std::env::var_os("WEFT_BENCH_NO_LOAD").is_some() {
+        return;
+    }
     let cache = tempfile::tempdir().unwrap();
     let mut group = c.benchmark_group("load-cached");
     group.sample_size(10);
