@@ -52,11 +52,7 @@ fn invoke(c: &mut Criterion) {
     // The fixed costs inside an invocation, for reading the figures above.
     group.bench_function("wasi-ctx", |b| {
         b.iter(|| {
-            wasmtime_wasi::WasiCtxBuilder::new()
-                .allow_tcp(false)
-                .allow_udp(false)
-                .allow_ip_name_lookup(false)
-                .build()
+            wasmtime_wasi::WasiCtxBuilder::new().allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false).build()
         })
     });
     group.finish();
