@@ -1,0 +1,1 @@
+//! weft's MCP client side.
