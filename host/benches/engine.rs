@@ -345,6 +345,7 @@ fn w1_floor(report: &mut Report) {
         action: weft_model::Action::Code(weft_model::CodeRef::Sha256(hex)),
         input,
         limits: None,
+        transform: None,
         events: Arc::new(weft_engine::runner::NoEvents),
     };
     let us: Vec<f64> = rt.block_on(async {

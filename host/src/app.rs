@@ -7,12 +7,15 @@
 //! process may read the store and create runs; a created run stays
 //! `submitted` until the lock holder picks it up.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use serde_json::Value;
-use weft_engine::{Engine, EngineConfig, SeededRng, Store, StoreError, SystemClock};
+use weft_engine::{
+    Engine, EngineConfig, EngineError, RunId, RunRecord, RunState, SeededRng, Store, StoreError, SystemClock,
+};
 use weft_model::{CodeRef, Problem};
 use weft_sandbox::registry::Registry;
 use weft_store_sqlite::{Durability, SchedulerLock, SqliteStore};
@@ -21,6 +24,7 @@ use crate::cli::bad;
 use crate::config::{self, Settings};
 use crate::lookup::resolve_code;
 use crate::runner::CodeRunner;
+use crate::tool_runner::{Runners, ToolRunner};
 
 /// An open store and the runtime to talk to it.
 pub struct App {
@@ -32,6 +36,9 @@ pub struct App {
     pub store: Arc<SqliteStore>,
     /// The async runtime every command runs on.
     pub rt: tokio::runtime::Runtime,
+    /// The upstream MCP servers of tool steps (started on first use,
+    /// shared by every run of this process).
+    pub upstreams: Arc<weft_mcp::Upstreams>,
 }
 
 /// The database file: `database = "sqlite:PATH"` (relative to the config
@@ -75,7 +82,8 @@ impl App {
             .thread_name("weft")
             .build()
             .context("cannot start the async runtime")?;
-        Ok(App { settings: settings.clone(), db_path, store: Arc::new(store), rt })
+        let upstreams = Arc::new(settings.upstreams());
+        Ok(App { settings: settings.clone(), db_path, store: Arc::new(store), rt, upstreams })
     }
 
     /// The store as the engine's trait object.
@@ -96,20 +104,104 @@ impl App {
     /// An engine over this store, running code steps in the sandbox.
     /// Cheap to build; only the lock holder should start runs with it.
     pub fn engine(&self) -> anyhow::Result<Engine> {
+        let sandbox = Arc::new(crate::guests::sandbox(&self.settings).context("cannot build the sandbox")?);
+        Ok(self.engine_with(sandbox))
+    }
+
+    /// An engine whose code runner uses `sandbox` (shared with a caller
+    /// that also validates definitions, so guests are loaded once).
+    pub fn engine_with(&self, sandbox: Arc<weft_sandbox::Sandbox>) -> Engine {
         let base = std::env::current_dir().unwrap_or_default();
-        let runner = CodeRunner::from_settings(&self.settings, base).context("cannot build the sandbox")?;
-        Ok(Engine::new(
+        let code =
+            CodeRunner::new(sandbox, crate::guests::registry(&self.settings), self.settings.code_limits(), base);
+        let runner = Runners::new(code, ToolRunner::new(self.upstreams.clone()));
+        Engine::new(
             self.dyn_store(),
             Arc::new(runner),
             Arc::new(SystemClock),
             Arc::new(SeededRng::from_entropy()),
             EngineConfig::default(),
-        ))
+        )
+    }
+
+    /// Closes the connections to upstream MCP servers (stdio children get
+    /// end-of-input, then SIGTERM, then SIGKILL). Call before exiting.
+    pub fn shutdown_upstreams(&self) {
+        self.rt.block_on(self.upstreams.shutdown());
     }
 
     /// Runs a future to completion on the runtime.
     pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
         self.rt.block_on(f)
+    }
+}
+
+/// What a store's owner (`weft worker`, `weft serve`) does every poll:
+/// start the unfinished runs it is not driving yet (created by other
+/// processes), and stop the attempts of runs another process canceled.
+#[derive(Default)]
+pub struct Poller {
+    started: HashSet<RunId>,
+}
+
+impl Poller {
+    /// A poller that already drives `recovered` (from [`Engine::recover`]).
+    pub fn new(recovered: Vec<RunId>) -> Self {
+        Poller { started: recovered.into_iter().collect() }
+    }
+
+    /// One poll: returns how many runs it started. Unfinished runs are read
+    /// through a partial index: cheap even with a long history. A store
+    /// error starts nothing (poll again when it `is_retryable()`).
+    pub async fn poll(&mut self, engine: &Engine, store: &dyn Store) -> Result<usize, StoreError> {
+        let unfinished: HashSet<RunId> = store.unfinished_runs().await?.into_iter().collect();
+        let gone: Vec<RunId> = self.started.difference(&unfinished).cloned().collect();
+        if !gone.is_empty() {
+            self.started.retain(|id| unfinished.contains(id));
+            stop_canceled(engine, store, gone).await;
+        }
+        let mut fresh = 0;
+        for id in unfinished {
+            if !self.started.contains(&id) {
+                fresh += 1;
+                tracing::info!(run = %id, "starting a submitted run");
+                engine.start(&id);
+                self.started.insert(id);
+            }
+        }
+        Ok(fresh)
+    }
+}
+
+/// Runs this owner started that left the unfinished set: one canceled by
+/// another process (`weft runs cancel` while this process owns the store)
+/// is already recorded `canceled` but its attempts still run here, so they
+/// are stopped. (The engine has no cross-process cancel request yet.)
+async fn stop_canceled(engine: &Engine, store: &dyn Store, gone: Vec<RunId>) {
+    for id in gone {
+        if let Ok(Some(r)) = store.run(&id).await
+            && r.state == RunState::Canceled
+        {
+            let engine = engine.clone();
+            tokio::spawn(async move {
+                let _ = engine.cancel(&id).await;
+            });
+        }
+    }
+}
+
+/// Cancels a run, reading it again when its owner committed a transition
+/// meanwhile (a store conflict), up to 20 times.
+pub async fn cancel_run(engine: &Engine, id: &RunId) -> Result<RunRecord, EngineError> {
+    let mut tries = 0;
+    loop {
+        match engine.cancel(id).await {
+            Err(EngineError::Store(StoreError::Conflict(_))) if tries < 20 => {
+                tries += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            other => return other,
+        }
     }
 }
 
@@ -162,6 +254,7 @@ mod tests {
             cache_dir: dir.join("cache"),
             config_path: config.map(PathBuf::from),
             file: Arc::new(file),
+            servers: Arc::default(),
         }
     }
 

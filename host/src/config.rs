@@ -26,7 +26,7 @@ pub struct ConfigFile {
     pub limits: LimitsConfig,
     /// Upstream MCP servers (used by tool steps).
     #[serde(default)]
-    pub servers: BTreeMap<String, toml::Table>,
+    pub servers: BTreeMap<String, crate::servers::RawServer>,
 }
 
 /// How hard commits are pushed to disk.
@@ -88,6 +88,8 @@ pub struct Settings {
     pub config_path: Option<PathBuf>,
     /// The parsed file (defaults when there is none).
     pub file: ConfigFileShared,
+    /// `[servers.*]`, checked and with `${VAR}`s expanded (memory only).
+    pub servers: std::sync::Arc<Vec<weft_mcp::ServerConfig>>,
 }
 
 /// The parsed file, shareable.
@@ -100,26 +102,44 @@ impl Settings {
     pub fn load(config_flag: Option<&Path>, data_dir_flag: Option<&Path>) -> Result<Settings, ConfigError> {
         let env_config = std::env::var_os("WEFT_CONFIG").map(PathBuf::from);
         let candidate = config_flag.map(Path::to_path_buf).or(env_config);
-        let (config_path, file) = match candidate {
+        let (config_path, file, text) = match candidate {
             Some(p) => {
-                let f = read_file(&p)?;
-                (Some(p), f)
+                let (f, t) = read_file(&p)?;
+                (Some(p), f, t)
             }
             None if Path::new("weft.toml").exists() => {
                 let p = PathBuf::from("weft.toml");
-                let f = read_file(&p)?;
-                (Some(p), f)
+                let (f, t) = read_file(&p)?;
+                (Some(p), f, t)
             }
-            None => (None, ConfigFile::default()),
+            None => (None, ConfigFile::default(), String::new()),
         };
         let base = config_path.as_ref().and_then(|p| p.parent()).map(Path::to_path_buf).unwrap_or_default();
+        let servers = crate::servers::resolve(
+            config_path.as_deref().unwrap_or(Path::new("weft.toml")),
+            &text,
+            &base,
+            &file.servers,
+            &|v| std::env::var(v).ok(),
+        )?;
         let data_dir = data_dir_flag
             .map(Path::to_path_buf)
             .or_else(|| std::env::var_os("WEFT_DATA_DIR").map(PathBuf::from))
             .or_else(|| file.data_dir.as_ref().map(|d| base.join(d)))
             .unwrap_or_else(|| PathBuf::from(".weft"));
         let cache_dir = std::env::var_os("WEFT_CACHE_DIR").map(PathBuf::from).unwrap_or_else(|| data_dir.join("cache"));
-        Ok(Settings { data_dir, cache_dir, config_path, file: std::sync::Arc::new(file) })
+        Ok(Settings {
+            data_dir,
+            cache_dir,
+            config_path,
+            file: std::sync::Arc::new(file),
+            servers: std::sync::Arc::new(servers),
+        })
+    }
+
+    /// The upstream MCP servers, none started yet.
+    pub fn upstreams(&self) -> weft_mcp::Upstreams {
+        weft_mcp::Upstreams::new(self.servers.iter().cloned())
     }
 
     /// Default limits of a code step, from `[limits]`.
@@ -139,10 +159,10 @@ impl Settings {
     }
 }
 
-fn read_file(path: &Path) -> Result<ConfigFile, ConfigError> {
+fn read_file(path: &Path) -> Result<(ConfigFile, String), ConfigError> {
     let text =
         std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
-    parse(path, &text)
+    Ok((parse(path, &text)?, text))
 }
 
 /// Parses `text` (the content of `path`), mapping errors to file:line.

@@ -12,4 +12,8 @@ pub mod cli;
 pub mod config;
 pub mod guests;
 pub mod lookup;
+pub mod online;
 pub mod runner;
+pub mod serve;
+pub mod servers;
+pub mod tool_runner;

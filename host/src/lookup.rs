@@ -71,12 +71,37 @@ pub struct RegistryLookup<'a> {
     registry: &'a Registry,
     base_dir: PathBuf,
     known: Mutex<HashMap<CodeRef, Known>>,
+    /// Configured MCP server names (`None`: not checked).
+    servers: Option<Vec<String>>,
+    /// Input schemas of tools, by (server, tool), when fetched online.
+    tool_schemas: HashMap<(String, String), Value>,
 }
 
 impl<'a> RegistryLookup<'a> {
     /// A lookup resolving relative `path`s against `base_dir`.
     pub fn new(sandbox: &'a Sandbox, registry: &'a Registry, base_dir: impl Into<PathBuf>) -> Self {
-        RegistryLookup { sandbox, registry, base_dir: base_dir.into(), known: Mutex::default() }
+        RegistryLookup {
+            sandbox,
+            registry,
+            base_dir: base_dir.into(),
+            known: Mutex::default(),
+            servers: None,
+            tool_schemas: HashMap::new(),
+        }
+    }
+
+    /// Also checks that every tool step names one of `servers` (the
+    /// configured `[servers.*]`).
+    pub fn with_servers(mut self, servers: impl IntoIterator<Item = String>) -> Self {
+        self.servers = Some(servers.into_iter().collect());
+        self
+    }
+
+    /// Tool input schemas fetched from the upstreams (see [`crate::online`]):
+    /// a tool step's literal input is checked against them.
+    pub fn with_tool_schemas(mut self, schemas: HashMap<(String, String), Value>) -> Self {
+        self.tool_schemas = schemas;
+        self
     }
 
     /// The guest's declared input schema (`Ok(None)`: it declares none, as
@@ -113,6 +138,16 @@ impl<'a> RegistryLookup<'a> {
         let mut out = vec![];
         let Some(steps) = doc.get("steps").and_then(Value::as_array) else { return out };
         for (i, step) in steps.iter().enumerate() {
+            if let (Some(servers), Some(server)) =
+                (&self.servers, step.pointer("/tool/server").and_then(Value::as_str).filter(|s| !s.is_empty()))
+                && !servers.iter().any(|s| s == server)
+            {
+                let known = if servers.is_empty() { "none is configured".to_string() } else { servers.join(", ") };
+                out.push(
+                    Problem::new(format!("/steps/{i}/tool/server"), format!("unknown MCP server `{server}` (configured: {known})"))
+                        .hint(format!("add a [servers.{server}] table to weft.toml (`command` for stdio, `url` for HTTP)")),
+                );
+            }
             for field in ["code", "transform"] {
                 let Some(code) = step.get(field).and_then(code_ref) else { continue };
                 if let Err(why) = self.check(&code) {
@@ -151,6 +186,9 @@ fn code_ref(v: &Value) -> Option<CodeRef> {
 impl SchemaLookup for RegistryLookup<'_> {
     fn code_input_schema(&self, code: &CodeRef) -> Option<Value> {
         self.check(code).ok().flatten()
+    }
+    fn tool_input_schema(&self, server: &str, tool: &str) -> Option<Value> {
+        self.tool_schemas.get(&(server.to_string(), tool.to_string())).cloned()
     }
 }
 

@@ -310,6 +310,7 @@ mod tests {
             action,
             input,
             limits: None,
+            transform: None,
             events,
         }
     }

@@ -2,7 +2,7 @@
 //! model's shape touches one file.
 
 pub use weft_model::{
-    Action, Condition, Definition, EdgeOn, ErrorKind, Graph, Join, Limits, Problem, Problems, RetryPolicy, Scope, Step,
+    Action, CodeRef, Condition, Definition, EdgeOn, ErrorKind, Graph, Join, Limits, Problem, Problems, RetryPolicy, Scope, Step,
     StepStatus, StepView,
 };
 

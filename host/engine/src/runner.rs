@@ -9,7 +9,7 @@ use serde_json::Value;
 pub use crate::cancel::CancelToken;
 use crate::error::{ErrorKind, StepError};
 use crate::ids::{AttemptNo, ItemIndex, RunId};
-use crate::model_glue::{Action, Limits};
+use crate::model_glue::{Action, CodeRef, Limits};
 
 /// Progress and log lines of a running attempt, appended to the run's
 /// event log (best effort: they never fail the step).
@@ -43,6 +43,8 @@ pub struct StepRequest {
     /// The step's `input` with every ref resolved.
     pub input: Value,
     pub limits: Option<Limits>,
+    /// Tool steps: a code step applied to the tool's output (pinned).
+    pub transform: Option<CodeRef>,
     pub events: Arc<dyn EventSink>,
 }
 

@@ -11,8 +11,10 @@ mod plugin;
 mod progress;
 mod run;
 mod runs;
+mod serve;
 mod step;
 mod templates;
+mod tools;
 mod validate;
 mod worker;
 
@@ -59,6 +61,11 @@ enum Command {
     Templates(templates::TemplatesCommand),
     /// Own the store and execute its runs (resumes unfinished ones).
     Worker(worker::WorkerArgs),
+    /// Serve MCP (stdio or streamable HTTP): manage and run workflows from an MCP client.
+    Serve(serve::ServeArgs),
+    /// See what the configured upstream MCP servers offer.
+    #[command(subcommand)]
+    Tools(tools::ToolsCommand),
 }
 
 /// An error the user can fix: exit code 2.
@@ -116,6 +123,8 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Runs(c) => runs::run(&settings, c),
         Command::Templates(c) => templates::run(&settings, c),
         Command::Worker(a) => worker::run(&settings, a),
+        Command::Serve(a) => serve::run(&settings, a),
+        Command::Tools(c) => tools::run(&settings, c),
     }
 }
 

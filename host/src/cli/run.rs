@@ -103,6 +103,37 @@ pub(super) fn load_file(settings: &Settings, file: &Path, json: bool) -> anyhow:
     Ok((doc, def, base))
 }
 
+/// Asks the upstreams of the definition's tool steps for their tools before
+/// the run is created: an unknown tool or an input that breaks the tool's
+/// input schema refuses the run (exit 2); an unreachable server is only a
+/// warning (the run's attempts will retry per policy).
+fn check_tools_online(settings: &Settings, app: &App, doc: &Value, what: &str) -> anyhow::Result<()> {
+    if crate::online::tool_steps(doc).is_empty() {
+        return Ok(());
+    }
+    let online = app.block_on(crate::online::check(&app.upstreams, doc));
+    for p in &online.unreachable {
+        eprintln!("warning: {what}: {p}");
+    }
+    let mut problems = online.problems.clone();
+    if !online.schemas.is_empty() {
+        let sandbox = guests::sandbox(settings)?;
+        let registry = guests::registry(settings);
+        let lookup =
+            crate::lookup::RegistryLookup::new(&sandbox, &registry, ".").with_tool_schemas(online.schemas.clone());
+        if let Err(ps) = weft_model::from_value(doc, &lookup) {
+            problems.extend(ps);
+        }
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    for p in &problems {
+        eprintln!("{what}: {p}");
+    }
+    Err(bad(anyhow::anyhow!("{what}: the tool steps do not match what their MCP servers offer")))
+}
+
 /// Problems of pinning, reported like validation problems (exit 2).
 fn pin_problems(what: &str, problems: &[Problem]) -> anyhow::Error {
     for p in problems {
@@ -145,6 +176,7 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
     if let Err(problems) = weft_model::validate_input(&def, &input) {
         return Err(input_problems(&problems));
     }
+    check_tools_online(settings, &app, &doc, &args.target)?;
     Engine::check_supported(&def).map_err(bad)?;
     app::pin_code(&mut doc, &registry, &base, false).map_err(|p| pin_problems(&args.target, &p))?;
     let pinned = weft_model::from_value(&doc, &NoSchemas).map_err(|p| pin_problems(&args.target, &p))?;
@@ -177,8 +209,9 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
             None
         }
     };
-    let rec = follow(&app, &engine, &id, owned, Progress::new(false))?;
-    Ok(print_result(&rec, args.json))
+    let rec = follow(&app, &engine, &id, owned, Progress::new(false));
+    app.shutdown_upstreams();
+    Ok(print_result(&rec?, args.json))
 }
 
 fn create(app: &App, engine: &Engine, def: &Definition, input: Value, opts: RunOptions) -> anyhow::Result<RunId> {

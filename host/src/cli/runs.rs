@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use weft_engine::clock::rfc3339;
 use weft_engine::store::{RunFilter, RunSummary};
-use weft_engine::{EngineError, RunId, RunRecord, RunState, Seq, Store, StoreError, view};
+use weft_engine::{RunId, RunRecord, RunState, Seq, Store, view};
 
 use super::progress::{describe, human_ms};
 use super::{Exit, bad, output};
@@ -240,19 +240,7 @@ fn cancel(app: &App, id: &str) -> anyhow::Result<Exit> {
     // Hold the lock when it is free, so no worker starts the run meanwhile.
     let _lock = app.try_lock()?.ok();
     let engine = app.engine()?;
-    let rec = app.block_on(async {
-        let mut tries = 0;
-        loop {
-            match engine.cancel(&rec.id).await {
-                Err(EngineError::Store(StoreError::Conflict(_))) if tries < 20 => {
-                    // The owner committed a transition meanwhile: read again.
-                    tries += 1;
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-                other => return other,
-            }
-        }
-    })?;
+    let rec = app.block_on(crate::app::cancel_run(&engine, &rec.id))?;
     eprintln!("run {} {}", rec.id, rec.state);
     Ok(Exit::Success)
 }

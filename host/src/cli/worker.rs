@@ -16,11 +16,9 @@
 //! - A run canceled by another process has its attempts here interrupted
 //!   within ~20 ms.
 
-use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use weft_engine::{RunId, RunState, Store};
 
 use super::Exit;
 use crate::app::{self, App};
@@ -38,23 +36,6 @@ const POLL: Duration = Duration::from_millis(20);
 /// How long runs in flight get to finish after SIGINT/SIGTERM.
 const GRACE: Duration = Duration::from_secs(3);
 
-/// Runs this worker started that left the unfinished set: one canceled by
-/// another process (`weft runs cancel` while this worker owns the store) is
-/// already recorded `canceled` but its attempts still run here, so they are
-/// stopped. (The engine has no cross-process cancel request yet.)
-async fn stop_canceled(engine: &weft_engine::Engine, store: &dyn Store, gone: Vec<RunId>) {
-    for id in gone {
-        if let Ok(Some(r)) = store.run(&id).await
-            && r.state == RunState::Canceled
-        {
-            let engine = engine.clone();
-            tokio::spawn(async move {
-                let _ = engine.cancel(&id).await;
-            });
-        }
-    }
-}
-
 pub fn run(settings: &Settings, args: WorkerArgs) -> anyhow::Result<Exit> {
     let app = App::open(settings)?;
     let _lock = match app.try_lock()? {
@@ -70,12 +51,12 @@ pub fn run(settings: &Settings, args: WorkerArgs) -> anyhow::Result<Exit> {
     eprintln!("weft worker: owns {} (pid {})", app.db_path.display(), std::process::id());
     let engine = app.engine()?;
     let store = app.store.clone();
-    app.block_on(async {
+    let result = app.block_on(async {
         let recovered = engine.recover().await?;
         if !recovered.is_empty() {
             eprintln!("weft worker: resuming {} unfinished run(s)", recovered.len());
         }
-        let mut started: HashSet<RunId> = recovered.into_iter().collect();
+        let mut poller = app::Poller::new(recovered);
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let mut tick = tokio::time::interval(POLL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -85,27 +66,11 @@ pub fn run(settings: &Settings, args: WorkerArgs) -> anyhow::Result<Exit> {
                 _ = tokio::signal::ctrl_c() => break "SIGINT",
                 _ = term.recv() => break "SIGTERM",
             }
-            // Unfinished runs are read through a partial index: cheap even
-            // with a long history.
-            let unfinished: HashSet<RunId> = match store.unfinished_runs().await {
-                Ok(s) => s.into_iter().collect(),
+            let fresh = match poller.poll(&engine, store.as_ref()).await {
+                Ok(n) => n,
                 Err(e) if e.is_retryable() => continue,
                 Err(e) => return Err(e.into()),
             };
-            let gone: Vec<RunId> = started.difference(&unfinished).cloned().collect();
-            if !gone.is_empty() {
-                started.retain(|id| unfinished.contains(id));
-                stop_canceled(&engine, store.as_ref(), gone).await;
-            }
-            let mut fresh = 0;
-            for id in unfinished {
-                if !started.contains(&id) {
-                    fresh += 1;
-                    tracing::info!(run = %id, "starting a submitted run");
-                    engine.start(&id);
-                    started.insert(id);
-                }
-            }
             if args.until_idle && fresh == 0 && engine.active_runs() == 0 {
                 return Ok(());
             }
@@ -129,6 +94,8 @@ pub fn run(settings: &Settings, args: WorkerArgs) -> anyhow::Result<Exit> {
         }
         eprintln!("weft worker: stopped ({stop})");
         Ok::<_, anyhow::Error>(())
-    })?;
+    });
+    app.shutdown_upstreams();
+    result?;
     Ok(Exit::Success)
 }

@@ -278,6 +278,7 @@ impl Driver {
             action: self.def.steps[i].action.clone(),
             input,
             limits: self.def.steps[i].limits,
+            transform: self.def.steps[i].transform.clone(),
             events: Arc::new(Sink { tx: self.sink_tx.clone(), step: i, item }),
         };
         self.to_launch.push(Launch { step: i, unit: u, req, token, timeout_at, timeout_ms, permit });

@@ -1,0 +1,149 @@
+//! `weft serve [--stdio | --http [ADDR]] [--token TOKEN]`: the MCP server
+//! (see `crate::serve`).
+//!
+//! - Owns the store like `weft worker`: takes the scheduler lock (another
+//!   owner: exit 2, naming it), resumes unfinished runs, executes runs
+//!   other processes create.
+//! - `--stdio` (the default): one MCP client on stdin/stdout; ends when
+//!   the client closes stdin. Nothing but MCP is written to stdout.
+//! - `--http [ADDR]` (default 127.0.0.1:7777): MCP at `http://ADDR/mcp`.
+//!   A bind address that is not loopback needs `--token` or `WEFT_TOKEN`
+//!   (exit 2 otherwise); with a token every request needs
+//!   `Authorization: Bearer TOKEN`. Prints `weft serve: listening on
+//!   http://HOST:PORT/mcp` on stderr once bound (port 0 picks a free port).
+//! - SIGINT / SIGTERM: stops; runs in flight get up to 3 s, then are left
+//!   to the next owner (like a crash, which the store survives).
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use tokio_util::sync::CancellationToken;
+
+use super::{Exit, bad};
+use crate::app::{self, App};
+use crate::config::Settings;
+use crate::serve::{self, Core, HttpOptions};
+
+/// The default HTTP address.
+pub const DEFAULT_HTTP: &str = "127.0.0.1:7777";
+/// How long runs in flight get to finish when the server stops.
+const GRACE: Duration = Duration::from_secs(3);
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Serve one MCP client over stdin/stdout (the default).
+    #[arg(long, conflicts_with = "http")]
+    stdio: bool,
+    /// Serve MCP over streamable HTTP at http://ADDR/mcp.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = DEFAULT_HTTP)]
+    http: Option<String>,
+    /// The bearer token HTTP requests must carry (required for a
+    /// non-loopback ADDR). Default: $WEFT_TOKEN.
+    #[arg(long, value_name = "TOKEN", env = "WEFT_TOKEN", hide_env_values = true, requires = "http")]
+    token: Option<String>,
+}
+
+/// Parses `--http ADDR` (`HOST:PORT`, `:PORT` or `PORT`).
+fn parse_addr(text: &str) -> anyhow::Result<SocketAddr> {
+    let t = text.trim();
+    let with_host = if let Some(port) = t.strip_prefix(':') {
+        format!("127.0.0.1:{port}")
+    } else if t.parse::<u16>().is_ok() {
+        format!("127.0.0.1:{t}")
+    } else {
+        t.to_string()
+    };
+    let mut addrs = with_host.to_socket_addrs().map_err(|e| {
+        bad(anyhow::anyhow!("--http {text:?} is not an address to listen on ({e}); use HOST:PORT, e.g. {DEFAULT_HTTP}"))
+    })?;
+    addrs.next().ok_or_else(|| bad(anyhow::anyhow!("--http {text:?} resolves to no address")))
+}
+
+pub fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<Exit> {
+    // Refuse a bad listening setup before touching the store.
+    let http = match &args.http {
+        None => None,
+        Some(a) => {
+            let addr = parse_addr(a)?;
+            let token = args.token.clone().filter(|t| !t.is_empty());
+            if args.token.as_deref() == Some("") {
+                return Err(bad(anyhow::anyhow!("the token is empty: give a non-empty --token or WEFT_TOKEN")));
+            }
+            if token.is_none() && !serve::is_loopback_only(&addr) {
+                return Err(bad(anyhow::anyhow!(
+                    "refusing to serve on {addr} without a token: any address but loopback needs --token TOKEN or WEFT_TOKEN (clients then send `Authorization: Bearer TOKEN`)"
+                )));
+            }
+            Some(HttpOptions { addr, token })
+        }
+    };
+    let app = App::open(settings)?;
+    let _lock = match app.try_lock()? {
+        Ok(l) => l,
+        Err(pid) => {
+            return Err(bad(anyhow::anyhow!(
+                "the store {} is owned by {}: only one process executes a store's runs; stop it, or point weft serve at another data directory (--data-dir)",
+                app.db_path.display(),
+                app::holder(pid)
+            )));
+        }
+    };
+    let sandbox = Arc::new(crate::guests::sandbox(settings).map_err(|e| anyhow::anyhow!("cannot build the sandbox: {e}"))?);
+    let _rt = app.rt.enter();
+    let engine = app.engine_with(sandbox.clone());
+    let core = Core::new(settings.clone(), app.store.clone(), engine.clone(), sandbox, vec![]);
+    eprintln!("weft serve: owns {} (pid {})", app.db_path.display(), std::process::id());
+    app.block_on(async {
+        let stop = CancellationToken::new();
+        let owner = tokio::spawn(core.clone().own_store(stop.clone()));
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let served = async {
+            match http {
+                Some(opts) => {
+                    let secured = if opts.token.is_some() { " (bearer token required)" } else { "" };
+                    serve::serve_http(core.clone(), opts, stop.clone(), |a| {
+                        eprintln!("weft serve: listening on http://{a}/mcp{secured}");
+                    })
+                    .await
+                }
+                None => serve::serve_stdio(core.clone(), stop.clone()).await,
+            }
+        };
+        let result = tokio::select! {
+            r = served => r,
+            _ = tokio::signal::ctrl_c() => Ok(()),
+            _ = term.recv() => Ok(()),
+        };
+        stop.cancel();
+        let _ = owner.await;
+        let active = engine.active_runs();
+        if active > 0 {
+            let until = Instant::now() + GRACE;
+            while engine.active_runs() > 0 && Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let left = engine.active_runs();
+            if left > 0 {
+                engine.abort_all();
+                eprintln!("weft serve: stopped; {left} unfinished run(s) resume when weft serve or weft worker starts again");
+            }
+        }
+        result
+    })?;
+    Ok(Exit::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_default_to_loopback() {
+        assert_eq!(parse_addr(":8080").unwrap(), "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(parse_addr("9000").unwrap(), "127.0.0.1:9000".parse().unwrap());
+        assert_eq!(parse_addr("0.0.0.0:1").unwrap(), "0.0.0.0:1".parse().unwrap());
+        assert!(parse_addr("not an address").is_err());
+    }
+}

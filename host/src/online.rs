@@ -1,0 +1,83 @@
+//! Checking a definition's tool steps against the live upstreams: each
+//! named tool must exist on its server (and be allowed), and its input
+//! schema is fetched so the step's literal input can be checked against it
+//! (`weft validate --online`, and `weft run` before a run with tool steps
+//! is created). An upstream that cannot be reached is a problem for
+//! `--online` and only a warning at run start (the run may still work
+//! once the server is up).
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde_json::Value;
+use weft_mcp::Upstreams;
+use weft_model::Problem;
+
+/// What the upstreams said about a document's tool steps.
+#[derive(Debug, Default)]
+pub struct Online {
+    /// Input schemas by (server, tool).
+    pub schemas: HashMap<(String, String), Value>,
+    /// Tools that do not exist or are not allowed, at their step's path.
+    pub problems: Vec<Problem>,
+    /// Servers that could not be reached, with the step path that named
+    /// them first and why.
+    pub unreachable: Vec<Problem>,
+}
+
+/// The (step index, server, tool) of every tool step of a raw document.
+pub fn tool_steps(doc: &Value) -> Vec<(usize, String, String)> {
+    let Some(steps) = doc.get("steps").and_then(Value::as_array) else { return vec![] };
+    steps
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            let server = s.pointer("/tool/server")?.as_str()?;
+            let name = s.pointer("/tool/name")?.as_str()?;
+            Some((i, server.to_string(), name.to_string()))
+        })
+        .collect()
+}
+
+/// Asks each configured server named by `doc`'s tool steps for its tools.
+/// Servers that are not configured are skipped (the offline check reports
+/// them).
+pub async fn check(upstreams: &Upstreams, doc: &Value) -> Online {
+    let mut out = Online::default();
+    let steps = tool_steps(doc);
+    let servers: BTreeSet<&str> =
+        steps.iter().map(|(_, s, _)| s.as_str()).filter(|s| upstreams.config(s).is_some()).collect();
+    let mut listed = HashMap::new();
+    for server in servers {
+        listed.insert(server.to_string(), upstreams.list_tools(server).await);
+    }
+    let mut reported = BTreeSet::new();
+    for (i, server, tool) in steps {
+        let Some(result) = listed.get(&server) else { continue };
+        match result {
+            Err(e) => {
+                if reported.insert(server.clone()) {
+                    out.unreachable.push(
+                        Problem::new(format!("/steps/{i}/tool/server"), format!("cannot reach MCP server `{server}`: {e}"))
+                            .hint(format!("check [servers.{server}] in weft.toml and that the server starts")),
+                    );
+                }
+            }
+            Ok(tools) => match tools.iter().find(|t| t.name == tool) {
+                Some(t) => {
+                    out.schemas.insert((server.clone(), tool.clone()), t.input_schema.clone());
+                }
+                None => {
+                    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+                    out.problems.push(
+                        Problem::new(
+                            format!("/steps/{i}/tool/name"),
+                            format!("MCP server `{server}` offers no tool `{tool}` (or weft.toml does not allow it)"),
+                        )
+                        .hint(format!("it offers: {}; `weft tools list {server}` shows them", names.join(", "))),
+                    );
+                }
+            },
+        }
+    }
+    out
+}

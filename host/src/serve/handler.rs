@@ -1,0 +1,232 @@
+//! The MCP side of `weft serve`: [`WeftServer`], one per MCP session, and
+//! its rmcp `ServerHandler` (server info, `tools/list`, `tools/call`,
+//! `tools/list_changed` for both protocol generations, resources).
+//!
+//! **The seam for tools that are not built in** is [`ToolSource`]:
+//! `list_tools` offers the built-in tools (the `#[tool_router]`s of
+//! `tools_templates.rs` and `tools_runs.rs`) followed by every source's
+//! tools, and `call_tool` dispatches a name no built-in tool has to the
+//! first source that [`ToolSource::owns`] it. The `wf_<name>` templates
+//! are such a source (`wf_tools.rs`); the proxy (`<server>__<tool>`) is
+//! meant to be another, passed to [`super::Core::new`]. Per-session state
+//! (recording mode) belongs in [`Session`], which every call can reach.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use rmcp::handler::server::tool::ToolCallContext;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CacheScope, Implementation, JsonObject, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use super::{Change, Core};
+
+/// State of one MCP session (one stdio client, one 2025-11-25 HTTP
+/// session, or one 2026-07-28 request). Recording mode keeps its
+/// recording run here.
+pub struct Session {
+    /// A number unique within this process.
+    pub id: u64,
+    /// Fires when the session ends (its last handle is dropped).
+    pub closed: CancellationToken,
+    _guard: DropGuard,
+}
+
+impl Session {
+    fn new(id: u64) -> Self {
+        let closed = CancellationToken::new();
+        Session { id, _guard: closed.clone().drop_guard(), closed }
+    }
+}
+
+/// One call to a [`ToolSource`]'s tool.
+pub struct SourceCall {
+    /// The session it belongs to (and, through it, the shared core).
+    pub server: WeftServer,
+    /// The tool's name, as listed.
+    pub name: String,
+    /// The arguments (an empty object when none were sent).
+    pub arguments: JsonObject,
+    /// The request: progress token, peer (notifications), cancellation.
+    pub context: RequestContext<RoleServer>,
+}
+
+/// Tools offered besides the built-in ones (see the module docs).
+#[async_trait]
+pub trait ToolSource: Send + Sync + 'static {
+    /// Its tools now. Names must not collide with the built-in tools.
+    async fn list(&self, core: &Core) -> Vec<Tool>;
+    /// A tool by name from its latest listing, without waiting (rmcp checks
+    /// HTTP `Mcp-Param-*` headers against it); `None` when unknown.
+    fn get(&self, name: &str) -> Option<Tool>;
+    /// Whether a call to `name` is this source's to answer.
+    fn owns(&self, name: &str) -> bool;
+    /// Answers a call: an `isError` result for anything the caller can fix.
+    async fn call(&self, call: SourceCall) -> Result<CallToolResponse, ErrorData>;
+}
+
+/// The MCP server of one session.
+#[derive(Clone)]
+pub struct WeftServer {
+    /// What every session shares.
+    pub core: Arc<Core>,
+    /// This session's state.
+    pub session: Arc<Session>,
+}
+
+impl WeftServer {
+    /// A new session over `core`.
+    pub fn new(core: Arc<Core>) -> Self {
+        let session = Arc::new(Session::new(core.session_id()));
+        WeftServer { core, session }
+    }
+
+    /// The built-in tools of every file.
+    pub(super) fn tool_router_all() -> rmcp::handler::server::router::tool::ToolRouter<Self> {
+        Self::template_router() + Self::runs_router()
+    }
+}
+
+const INSTRUCTIONS: &str = "weft runs durable workflows: a definition is a JSON object with a `name` and `steps` \
+(code steps run sandboxed WebAssembly plugins, see plugin_list; tool steps call MCP tools). Check a definition with \
+workflow_validate, save it with template_save (it then appears as the tool wf_<name>), start it with run_start \
+(wait_ms returns the output if it finishes in time), and inspect runs with run_get, run_list and run_events.";
+
+impl ServerHandler for WeftServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder().enable_tools().enable_tool_list_changed().enable_resources().build(),
+        )
+        .with_server_info(Implementation::new("weft", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS.to_string())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let mut tools = self.core.router().list_all();
+        // Extra tool sources (templates, then the proxy's upstreams).
+        for source in self.core.sources() {
+            tools.extend(source.list(&self.core).await);
+        }
+        let hints = context.protocol_version().is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        Ok(ListToolsResult {
+            result_type: Some(ResultType::COMPLETE),
+            tools,
+            meta: None,
+            next_cursor: None,
+            // Templates change at any time: never cache the list.
+            ttl_ms: hints.then_some(0),
+            cache_scope: hints.then_some(CacheScope::Public),
+        })
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.core.router().get(name).cloned().or_else(|| self.core.sources().iter().find_map(|s| s.get(name)))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if self.core.router().has_route(&request.name) {
+            let tcc = ToolCallContext::new(self, request, context);
+            return self.core.router().call(tcc).await;
+        }
+        // Dispatch to the extra tool sources (templates, the proxy).
+        if let Some(source) = self.core.sources().iter().find(|s| s.owns(&request.name)) {
+            let call = SourceCall {
+                server: self.clone(),
+                name: request.name.to_string(),
+                arguments: request.arguments.unwrap_or_default(),
+                context,
+            };
+            return source.call(call).await;
+        }
+        Err(ErrorData::invalid_params(
+            format!("no tool `{}` (tools/list shows the tools; saved templates are `wf_<name>`)", request.name),
+            None,
+        ))
+    }
+
+    /// 2025-11-25 sessions: `notifications/tools/list_changed` whenever
+    /// templates change, until the session ends.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let mut changes = self.core.subscribe();
+        let closed = self.session.closed.clone();
+        let peer = context.peer.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = closed.cancelled() => return,
+                    change = changes.recv() => match change {
+                        Ok(Change::Templates) | Err(RecvError::Lagged(_)) => {
+                            if peer.notify_tool_list_changed().await.is_err() {
+                                return;
+                            }
+                        }
+                        Err(RecvError::Closed) => return,
+                    },
+                }
+            }
+        });
+    }
+
+    /// 2026-07-28 clients ask for change notifications with
+    /// `subscriptions/listen`.
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        Some(requested.supported_by(&self.get_info().capabilities))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut changes = self.core.subscribe();
+        loop {
+            tokio::select! {
+                _ = context.cancelled() => return Ok(()),
+                change = changes.recv() => match change {
+                    Ok(Change::Templates) | Err(RecvError::Lagged(_)) => {
+                        if context.accepted().tools_list_changed == Some(true)
+                            && context.sink().notify_tool_list_changed().await.is_err()
+                        {
+                            return Ok(());
+                        }
+                    }
+                    Err(RecvError::Closed) => return Ok(()),
+                },
+            }
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        super::resources::list(&self.core).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(super::resources::templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        super::resources::read(&self.core, &request.uri).await.map(Into::into)
+    }
+}

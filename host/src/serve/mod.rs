@@ -1,0 +1,167 @@
+//! `weft serve`: weft as an MCP server, over stdio or streamable HTTP.
+//!
+//! The process owns the store's scheduler like `weft worker` does (the
+//! lock, recovery of unfinished runs, runs created by other processes),
+//! and offers the management tools to MCP clients.
+//!
+//! | file | owns |
+//! |---|---|
+//! | `mod.rs` | [`Core`] (what every session shares), owning the store, serving stdio |
+//! | `handler.rs` | [`WeftServer`] (one per MCP session), the rmcp `ServerHandler`, [`ToolSource`] — the seam for tools that are not built in, [`Session`] |
+//! | `prepare.rs` | definitions from tool arguments: parsing, validation, pinning, input checks |
+//! | `tools_templates.rs` | `workflow_validate`, `template_*`, `plugin_list` |
+//! | `tools_runs.rs` | `run_start`, `run_get`, `run_list`, `run_events`, `run_cancel`; waiting with progress |
+//! | `wf_tools.rs` | every saved template as a tool `wf_<name>` (a [`ToolSource`]) |
+//! | `resources.rs` | runs as resources `weft://runs/{id}` |
+//! | `http.rs` | streamable HTTP with axum, the bearer token check |
+//! | `errors.rs` | [`ToolError`]: `isError` results that say what, where and how to fix |
+//!
+//! Sessions: over stdio the one client is one session; over HTTP each
+//! 2025-11-25 client session gets its own [`WeftServer`] (and [`Session`]);
+//! 2026-07-28 clients have no sessions, so each request gets a fresh one.
+
+mod errors;
+mod handler;
+mod http;
+mod prepare;
+mod resources;
+mod tools_runs;
+mod tools_templates;
+mod wf_tools;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+use weft_engine::Engine;
+use weft_sandbox::Sandbox;
+use weft_store_sqlite::SqliteStore;
+
+pub use errors::{ProblemOut, ToolError};
+pub use handler::{Session, SourceCall, ToolSource, WeftServer};
+pub use http::{HttpOptions, is_loopback_only, serve_http};
+pub use tools_runs::{RunStartOut, RunView};
+
+use crate::config::Settings;
+
+/// How often the owner looks for runs created by other processes.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Something every session should hear about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A template was saved or deleted: the `wf_<name>` tools changed.
+    Templates,
+}
+
+/// What every session shares: the store, the engine that executes runs,
+/// the sandbox that validates definitions, and the tool sources.
+pub struct Core {
+    /// The configuration.
+    pub settings: Settings,
+    /// The store (this process owns its scheduler).
+    pub store: Arc<SqliteStore>,
+    /// The engine executing this store's runs.
+    pub engine: Engine,
+    /// The sandbox (shared with the engine's code runner).
+    pub sandbox: Arc<Sandbox>,
+    /// Where relative `path`s of code steps in inline definitions are
+    /// resolved: the working directory of `weft serve`.
+    pub base_dir: PathBuf,
+    changes: broadcast::Sender<Change>,
+    router: ToolRouter<WeftServer>,
+    sources: Vec<Arc<dyn ToolSource>>,
+    next_session: AtomicU64,
+}
+
+impl Core {
+    /// A core over an owned store. `extra` tool sources (the proxy's
+    /// upstream tools, ...) are offered after the built-in tools and the
+    /// `wf_<name>` templates.
+    pub fn new(
+        settings: Settings,
+        store: Arc<SqliteStore>,
+        engine: Engine,
+        sandbox: Arc<Sandbox>,
+        extra: Vec<Arc<dyn ToolSource>>,
+    ) -> Arc<Core> {
+        let (changes, _) = broadcast::channel(64);
+        let mut sources: Vec<Arc<dyn ToolSource>> = vec![Arc::new(wf_tools::TemplateTools::default())];
+        sources.extend(extra);
+        Arc::new(Core {
+            settings,
+            store,
+            engine,
+            sandbox,
+            base_dir: std::env::current_dir().unwrap_or_else(|_| ".".into()),
+            changes,
+            router: WeftServer::tool_router_all(),
+            sources,
+            next_session: AtomicU64::new(1),
+        })
+    }
+
+    /// Tells every session that something changed.
+    pub fn changed(&self, change: Change) {
+        // No receiver (no session listening) is fine.
+        let _ = self.changes.send(change);
+    }
+
+    /// Hears about changes from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Change> {
+        self.changes.subscribe()
+    }
+
+    /// The tool sources besides the built-in tools.
+    pub fn sources(&self) -> &[Arc<dyn ToolSource>] {
+        &self.sources
+    }
+
+    /// The built-in tools.
+    pub fn router(&self) -> &ToolRouter<WeftServer> {
+        &self.router
+    }
+
+    fn session_id(&self) -> u64 {
+        self.next_session.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Executes the store's runs until `stop`: resumes the unfinished ones,
+    /// then starts those other processes create (every 20 ms).
+    pub async fn own_store(self: Arc<Self>, stop: CancellationToken) -> anyhow::Result<()> {
+        let recovered = self.engine.recover().await?;
+        if !recovered.is_empty() {
+            eprintln!("weft serve: resuming {} unfinished run(s)", recovered.len());
+        }
+        let mut poller = crate::app::Poller::new(recovered);
+        let mut tick = tokio::time::interval(POLL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = stop.cancelled() => return Ok(()),
+            }
+            match poller.poll(&self.engine, self.store.as_ref()).await {
+                Ok(_) => {}
+                Err(e) if e.is_retryable() => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// Serves one MCP client over stdin/stdout until it disconnects or `stop`.
+pub async fn serve_stdio(core: Arc<Core>, stop: CancellationToken) -> anyhow::Result<()> {
+    use rmcp::ServiceExt as _;
+    let server = WeftServer::new(core);
+    let running = server
+        .serve_with_ct(rmcp::transport::stdio(), stop.child_token())
+        .await
+        .map_err(|e| anyhow::anyhow!("the MCP client did not start a session: {e}"))?;
+    running.waiting().await.map_err(|e| anyhow::anyhow!("the MCP session ended badly: {e}"))?;
+    Ok(())
+}

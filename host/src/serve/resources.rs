@@ -1,0 +1,56 @@
+//! Runs as MCP resources: `weft://runs/{id}` reads as the run's JSON (the
+//! `runs show --json` object). `resources/list` offers the 50 newest runs;
+//! the URI template lets a client read any run by id.
+
+use rmcp::ErrorData;
+use rmcp::model::{
+    ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult, Resource, ResourceContents,
+    ResourceTemplate,
+};
+use weft_engine::store::RunFilter;
+use weft_engine::{RunId, Store, view};
+
+use super::Core;
+
+const PREFIX: &str = "weft://runs/";
+
+/// The URI of run `id`.
+pub fn uri(id: &RunId) -> String {
+    format!("{PREFIX}{id}")
+}
+
+/// The newest runs.
+pub async fn list(core: &Core) -> Result<ListResourcesResult, ErrorData> {
+    let filter = RunFilter { state: None, template: None, limit: Some(50) };
+    let runs = core.store.list_runs(&filter).await.map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+    let resources = runs
+        .iter()
+        .map(|r| {
+            Resource::new(uri(&r.id), r.id.to_string())
+                .with_title(format!("run {} of {} ({})", r.id, r.template, r.state))
+                .with_mime_type("application/json")
+        })
+        .collect();
+    Ok(ListResourcesResult::with_all_items(resources))
+}
+
+/// `weft://runs/{id}`.
+pub fn templates() -> ListResourceTemplatesResult {
+    ListResourceTemplatesResult::with_all_items(vec![
+        ResourceTemplate::new(format!("{PREFIX}{{id}}"), "run")
+            .with_title("A workflow run")
+            .with_description("A run's state, input, output, error and steps (the `runs show --json` object)")
+            .with_mime_type("application/json"),
+    ])
+}
+
+/// Reads `weft://runs/{id}`.
+pub async fn read(core: &Core, uri_text: &str) -> Result<ReadResourceResult, ErrorData> {
+    let not_found =
+        || ErrorData::resource_not_found(format!("no resource `{uri_text}` (runs are weft://runs/r_...)"), None);
+    let id: RunId = uri_text.strip_prefix(PREFIX).and_then(|s| s.parse().ok()).ok_or_else(not_found)?;
+    let rec = core.store.run(&id).await.map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+    let rec = rec.ok_or_else(not_found)?;
+    let text = serde_json::to_string_pretty(&view::run_json(&rec)).expect("JSON values serialize");
+    Ok(ReadResourceResult::new(vec![ResourceContents::text(text, uri_text).with_mime_type("application/json")]))
+}

@@ -1,0 +1,465 @@
+//! Tools about runs: `run_start` (with an optional wait that reports MCP
+//! progress), `run_get` (the `runs show --json` object), `run_list`,
+//! `run_events` and `run_cancel`. Also [`Core::start_run`] and
+//! [`Core::wait_run`], which the `wf_<name>` tools share.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rmcp::handler::server::wrapper::{Json, Parameters};
+use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::service::{Peer, RequestContext};
+use rmcp::{RoleServer, tool, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use weft_engine::clock::rfc3339;
+use weft_engine::store::RunFilter;
+use weft_engine::{RunId, RunOptions, RunRecord, RunState, Seq, Store, view};
+
+use super::errors::ToolError;
+use super::prepare::{self, definition_doc};
+use super::{Core, WeftServer};
+
+/// The longest a call waits for a run.
+pub const MAX_WAIT_MS: u64 = 300_000;
+/// How often a waiting call reads the run.
+const WAIT_POLL: Duration = Duration::from_millis(25);
+
+/// An error object: `{"kind", "message", "retryable"}`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ErrorOut {
+    /// timeout, fuel_exhausted, memory_limit, trap, guest_error, transport,
+    /// tool_error, protocol, validation, canceled, deadline, dependency_failed, ...
+    pub kind: String,
+    pub message: String,
+    pub retryable: bool,
+}
+
+/// A step of a run.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct StepView {
+    pub name: String,
+    /// pending, running, waiting, retrying, succeeded, failed, skipped, canceled.
+    pub state: String,
+    pub attempts: u32,
+    pub output: Option<Value>,
+    pub error: Option<ErrorOut>,
+    pub started_at: Option<String>,
+    pub ended_at: Option<String>,
+    /// When a retrying step tries again (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_attempt_at: Option<String>,
+}
+
+/// A run: the `weft runs show --json` object.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct RunView {
+    pub id: String,
+    pub template: String,
+    pub version: Option<u32>,
+    /// submitted, working, input-required, auth-required, completed, failed, canceled, rejected.
+    pub state: String,
+    pub input: Value,
+    pub output: Option<Value>,
+    pub error: Option<ErrorOut>,
+    pub parent: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub steps: Vec<StepView>,
+}
+
+impl RunView {
+    /// The view of a stored run.
+    pub fn of(rec: &RunRecord) -> Result<Self, ToolError> {
+        serde_json::from_value(view::run_json(rec)).map_err(ToolError::internal)
+    }
+}
+
+/// What starting (and perhaps waiting for) a run gave.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct RunStartOut {
+    /// The run's id (r_...): run_get, run_events and run_cancel take it.
+    pub run_id: String,
+    /// Its state when the call returned.
+    pub state: String,
+    /// Whether it reached a final state (completed, failed, canceled, rejected).
+    pub finished: bool,
+    /// The run's output, when it completed.
+    pub output: Option<Value>,
+    /// Why it failed, when it did.
+    pub error: Option<ErrorOut>,
+    /// What to do next.
+    pub note: String,
+}
+
+impl RunStartOut {
+    fn of(rec: &RunRecord) -> Self {
+        let finished = rec.state.is_terminal();
+        let note = match rec.state {
+            RunState::Completed => "the run completed; `output` is its output".to_string(),
+            s if s.is_terminal() => format!("the run is {s}; run_get shows each step's state and error"),
+            _ => format!(
+                "the run is still {}; run_get {{\"run_id\": \"{}\"}} shows it, run_events follows it, run_cancel stops it",
+                rec.state, rec.id
+            ),
+        };
+        RunStartOut {
+            run_id: rec.id.to_string(),
+            state: rec.state.to_string(),
+            finished,
+            output: if rec.state == RunState::Completed { rec.output.clone() } else { None },
+            error: rec.error.as_ref().and_then(|e| serde_json::from_value(e.to_value()).ok()),
+            note,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunStartParams {
+    /// A saved template to run (see template_list). Give this or `definition`.
+    #[serde(default)]
+    pub template: Option<String>,
+    /// The template's version (default: the latest).
+    #[serde(default)]
+    pub version: Option<u32>,
+    /// An inline workflow definition to run. Give this or `template`.
+    #[serde(default)]
+    #[schemars(with = "Option<weft_model::Definition>")]
+    pub definition: Option<Value>,
+    /// The run's input, checked against the workflow's `input_schema` (default `{}`).
+    #[serde(default)]
+    pub input: Option<Value>,
+    /// Wait up to this many milliseconds (at most 300000) for the run to
+    /// finish and return its output; 0 or absent returns at once.
+    #[serde(default)]
+    pub wait_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunIdParams {
+    /// The run's id (r_..., from run_start or run_list).
+    pub run_id: String,
+}
+
+/// A run state to filter by.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum StateParam {
+    Submitted,
+    Working,
+    InputRequired,
+    AuthRequired,
+    Completed,
+    Failed,
+    Canceled,
+    Rejected,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunListParams {
+    /// Only runs in this state.
+    #[serde(default)]
+    pub state: Option<StateParam>,
+    /// Only runs of this template.
+    #[serde(default)]
+    pub template: Option<String>,
+    /// At most this many runs, newest first (default 50).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: Option<usize>,
+}
+
+/// A run in a listing.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunSummaryOut {
+    pub id: String,
+    pub template: String,
+    pub version: Option<u32>,
+    pub state: String,
+    pub parent: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// Runs, newest first.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunListOut {
+    pub runs: Vec<RunSummaryOut>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunEventsParams {
+    /// The run's id.
+    pub run_id: String,
+    /// Only events after this sequence number (default 0: from the start).
+    #[serde(default)]
+    pub after_seq: Option<u64>,
+    /// At most this many events (default 500).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: Option<usize>,
+}
+
+/// One event of a run's log.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct EventOut {
+    /// Its position in the log (the first is 1).
+    pub seq: u64,
+    /// When (RFC 3339).
+    pub at: String,
+    /// run.<state>, step.<state>, item.<state>, progress, log.
+    pub kind: String,
+    pub step: Option<String>,
+    pub item: Option<u32>,
+    pub data: Value,
+}
+
+/// Events of a run, in order.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunEventsOut {
+    pub run_id: String,
+    pub events: Vec<EventOut>,
+    /// Pass this as `after_seq` to get the next events.
+    pub last_seq: u64,
+    /// The run's state now.
+    pub state: String,
+    /// Whether the run reached a final state (no more events will come
+    /// once `events` is empty).
+    pub finished: bool,
+}
+
+/// What canceling did.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunCancelOut {
+    pub run_id: String,
+    /// The run's state now.
+    pub state: String,
+    /// True when the run had already finished (nothing was changed).
+    pub already_finished: bool,
+}
+
+/// Whom to tell about a waiting call's progress.
+pub struct ProgressTo {
+    pub token: ProgressToken,
+    pub peer: Peer<RoleServer>,
+}
+
+impl ProgressTo {
+    /// From a request's `_meta.progressToken`, if the caller sent one.
+    pub fn of(ctx: &RequestContext<RoleServer>) -> Option<Self> {
+        ctx.meta.get_progress_token().map(|token| ProgressTo { token, peer: ctx.peer.clone() })
+    }
+}
+
+fn parse_id(s: &str) -> Result<RunId, ToolError> {
+    s.trim().parse().map_err(|_| {
+        ToolError::new(format!("`run_id` {s:?} is not a run id")).fix("a run id looks like r_01k…; run_list shows them")
+    })
+}
+
+impl Core {
+    /// The stored run `id`, or an error naming it.
+    pub async fn load_run(&self, id: &str) -> Result<RunRecord, ToolError> {
+        let rid = parse_id(id)?;
+        self.store
+            .run(&rid)
+            .await
+            .map_err(ToolError::internal)?
+            .ok_or_else(|| ToolError::new(format!("no run `{rid}`")).fix("run_list shows the runs"))
+    }
+
+    /// Validates and creates a run of `doc` (a template's, when `opts`
+    /// names it) and starts executing it. Nothing is stored when refused.
+    pub async fn start_run(self: &Arc<Self>, doc: Value, input: Value, opts: RunOptions) -> Result<RunId, ToolError> {
+        let p = prepare::for_run(self, doc, input.clone(), opts).await?;
+        let id = self.engine.create_run(&p.plan, input, p.opts).await.map_err(|e| match e {
+            weft_engine::EngineError::Invalid(problems) => prepare::invalid_input(&problems.0, &p.plan),
+            weft_engine::EngineError::Unsupported(_) => ToolError::new(e.to_string()),
+            other => ToolError::internal(other),
+        })?;
+        self.engine.start(&id);
+        Ok(id)
+    }
+
+    /// Waits up to `wait` for run `id` to finish (or wait for input),
+    /// sending progress (finished steps of all steps) when asked, and
+    /// stopping early when the request is canceled. Returns the run as it is.
+    pub async fn wait_run(
+        &self,
+        id: &RunId,
+        wait: Duration,
+        progress: Option<ProgressTo>,
+        canceled: &tokio_util::sync::CancellationToken,
+    ) -> Result<RunRecord, ToolError> {
+        let until = Instant::now() + wait;
+        let mut reported: Option<usize> = None;
+        loop {
+            let rec = self
+                .store
+                .run(id)
+                .await
+                .map_err(ToolError::internal)?
+                .ok_or_else(|| ToolError::internal(format!("run {id} disappeared from the store")))?;
+            if let Some(p) = &progress {
+                let done = rec.steps.iter().filter(|s| s.state.is_terminal()).count();
+                if reported != Some(done) {
+                    reported = Some(done);
+                    let running: Vec<&str> =
+                        rec.steps.iter().filter(|s| !s.state.is_terminal() && s.started_at.is_some()).map(|s| s.name.as_str()).collect();
+                    let message = if running.is_empty() {
+                        format!("{done}/{} steps finished; run {}", rec.steps.len(), rec.state)
+                    } else {
+                        format!("{done}/{} steps finished; running: {}", rec.steps.len(), running.join(", "))
+                    };
+                    let param = ProgressNotificationParam::new(p.token.clone(), done as f64)
+                        .with_total(rec.steps.len() as f64)
+                        .with_message(message);
+                    // A client that went away misses progress, nothing else.
+                    let _ = p.peer.notify_progress(param).await;
+                }
+            }
+            let finished =
+                rec.state.is_terminal() || matches!(rec.state, RunState::InputRequired | RunState::AuthRequired);
+            if finished || Instant::now() >= until {
+                return Ok(rec);
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(WAIT_POLL.min(until.saturating_duration_since(Instant::now()))) => {}
+                _ = canceled.cancelled() => return Ok(rec),
+            }
+        }
+    }
+
+    /// Starts a run of `doc` and waits up to `wait_ms` for it.
+    pub async fn start_and_wait(
+        self: &Arc<Self>,
+        doc: Value,
+        input: Value,
+        opts: RunOptions,
+        wait_ms: u64,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<RunStartOut, ToolError> {
+        let id = self.start_run(doc, input, opts).await?;
+        let wait = Duration::from_millis(wait_ms.min(MAX_WAIT_MS));
+        let rec = self.wait_run(&id, wait, ProgressTo::of(ctx), &ctx.ct).await?;
+        Ok(RunStartOut::of(&rec))
+    }
+}
+
+#[tool_router(router = runs_router, vis = "pub(super)")]
+impl WeftServer {
+    #[tool(
+        description = "Start a run of a saved template (`template`, optional `version`) or of an inline `definition`, with an `input` checked against its input_schema. With `wait_ms` the call waits that long for the run to finish and returns its output (progress notifications are sent when the request has a progress token); otherwise it returns the run id at once. Bad definitions or inputs are refused with JSON paths, and no run is created.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true)
+    )]
+    async fn run_start(
+        &self,
+        Parameters(p): Parameters<RunStartParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<RunStartOut>, ToolError> {
+        let (doc, opts) = match (p.template, p.definition) {
+            (Some(_), Some(_)) => {
+                return Err(ToolError::new("both `template` and `definition` are given")
+                    .fix("give `template` to run a saved template, or `definition` to run an inline one, not both"));
+            }
+            (None, None) => {
+                return Err(ToolError::new("neither `template` nor `definition` is given")
+                    .fix("give `template` (see template_list) or an inline `definition`"));
+            }
+            (Some(name), None) => {
+                let t = self.core.store.template(&name, p.version).await.map_err(ToolError::internal)?;
+                let t = t.ok_or_else(|| {
+                    ToolError::new(match p.version {
+                        Some(v) => format!("no version {v} of template `{name}`"),
+                        None => format!("no template `{name}`"),
+                    })
+                    .fix("template_list shows the saved templates")
+                })?;
+                let opts = RunOptions { template: Some(t.name), version: Some(t.version), ..Default::default() };
+                (t.definition, opts)
+            }
+            (None, Some(def)) => {
+                if p.version.is_some() {
+                    return Err(ToolError::new("`version` applies to `template` only")
+                        .fix("leave `version` out when running an inline `definition`"));
+                }
+                (definition_doc(def)?, RunOptions::default())
+            }
+        };
+        let input = p.input.unwrap_or_else(|| Value::Object(Default::default()));
+        let out = self.core.start_and_wait(doc, input, opts, p.wait_ms.unwrap_or(0), &ctx).await?;
+        Ok(Json(out))
+    }
+
+    #[tool(
+        description = "One run: its state, input, output, error and every step's state, attempts, output and error (the `weft runs show --json` object).",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn run_get(&self, Parameters(p): Parameters<RunIdParams>) -> Result<Json<RunView>, ToolError> {
+        let rec = self.core.load_run(&p.run_id).await?;
+        Ok(Json(RunView::of(&rec)?))
+    }
+
+    #[tool(
+        description = "Runs, newest first, optionally only those in one `state` or of one `template`.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn run_list(&self, Parameters(p): Parameters<RunListParams>) -> Result<Json<RunListOut>, ToolError> {
+        let state = p.state.map(|s| {
+            let text = serde_json::to_value(s).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+            text.parse::<RunState>().expect("every StateParam names a RunState")
+        });
+        let filter = RunFilter { state, template: p.template, limit: Some(p.limit.unwrap_or(50).clamp(1, 1000)) };
+        let runs = self.core.store.list_runs(&filter).await.map_err(ToolError::internal)?;
+        let runs = runs
+            .into_iter()
+            .map(|r| RunSummaryOut {
+                id: r.id.to_string(),
+                template: r.template,
+                version: r.version,
+                state: r.state.to_string(),
+                parent: r.parent.map(|p| p.to_string()),
+                created_at: rfc3339(r.created_at),
+                updated_at: rfc3339(r.updated_at),
+            })
+            .collect();
+        Ok(Json(RunListOut { runs }))
+    }
+
+    #[tool(
+        description = "A run's event log in order (run and step state changes, attempts, progress and log lines), after `after_seq`. Call again with the returned `last_seq` to follow a run.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn run_events(&self, Parameters(p): Parameters<RunEventsParams>) -> Result<Json<RunEventsOut>, ToolError> {
+        let rec = self.core.load_run(&p.run_id).await?;
+        let after = Seq(p.after_seq.unwrap_or(0));
+        let limit = p.limit.unwrap_or(500).clamp(1, 1000);
+        let evs = self.core.store.events_after(&rec.id, after, limit).await.map_err(ToolError::internal)?;
+        let events: Vec<EventOut> = evs
+            .iter()
+            .map(|e| serde_json::from_value(view::event_json(e)).map_err(ToolError::internal))
+            .collect::<Result<_, _>>()?;
+        let last_seq = events.last().map(|e| e.seq).unwrap_or(after.0);
+        Ok(Json(RunEventsOut {
+            run_id: rec.id.to_string(),
+            events,
+            last_seq,
+            state: rec.state.to_string(),
+            finished: rec.state.is_terminal(),
+        }))
+    }
+
+    #[tool(
+        description = "Cancel a run: running steps are interrupted, unfinished steps and the run end `canceled`. A run that already finished is left as it is.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn run_cancel(&self, Parameters(p): Parameters<RunIdParams>) -> Result<Json<RunCancelOut>, ToolError> {
+        let rec = self.core.load_run(&p.run_id).await?;
+        if rec.state.is_terminal() {
+            return Ok(Json(RunCancelOut { run_id: rec.id.to_string(), state: rec.state.to_string(), already_finished: true }));
+        }
+        let rec = crate::app::cancel_run(&self.core.engine, &rec.id).await.map_err(ToolError::internal)?;
+        Ok(Json(RunCancelOut { run_id: rec.id.to_string(), state: rec.state.to_string(), already_finished: false }))
+    }
+}

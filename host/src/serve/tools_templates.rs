@@ -1,0 +1,299 @@
+//! Tools about definitions: `workflow_validate`, `template_save`,
+//! `template_get`, `template_list`, `template_delete` and `plugin_list`.
+//! Saving or deleting a template tells every session its tool list changed
+//! (each template is also the tool `wf_<name>`).
+
+use rmcp::handler::server::wrapper::{Json, Parameters};
+use rmcp::{tool, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use weft_engine::Store;
+use weft_engine::clock::rfc3339;
+use weft_engine::store::TemplateRecord;
+
+use super::errors::{ProblemOut, ToolError};
+use super::prepare::{self, blocking, definition_doc};
+use super::{Change, WeftServer, wf_tools};
+use crate::guests;
+
+/// A workflow definition (see workflow.md): an object with `name` and
+/// `steps`. Its JSON text as a string is accepted too.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ValidateParams {
+    /// The workflow definition to check.
+    #[schemars(with = "weft_model::Definition")]
+    pub definition: Value,
+}
+
+/// The result of a validation.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ValidateOut {
+    /// Whether the definition is valid.
+    pub valid: bool,
+    /// Its name (when valid).
+    pub name: Option<String>,
+    /// Its `version` field (when valid).
+    pub version: Option<u32>,
+    /// How many steps it has (when valid).
+    pub steps: Option<usize>,
+    /// Every problem, with its JSON path into `definition`.
+    pub problems: Vec<ProblemOut>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SaveParams {
+    /// Save under this name instead of the definition's `name` (the
+    /// definition's `name` is set to it).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The workflow definition.
+    #[schemars(with = "weft_model::Definition")]
+    pub definition: Value,
+}
+
+/// A saved template version.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SaveOut {
+    /// The template's name.
+    pub name: String,
+    /// The version just saved (1 for a new name).
+    pub version: u32,
+    /// The tool that runs it.
+    pub tool: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GetParams {
+    /// The template's name.
+    pub name: String,
+    /// A specific version (default: the latest).
+    #[serde(default)]
+    pub version: Option<u32>,
+}
+
+/// One template version with its definition.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TemplateOut {
+    pub name: String,
+    pub version: u32,
+    /// When this version was saved (RFC 3339).
+    pub created_at: String,
+    /// The definition's `description`, if any.
+    pub description: Option<String>,
+    /// The definition as saved (code steps naming files are pinned by digest).
+    pub definition: Value,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct NoParams {}
+
+/// A template in a listing.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TemplateSummary {
+    pub name: String,
+    /// Its latest version.
+    pub version: u32,
+    /// When the latest version was saved (RFC 3339).
+    pub created_at: String,
+    pub description: Option<String>,
+    /// The tool that runs it.
+    pub tool: String,
+}
+
+/// Every template (latest versions).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TemplateListOut {
+    pub templates: Vec<TemplateSummary>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct DeleteParams {
+    /// The template's name: every version is deleted.
+    pub name: String,
+}
+
+/// What was deleted.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct DeleteOut {
+    pub name: String,
+    /// How many versions were deleted.
+    pub deleted_versions: u32,
+}
+
+/// A code plugin.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PluginOut {
+    /// The name a code step uses: `{"code": {"plugin": NAME}}`.
+    pub name: String,
+    /// `bundled` (in the binary) or `added` (`weft plugin add`).
+    pub source: String,
+    /// `component` (declares its schemas) or `command` (a WASI command:
+    /// input JSON on stdin, output JSON on stdout).
+    pub kind: String,
+    /// sha256 of its bytes.
+    pub digest: String,
+    pub version: Option<String>,
+    pub description: Option<String>,
+    /// JSON Schema of a step's `input`.
+    pub input_schema: Option<Value>,
+    /// JSON Schema of its output.
+    pub output_schema: Option<Value>,
+}
+
+/// Every plugin.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PluginListOut {
+    pub plugins: Vec<PluginOut>,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+fn description(t: &TemplateRecord) -> Option<String> {
+    t.definition.get("description").and_then(Value::as_str).map(String::from)
+}
+
+fn no_template(name: &str, version: Option<u32>) -> ToolError {
+    match version {
+        Some(v) => ToolError::new(format!("no version {v} of template `{name}`")),
+        None => ToolError::new(format!("no template `{name}`")),
+    }
+    .fix("template_list shows the saved templates and their latest versions")
+}
+
+#[tool_router(router = template_router, vis = "pub(super)")]
+impl WeftServer {
+    #[tool(
+        description = "Check a workflow definition without storing anything. Returns valid: true with its name, or every problem with its JSON path into `definition` and a hint. Code steps are checked against the installed plugins' input schemas.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn workflow_validate(&self, Parameters(p): Parameters<ValidateParams>) -> Result<Json<ValidateOut>, ToolError> {
+        let doc = match definition_doc(p.definition) {
+            Ok(doc) => doc,
+            Err(e) if !e.problems.is_empty() => {
+                return Ok(Json(ValidateOut { valid: false, name: None, version: None, steps: None, problems: e.problems }));
+            }
+            Err(e) => return Err(e),
+        };
+        let core = self.core.clone();
+        let checked = blocking(move || Ok(prepare::validate(&core, &doc))).await?;
+        Ok(Json(match checked {
+            Ok(def) => ValidateOut {
+                valid: true,
+                name: Some(def.name),
+                version: Some(def.version),
+                steps: Some(def.steps.len()),
+                problems: vec![],
+            },
+            Err(problems) => ValidateOut {
+                valid: false,
+                name: None,
+                version: None,
+                steps: None,
+                problems: ProblemOut::all("definition", &problems),
+            },
+        }))
+    }
+
+    #[tool(
+        description = "Validate a workflow definition and save it as the next version of the template `name` (default: the definition's `name`). The template then also appears as the tool `wf_<name>`. An invalid definition is refused with every problem's JSON path; nothing is stored then.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn template_save(&self, Parameters(p): Parameters<SaveParams>) -> Result<Json<SaveOut>, ToolError> {
+        let mut doc = definition_doc(p.definition)?;
+        if let Some(name) = p.name {
+            if name.trim().is_empty() {
+                return Err(ToolError::new("`name` is empty").fix("give the template a name, or leave `name` out"));
+            }
+            doc["name"] = Value::String(name);
+        }
+        let (doc, name) = prepare::for_template(&self.core, doc).await?;
+        let version = self.core.store.save_template(&name, &doc, now_ms()).await.map_err(ToolError::internal)?;
+        self.core.changed(Change::Templates);
+        Ok(Json(SaveOut { tool: wf_tools::tool_name(&name), name, version }))
+    }
+
+    #[tool(
+        description = "A saved template's definition: the latest version, or `version`.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn template_get(&self, Parameters(p): Parameters<GetParams>) -> Result<Json<TemplateOut>, ToolError> {
+        let t = self.core.store.template(&p.name, p.version).await.map_err(ToolError::internal)?;
+        let t = t.ok_or_else(|| no_template(&p.name, p.version))?;
+        Ok(Json(TemplateOut {
+            description: description(&t),
+            name: t.name,
+            version: t.version,
+            created_at: rfc3339(t.created_at),
+            definition: t.definition,
+        }))
+    }
+
+    #[tool(
+        description = "Every saved template (latest version), with the tool `wf_<name>` that runs it.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn template_list(&self, Parameters(_): Parameters<NoParams>) -> Result<Json<TemplateListOut>, ToolError> {
+        let all = self.core.store.list_templates().await.map_err(ToolError::internal)?;
+        let templates = all
+            .iter()
+            .map(|t| TemplateSummary {
+                name: t.name.clone(),
+                version: t.version,
+                created_at: rfc3339(t.created_at),
+                description: description(t),
+                tool: wf_tools::tool_name(&t.name),
+            })
+            .collect();
+        Ok(Json(TemplateListOut { templates }))
+    }
+
+    #[tool(
+        description = "Delete every version of a template (and its tool `wf_<name>`). Runs already started keep their pinned plan.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn template_delete(&self, Parameters(p): Parameters<DeleteParams>) -> Result<Json<DeleteOut>, ToolError> {
+        let n = self.core.store.delete_template(&p.name).await.map_err(ToolError::internal)?;
+        if n == 0 {
+            return Err(no_template(&p.name, None));
+        }
+        self.core.changed(Change::Templates);
+        Ok(Json(DeleteOut { name: p.name, deleted_versions: n }))
+    }
+
+    #[tool(
+        description = "The code plugins a code step can use (`{\"code\": {\"plugin\": NAME}, \"input\": ...}`), with their descriptions and the JSON Schemas of their input and output.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn plugin_list(&self, Parameters(_): Parameters<NoParams>) -> Result<Json<PluginListOut>, ToolError> {
+        let core = self.core.clone();
+        let list = blocking(move || {
+            let registry = guests::registry(&core.settings);
+            registry.list(&core.sandbox).map_err(ToolError::internal)
+        })
+        .await?;
+        let plugins = list
+            .into_iter()
+            .map(|p| {
+                let source = serde_json::to_value(p.source).ok().and_then(|v| v.as_str().map(String::from));
+                let (kind, version, description, input_schema, output_schema) = match p.metadata {
+                    Some(m) => ("component", Some(m.version), Some(m.description), m.input_schema, m.output_schema),
+                    None => ("command", None, None, None, None),
+                };
+                PluginOut {
+                    name: p.name,
+                    source: source.unwrap_or_default(),
+                    kind: kind.into(),
+                    digest: p.digest,
+                    version,
+                    description,
+                    input_schema,
+                    output_schema,
+                }
+            })
+            .collect();
+        Ok(Json(PluginListOut { plugins }))
+    }
+}

@@ -1,0 +1,158 @@
+//! Every saved template as a tool of its own: `wf_<name>`, whose input
+//! schema is the template's `input_schema` (or any object), and whose call
+//! runs the latest version with the arguments as input and waits for it
+//! (up to 5 minutes, with progress). A run that fails is an `isError`
+//! result that still carries the run's id, state and error.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use async_trait::async_trait;
+use rmcp::ErrorData;
+use rmcp::handler::server::tool::IntoCallToolResult;
+use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
+use serde_json::Value;
+use weft_engine::{RunOptions, Store};
+
+use super::errors::ToolError;
+use super::handler::{SourceCall, ToolSource};
+use super::tools_runs::{MAX_WAIT_MS, RunStartOut};
+use super::Core;
+
+/// The prefix of template tools.
+pub const PREFIX: &str = "wf_";
+
+/// The tool that runs template `name`: `wf_<name>`, characters a tool
+/// name cannot have (outside `A-Za-z0-9_.-`) as `_`.
+pub fn tool_name(name: &str) -> String {
+    let clean: String =
+        name.chars().map(|c| if c.is_ascii_alphanumeric() || "_-.".contains(c) { c } else { '_' }).collect();
+    format!("{PREFIX}{clean}")
+}
+
+/// The templates' tools, as of the latest listing (tool name → template).
+#[derive(Default)]
+pub struct TemplateTools {
+    latest: RwLock<HashMap<String, (String, Tool)>>,
+}
+
+fn tool_for(name: &str, version: u32, definition: &Value) -> Tool {
+    let schema = match definition.get("input_schema") {
+        Some(Value::Object(o)) if o.get("type").and_then(Value::as_str) == Some("object") => o.clone(),
+        _ => serde_json::json!({"type": "object"}).as_object().cloned().unwrap_or_default(),
+    };
+    let what = definition.get("description").and_then(Value::as_str).unwrap_or("a saved weft workflow");
+    let output = Some(rmcp::handler::server::common::schema_for_output::<RunStartOut>());
+    let mut tool = Tool::new(
+        tool_name(name),
+        format!(
+            "Run the workflow template `{name}` (v{version}): {what}. The arguments are the run's input; the call waits up to {} s for the run and returns its output, or its id to follow with run_get.",
+            MAX_WAIT_MS / 1000
+        ),
+        Arc::new(schema),
+    )
+    .with_title(format!("workflow {name}"))
+    .with_annotations(
+        ToolAnnotations::new().read_only(false).destructive(false).idempotent(false).open_world(true),
+    );
+    if let Some(o) = output {
+        tool = tool.with_raw_output_schema(o);
+    }
+    tool
+}
+
+#[async_trait]
+impl ToolSource for TemplateTools {
+    async fn list(&self, core: &Core) -> Vec<Tool> {
+        let all = match core.store.list_templates().await {
+            Ok(all) => all,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list templates for wf_ tools");
+                return vec![];
+            }
+        };
+        let mut latest = HashMap::new();
+        let mut tools = vec![];
+        for t in &all {
+            let tool = tool_for(&t.name, t.version, &t.definition);
+            latest.insert(tool.name.to_string(), (t.name.clone(), tool.clone()));
+            tools.push(tool);
+        }
+        *self.latest.write().unwrap_or_else(|p| p.into_inner()) = latest;
+        tools
+    }
+
+    fn get(&self, name: &str) -> Option<Tool> {
+        self.latest.read().unwrap_or_else(|p| p.into_inner()).get(name).map(|(_, t)| t.clone())
+    }
+
+    fn owns(&self, name: &str) -> bool {
+        name.starts_with(PREFIX)
+    }
+
+    async fn call(&self, mut call: SourceCall) -> Result<CallToolResponse, ErrorData> {
+        let core = call.server.core.clone();
+        let arguments = std::mem::take(&mut call.arguments);
+        match run_template(&core, self, &call.name, arguments, &call).await {
+            Ok(out) => {
+                let failed = out.finished && out.state != "completed";
+                let value = serde_json::to_value(&out).expect("RunStartOut serializes");
+                let mut result = CallToolResult::structured(value);
+                if failed {
+                    result.is_error = Some(true);
+                    let why = out.error.as_ref().map(|e| format!(": {}: {}", e.kind, e.message)).unwrap_or_default();
+                    result.content =
+                        vec![ContentBlock::text(format!("run {} {}{why}; {}", out.run_id, out.state, out.note))];
+                }
+                Ok(result.into())
+            }
+            Err(e) => e.into_call_tool_result(),
+        }
+    }
+}
+
+async fn run_template(
+    core: &Arc<Core>,
+    tools: &TemplateTools,
+    tool: &str,
+    arguments: JsonObject,
+    call: &SourceCall,
+) -> Result<RunStartOut, ToolError> {
+    // The tool name maps to a template name; list again if this session
+    // has not seen the tool yet (saved by another session).
+    let known = |t: &TemplateTools| t.latest.read().unwrap_or_else(|p| p.into_inner()).get(tool).map(|(n, _)| n.clone());
+    let name = match known(tools) {
+        Some(n) => n,
+        None => {
+            tools.list(core).await;
+            known(tools).ok_or_else(|| {
+                ToolError::new(format!("no tool `{tool}`: no saved template has that name"))
+                    .fix("tools/list or template_list shows the saved templates")
+            })?
+        }
+    };
+    let t = core.store.template(&name, None).await.map_err(ToolError::internal)?;
+    let t = t.ok_or_else(|| ToolError::new(format!("template `{name}` was deleted")).fix("template_list shows the saved templates"))?;
+    let opts = RunOptions { template: Some(t.name.clone()), version: Some(t.version), ..Default::default() };
+    core.start_and_wait(t.definition, Value::Object(arguments), opts, MAX_WAIT_MS, &call.context).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_names_are_valid_mcp_names() {
+        assert_eq!(tool_name("onboard-user"), "wf_onboard-user");
+        assert_eq!(tool_name("a b/c"), "wf_a_b_c");
+    }
+
+    #[test]
+    fn the_input_schema_is_the_templates_or_any_object() {
+        let with = serde_json::json!({"name": "x", "input_schema": {"type": "object", "required": ["a"]}});
+        assert_eq!(tool_for("x", 1, &with).input_schema.get("required").unwrap(), &serde_json::json!(["a"]));
+        let without = serde_json::json!({"name": "x"});
+        assert_eq!(Value::Object((*tool_for("x", 2, &without).input_schema).clone()), serde_json::json!({"type": "object"}));
+        assert!(tool_for("x", 2, &without).output_schema.is_some());
+    }
+}

@@ -1,0 +1,119 @@
+//! Tool steps and the runner the engine sees. [`ToolRunner`] makes an
+//! attempt's MCP call through the shared [`Upstreams`] (the resolved input
+//! as arguments, the attempt's idempotency key in `_meta`, the attempt's
+//! deadline as the call's timeout, progress into the run's event log) and
+//! maps its classified failure onto the engine's error kinds.
+//! [`Runners`] is the one [`StepRunner`] handed to the engine: code steps
+//! go to the [`CodeRunner`], tool steps to the [`ToolRunner`], and a tool
+//! step's `transform` runs the named guest on the tool's output before it
+//! is stored.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use weft_engine::{CancelToken, ErrorKind, StepError, StepFailure, StepOutput, StepRequest, StepRunner};
+use weft_mcp::{CallError, CallErrorKind, ToolCall, Upstreams};
+use weft_model::{Action, ToolRef};
+
+use crate::runner::CodeRunner;
+
+/// Makes tool steps' MCP calls.
+#[derive(Debug, Clone)]
+pub struct ToolRunner {
+    upstreams: Arc<Upstreams>,
+}
+
+impl ToolRunner {
+    /// A runner over `upstreams` (shared with anything else that calls them).
+    pub fn new(upstreams: Arc<Upstreams>) -> Self {
+        ToolRunner { upstreams }
+    }
+
+    /// The upstreams.
+    pub fn upstreams(&self) -> &Arc<Upstreams> {
+        &self.upstreams
+    }
+
+    /// One attempt of a tool step: the mapped output value.
+    pub async fn call(&self, tool: &ToolRef, req: &StepRequest, cancel: &CancelToken) -> Result<Value, StepError> {
+        let timeout = match req.deadline_ms {
+            Some(d) => {
+                let left = d - now_ms();
+                if left <= 0 {
+                    return Err(StepError::timeout("the attempt's deadline passed before the tool was called"));
+                }
+                Some(Duration::from_millis(left as u64))
+            }
+            None => None,
+        };
+        let events = req.events.clone();
+        let call = ToolCall {
+            server: tool.server.clone(),
+            tool: tool.name.clone(),
+            arguments: req.input.clone(),
+            idempotency_key: Some(req.idempotency_key.clone()),
+            timeout,
+            progress: Some(Arc::new(move |p| {
+                events.progress(json!({"progress": p.progress, "total": p.total, "message": p.message}));
+            })),
+        };
+        self.upstreams.call(call, cancel.canceled()).await.map(|out| out.value).map_err(to_step_error)
+    }
+}
+
+/// The engine's view of a classified call failure.
+pub fn to_step_error(e: CallError) -> StepError {
+    let kind = match e.kind {
+        CallErrorKind::Transport => ErrorKind::Transport,
+        CallErrorKind::Timeout => ErrorKind::Timeout,
+        CallErrorKind::ToolError => ErrorKind::ToolError,
+        CallErrorKind::Protocol => ErrorKind::Protocol,
+        CallErrorKind::Canceled => ErrorKind::Canceled,
+        CallErrorKind::Refused => ErrorKind::Validation,
+    };
+    StepError::new(kind, e.message, e.retryable)
+}
+
+/// Code steps to the sandbox, tool steps to their MCP servers.
+#[derive(Clone)]
+pub struct Runners {
+    code: CodeRunner,
+    tools: ToolRunner,
+}
+
+impl Runners {
+    /// Both runners.
+    pub fn new(code: CodeRunner, tools: ToolRunner) -> Self {
+        Runners { code, tools }
+    }
+
+    /// The tool runner (and through it the upstreams).
+    pub fn tools(&self) -> &ToolRunner {
+        &self.tools
+    }
+}
+
+#[async_trait::async_trait]
+impl StepRunner for Runners {
+    async fn run(&self, req: StepRequest, cancel: CancelToken) -> Result<StepOutput, StepFailure> {
+        let tool = match &req.action {
+            Action::Tool(t) => t.clone(),
+            _ => return self.code.run(req, cancel).await,
+        };
+        let value = self.tools.call(&tool, &req, &cancel).await?;
+        let Some(transform) = req.transform.clone() else { return Ok(StepOutput::Done(value)) };
+        let mut t = req;
+        t.action = Action::Code(transform);
+        t.input = value;
+        t.limits = None;
+        self.code.run(t, cancel).await.map_err(|mut e| {
+            e.message = format!("the step's transform failed: {}", e.message);
+            e
+        })
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
