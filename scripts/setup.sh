@@ -5,6 +5,9 @@
 #   - cargo-nextest (the test runner)
 #   - the example guests' toolchains: clang-19 + wasi-libc (C), componentize-js
 #     from npm (JavaScript), componentize-py from PyPI (Python) — examples/setup.sh
+#   - the real MCP peers the tests use: server-everything, server-filesystem and
+#     the Inspector from npm, the official Python `mcp` SDK and FastMCP from PyPI,
+#     all pinned — tests/mcp-peers/setup.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -20,3 +23,4 @@ if ! cargo nextest --version >/dev/null 2>&1; then
 fi
 
 "$root/examples/setup.sh"
+"$root/tests/mcp-peers/setup.sh"

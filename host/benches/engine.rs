@@ -128,6 +128,7 @@ fn settings(dir: &Path) -> Settings {
         cache_dir: cache_dir(),
         config_path: None,
         file: Arc::new(ConfigFile::default()),
+        servers: Arc::default(),
     }
 }
 

@@ -112,8 +112,7 @@ impl App {
     /// that also validates definitions, so guests are loaded once).
     pub fn engine_with(&self, sandbox: Arc<weft_sandbox::Sandbox>) -> Engine {
         let base = std::env::current_dir().unwrap_or_default();
-        let code =
-            CodeRunner::new(sandbox, crate::guests::registry(&self.settings), self.settings.code_limits(), base);
+        let code = CodeRunner::new(sandbox, crate::guests::registry(&self.settings), self.settings.code_limits(), base);
         let runner = Runners::new(code, ToolRunner::new(self.upstreams.clone()));
         Engine::new(
             self.dyn_store(),

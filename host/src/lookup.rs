@@ -144,8 +144,11 @@ impl<'a> RegistryLookup<'a> {
             {
                 let known = if servers.is_empty() { "none is configured".to_string() } else { servers.join(", ") };
                 out.push(
-                    Problem::new(format!("/steps/{i}/tool/server"), format!("unknown MCP server `{server}` (configured: {known})"))
-                        .hint(format!("add a [servers.{server}] table to weft.toml (`command` for stdio, `url` for HTTP)")),
+                    Problem::new(
+                        format!("/steps/{i}/tool/server"),
+                        format!("unknown MCP server `{server}` (configured: {known})"),
+                    )
+                    .hint(format!("add a [servers.{server}] table to weft.toml (`command` for stdio, `url` for HTTP)")),
                 );
             }
             for field in ["code", "transform"] {

@@ -57,8 +57,11 @@ pub async fn check(upstreams: &Upstreams, doc: &Value) -> Online {
             Err(e) => {
                 if reported.insert(server.clone()) {
                     out.unreachable.push(
-                        Problem::new(format!("/steps/{i}/tool/server"), format!("cannot reach MCP server `{server}`: {e}"))
-                            .hint(format!("check [servers.{server}] in weft.toml and that the server starts")),
+                        Problem::new(
+                            format!("/steps/{i}/tool/server"),
+                            format!("cannot reach MCP server `{server}`: {e}"),
+                        )
+                        .hint(format!("check [servers.{server}] in weft.toml and that the server starts")),
                     );
                 }
             }

@@ -101,22 +101,33 @@ pub fn resolve(
                 }
                 let url = expand(url)?;
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    return Err(invalid(format!("[servers.{name}]: `url` must start with http:// or https://, got `{url}`"), "url"));
+                    return Err(invalid(
+                        format!("[servers.{name}]: `url` must start with http:// or https://, got `{url}`"),
+                        "url",
+                    ));
                 }
                 Transport::Http {
                     url,
-                    headers: s.headers.iter().map(|(k, v)| Ok((k.clone(), expand(v)?))).collect::<Result<_, ConfigError>>()?,
+                    headers: s
+                        .headers
+                        .iter()
+                        .map(|(k, v)| Ok((k.clone(), expand(v)?)))
+                        .collect::<Result<_, ConfigError>>()?,
                 }
             }
             (Some(_), Some(_)) => {
                 return Err(invalid(
-                    format!("[servers.{name}] sets both `command` and `url`; a server is either a program (stdio) or an endpoint (HTTP)"),
+                    format!(
+                        "[servers.{name}] sets both `command` and `url`; a server is either a program (stdio) or an endpoint (HTTP)"
+                    ),
                     &format!("[servers.{name}]"),
                 ));
             }
             (None, None) => {
                 return Err(invalid(
-                    format!("[servers.{name}] needs `command` (a program speaking MCP on stdio) or `url` (a streamable-HTTP endpoint)"),
+                    format!(
+                        "[servers.{name}] needs `command` (a program speaking MCP on stdio) or `url` (a streamable-HTTP endpoint)"
+                    ),
                     &format!("[servers.{name}]"),
                 ));
             }

@@ -2,8 +2,8 @@
 //! model's shape touches one file.
 
 pub use weft_model::{
-    Action, CodeRef, Condition, Definition, EdgeOn, ErrorKind, Graph, Join, Limits, Problem, Problems, RetryPolicy, Scope, Step,
-    StepStatus, StepView,
+    Action, CodeRef, Condition, Definition, EdgeOn, ErrorKind, Graph, Join, Limits, Problem, Problems, RetryPolicy,
+    Scope, Step, StepStatus, StepView,
 };
 
 use serde_json::Value;

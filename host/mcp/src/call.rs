@@ -72,7 +72,9 @@ impl Upstreams {
         if !cfg.tools.allows(&tool) {
             return Err(CallError::new(
                 CallErrorKind::Refused,
-                format!("tool `{tool}` of MCP server `{server}` is not allowed by [servers.{server}] allow_tools/deny_tools"),
+                format!(
+                    "tool `{tool}` of MCP server `{server}` is not allowed by [servers.{server}] allow_tools/deny_tools"
+                ),
             ));
         }
         let arguments = match arguments {
@@ -81,19 +83,20 @@ impl Upstreams {
             other => {
                 return Err(CallError::new(
                     CallErrorKind::Refused,
-                    format!(
-                        "the arguments of tool `{server}.{tool}` must be a JSON object, got {}",
-                        type_name(&other)
-                    ),
+                    format!("the arguments of tool `{server}.{tool}` must be a JSON object, got {}", type_name(&other)),
                 ));
             }
         };
         let limit = timeout.or(cfg.timeout).unwrap_or(DEFAULT_TOOL_TIMEOUT);
         let deadline = Instant::now() + limit;
         let timed_out = |what: &str| {
-            CallError::new(CallErrorKind::Timeout, format!("tool `{server}.{tool}` {what} within {} ms", limit.as_millis()))
+            CallError::new(
+                CallErrorKind::Timeout,
+                format!("tool `{server}.{tool}` {what} within {} ms", limit.as_millis()),
+            )
         };
-        let canceled = || CallError::new(CallErrorKind::Canceled, format!("the call to `{server}.{tool}` was canceled"));
+        let canceled =
+            || CallError::new(CallErrorKind::Canceled, format!("the call to `{server}.{tool}` was canceled"));
         tokio::pin!(cancel);
 
         let conn = tokio::select! {
@@ -111,7 +114,8 @@ impl Upstreams {
         let request = ClientRequest::CallToolRequest(rmcp::model::Request::new(
             CallToolRequestParams::new(tool.clone()).with_arguments(arguments),
         ));
-        let sent = conn.service.peer().send_request_with_option(request, PeerRequestOptions::no_options().with_meta(meta));
+        let sent =
+            conn.service.peer().send_request_with_option(request, PeerRequestOptions::no_options().with_meta(meta));
         let mut handle = match sent.await {
             Ok(h) => h,
             Err(e) => {
@@ -143,7 +147,9 @@ impl Upstreams {
             )),
             Ok(Ok(ServerResult::CreateTaskResult(_))) => Err(CallError::new(
                 CallErrorKind::Protocol,
-                format!("tool `{server}.{tool}` started a task instead of answering; task-based tools are not supported in tool steps yet"),
+                format!(
+                    "tool `{server}.{tool}` started a task instead of answering; task-based tools are not supported in tool steps yet"
+                ),
             )),
             Ok(Ok(_)) => Err(CallError::new(
                 CallErrorKind::Protocol,
@@ -210,7 +216,8 @@ pub fn map_result(server: &str, tool: &str, result: CallToolResult) -> Result<To
         let meta = result.meta.as_ref().and_then(|m| serde_json::to_value(m).ok());
         let retryable = !(says_no(result.structured_content.as_ref()) || says_no(meta.as_ref()));
         let detail = text.or_else(|| result.structured_content.as_ref().map(|v| v.to_string())).unwrap_or_default();
-        let mut err = CallError::new(CallErrorKind::ToolError, format!("tool `{server}.{tool}` reported an error: {detail}"));
+        let mut err =
+            CallError::new(CallErrorKind::ToolError, format!("tool `{server}.{tool}` reported an error: {detail}"));
         err.retryable = retryable;
         return Err(err);
     }

@@ -14,8 +14,8 @@ use std::time::Duration;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProgressToken, ProtocolVersion, Tool,
 };
-use rmcp::service::{ClientLifecycleMode, NotificationContext, RunningService};
 use rmcp::service::ClientServiceExt as _;
+use rmcp::service::{ClientLifecycleMode, NotificationContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient};
@@ -39,6 +39,9 @@ pub struct Progress {
 pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
 
 const STDERR_TAIL_LINES: usize = 20;
+
+/// How long a closing stdio server gets to exit by itself.
+pub const CLOSE_GRACE: Duration = Duration::from_millis(500);
 
 /// The client side of one connection (rmcp's handler).
 #[derive(Clone)]
@@ -116,10 +119,11 @@ impl Connection {
         *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = Some(tools);
     }
 
-    /// Closes the transport: a stdio child sees end-of-input, then
-    /// SIGTERM, then SIGKILL (rmcp's graceful shutdown).
+    /// Closes the transport: a stdio child sees end-of-input and gets
+    /// [`CLOSE_GRACE`] to exit; then it is killed (the child is spawned with
+    /// `kill_on_drop`, and dropping the connection drops it).
     pub(crate) async fn close(mut self) {
-        let _ = self.service.close_with_timeout(Duration::from_secs(3)).await;
+        let _ = self.service.close_with_timeout(CLOSE_GRACE).await;
     }
 }
 
@@ -158,20 +162,28 @@ pub(crate) async fn connect(cfg: &ServerConfig, generation: u64) -> Result<Conne
                 TokioChildProcess::builder(cmd).stderr(std::process::Stdio::piped()).spawn().map_err(|e| {
                     CallError::new(
                         CallErrorKind::Transport,
-                        format!("cannot start MCP server `{name}` (`{command}`): {e}; check `command` in [servers.{name}]"),
+                        format!(
+                            "cannot start MCP server `{name}` (`{command}`): {e}; check `command` in [servers.{name}]"
+                        ),
                     )
                 })?;
             if let Some(stderr) = stderr {
                 drain_stderr(name.clone(), stderr, stderr_tail.clone());
             }
             handler.serve_with_lifecycle(proc, lifecycle()).await.map_err(|e| {
-                let tail = stderr_tail.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect::<Vec<_>>();
-                let said = if tail.is_empty() { String::new() } else { format!("; its stderr: {}", tail.join(" | ")) };
-                CallError::new(CallErrorKind::Transport, format!("MCP server `{name}` did not complete the handshake: {e}{said}"))
+                let said = match summary(&stderr_tail) {
+                    s if s.is_empty() => String::new(),
+                    s => format!("; its stderr: {s}"),
+                };
+                CallError::new(
+                    CallErrorKind::Transport,
+                    format!("MCP server `{name}` did not complete the handshake: {e}{said}"),
+                )
             })?
         }
         Transport::Http { url, headers } => {
-            let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(header_map(name, headers)?);
+            let config =
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(header_map(name, headers)?);
             let transport = StreamableHttpClientTransport::from_config(config);
             handler.serve_with_lifecycle(transport, lifecycle()).await.map_err(|e| {
                 CallError::new(CallErrorKind::Transport, format!("cannot connect to MCP server `{name}` at {url}: {e}"))
@@ -200,6 +212,19 @@ fn header_map(
             Ok((name, value))
         })
         .collect()
+}
+
+/// The last few non-blank stderr lines, joined by ` | ` (at most ~400
+/// characters): enough to say why a server died.
+fn summary(tail: &Mutex<VecDeque<String>>) -> String {
+    let t = tail.lock().unwrap_or_else(|p| p.into_inner());
+    let lines: Vec<&str> = t.iter().map(|l| l.trim()).filter(|l| !l.is_empty()).collect();
+    let mut out = lines[lines.len().saturating_sub(4)..].join(" | ");
+    let n = out.chars().count();
+    if n > 400 {
+        out = format!("…{}", out.chars().skip(n - 400).collect::<String>());
+    }
+    out
 }
 
 /// Logs the child's stderr at debug level and keeps its last lines.

@@ -33,7 +33,8 @@ async fn everything_over_stdio_lists_calls_and_maps_outputs() {
     let echo = tools.iter().find(|t| t.name == "echo").unwrap();
     assert_eq!(echo.input_schema["type"], "object", "{}", echo.input_schema);
 
-    let out = ups.call(call("everything", "echo", json!({"message": "hi there"})), std::future::pending()).await.unwrap();
+    let out =
+        ups.call(call("everything", "echo", json!({"message": "hi there"})), std::future::pending()).await.unwrap();
     assert_eq!(out.value, json!("Echo: hi there"));
     let out = ups.call(call("everything", "get-sum", json!({"a": 2, "b": 40})), std::future::pending()).await.unwrap();
     let text = out.value.to_string();

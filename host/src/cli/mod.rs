@@ -147,6 +147,8 @@ fn chain(e: &anyhow::Error) -> String {
 
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("WEFT_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        // rmcp warns when a closing upstream outlives its grace period;
+        // weft kills it then, so that is not news for the user.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp=error"));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }

@@ -90,12 +90,16 @@ pub fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<Exit> {
             )));
         }
     };
-    let sandbox = Arc::new(crate::guests::sandbox(settings).map_err(|e| anyhow::anyhow!("cannot build the sandbox: {e}"))?);
+    let sandbox =
+        Arc::new(crate::guests::sandbox(settings).map_err(|e| anyhow::anyhow!("cannot build the sandbox: {e}"))?);
     let _rt = app.rt.enter();
     let engine = app.engine_with(sandbox.clone());
-    let core = Core::new(settings.clone(), app.store.clone(), engine.clone(), sandbox, vec![]);
+    // Extra tool sources (`serve::ToolSource`) go in the last argument: the
+    // proxy's `<server>__<tool>` tools are meant to be one.
+    let extra = vec![];
+    let core = Core::new(settings.clone(), app.store.clone(), engine.clone(), sandbox, app.upstreams.clone(), extra);
     eprintln!("weft serve: owns {} (pid {})", app.db_path.display(), std::process::id());
-    app.block_on(async {
+    let result = app.block_on(async {
         let stop = CancellationToken::new();
         let owner = tokio::spawn(core.clone().own_store(stop.clone()));
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -127,11 +131,15 @@ pub fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<Exit> {
             let left = engine.active_runs();
             if left > 0 {
                 engine.abort_all();
-                eprintln!("weft serve: stopped; {left} unfinished run(s) resume when weft serve or weft worker starts again");
+                eprintln!(
+                    "weft serve: stopped; {left} unfinished run(s) resume when weft serve or weft worker starts again"
+                );
             }
         }
         result
-    })?;
+    });
+    app.shutdown_upstreams();
+    result?;
     Ok(Exit::Success)
 }
 

@@ -39,7 +39,11 @@ fn list(settings: &Settings, args: ListArgs) -> anyhow::Result<Exit> {
             let known: Vec<&str> = upstreams.names().collect();
             return Err(bad(anyhow::anyhow!(
                 "unknown MCP server `{s}` (configured: {})",
-                if known.is_empty() { "none; add a [servers.NAME] table to weft.toml".into() } else { known.join(", ") }
+                if known.is_empty() {
+                    "none; add a [servers.NAME] table to weft.toml".into()
+                } else {
+                    known.join(", ")
+                }
             )));
         }
         Some(s) => vec![s.clone()],

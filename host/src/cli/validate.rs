@@ -48,9 +48,7 @@ pub fn run(settings: &Settings, args: ValidateArgs) -> anyhow::Result<Exit> {
         }),
     };
     let loaded = match (loaded, &online) {
-        (Ok(_), Some(o)) if !o.unreachable.is_empty() => {
-            Err(Invalid { problems: o.unreachable.clone(), syntax: None })
-        }
+        (Ok(_), Some(o)) if !o.unreachable.is_empty() => Err(Invalid { problems: o.unreachable.clone(), syntax: None }),
         (other, _) => other,
     };
     match loaded {

@@ -11,18 +11,18 @@
 //! meant to be another, passed to [`super::Core::new`]. Per-session state
 //! (recording mode) belongs in [`Session`], which every call can reach.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CacheScope, Implementation, JsonObject, ListResourceTemplatesResult,
+    CacheScope, CallToolRequestParams, CallToolResponse, Implementation, JsonObject, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
     ReadResourceResponse, ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::{Change, Core};
@@ -35,13 +35,22 @@ pub struct Session {
     pub id: u64,
     /// Fires when the session ends (its last handle is dropped).
     pub closed: CancellationToken,
+    /// Changes since the session started, for its first listener (so a
+    /// change right after `initialize` or the `subscriptions/listen`
+    /// acknowledgment is not missed).
+    changes: Mutex<Option<broadcast::Receiver<Change>>>,
     _guard: DropGuard,
 }
 
 impl Session {
-    fn new(id: u64) -> Self {
+    fn new(id: u64, changes: broadcast::Receiver<Change>) -> Self {
         let closed = CancellationToken::new();
-        Session { id, _guard: closed.clone().drop_guard(), closed }
+        Session { id, _guard: closed.clone().drop_guard(), closed, changes: Mutex::new(Some(changes)) }
+    }
+
+    /// The changes since the session started (first call), or from now on.
+    fn changes(&self, core: &Core) -> broadcast::Receiver<Change> {
+        self.changes.lock().unwrap_or_else(|p| p.into_inner()).take().unwrap_or_else(|| core.subscribe())
     }
 }
 
@@ -83,7 +92,7 @@ pub struct WeftServer {
 impl WeftServer {
     /// A new session over `core`.
     pub fn new(core: Arc<Core>) -> Self {
-        let session = Arc::new(Session::new(core.session_id()));
+        let session = Arc::new(Session::new(core.session_id(), core.subscribe()));
         WeftServer { core, session }
     }
 
@@ -161,7 +170,7 @@ impl ServerHandler for WeftServer {
     /// 2025-11-25 sessions: `notifications/tools/list_changed` whenever
     /// templates change, until the session ends.
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        let mut changes = self.core.subscribe();
+        let mut changes = self.session.changes(&self.core);
         let closed = self.session.closed.clone();
         let peer = context.peer.clone();
         tokio::spawn(async move {
@@ -188,7 +197,7 @@ impl ServerHandler for WeftServer {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let mut changes = self.core.subscribe();
+        let mut changes = self.session.changes(&self.core);
         loop {
             tokio::select! {
                 _ = context.cancelled() => return Ok(()),

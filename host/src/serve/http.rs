@@ -33,7 +33,10 @@ pub struct HttpOptions {
 impl std::fmt::Debug for HttpOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the token itself.
-        f.debug_struct("HttpOptions").field("addr", &self.addr).field("token", &self.token.as_ref().map(|_| "***")).finish()
+        f.debug_struct("HttpOptions")
+            .field("addr", &self.addr)
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .finish()
     }
 }
 

@@ -69,6 +69,9 @@ pub struct Core {
     pub engine: Engine,
     /// The sandbox (shared with the engine's code runner).
     pub sandbox: Arc<Sandbox>,
+    /// The upstream MCP servers of tool steps (shared with the engine's
+    /// tool runner).
+    pub upstreams: Arc<weft_mcp::Upstreams>,
     /// Where relative `path`s of code steps in inline definitions are
     /// resolved: the working directory of `weft serve`.
     pub base_dir: PathBuf,
@@ -87,6 +90,7 @@ impl Core {
         store: Arc<SqliteStore>,
         engine: Engine,
         sandbox: Arc<Sandbox>,
+        upstreams: Arc<weft_mcp::Upstreams>,
         extra: Vec<Arc<dyn ToolSource>>,
     ) -> Arc<Core> {
         let (changes, _) = broadcast::channel(64);
@@ -97,6 +101,7 @@ impl Core {
             store,
             engine,
             sandbox,
+            upstreams,
             base_dir: std::env::current_dir().unwrap_or_else(|_| ".".into()),
             changes,
             router: WeftServer::tool_router_all(),

@@ -1,8 +1,10 @@
 //! Definitions from tool arguments: parsing (an object, or its JSON text),
-//! validation against the installed plugins (the same checks as `weft
-//! validate`), pinning code for templates and runs, and checking a run's
-//! input against `input_schema` (the same steps as `weft run`). The
-//! sandbox work runs on a blocking thread; nothing here stores a run.
+//! validation against the installed plugins and configured servers (the
+//! same checks as `weft validate`), pinning code for templates and runs,
+//! and, before a run, checking its input against `input_schema` and its
+//! tool steps against what their MCP servers offer (the same steps as
+//! `weft run`). The sandbox work runs on a blocking thread; nothing here
+//! stores a run.
 
 use std::sync::Arc;
 
@@ -10,10 +12,10 @@ use serde_json::Value;
 use weft_engine::{Engine, RunOptions};
 use weft_model::{Definition, NoSchemas, Problem};
 
-use super::errors::{ProblemOut, ToolError};
 use super::Core;
+use super::errors::{ProblemOut, ToolError};
 use crate::lookup::{RegistryLookup, validate_text};
-use crate::{app, guests};
+use crate::{app, guests, online};
 
 /// A definition argument as a JSON document: an object, or a string with
 /// its JSON text (a syntax error is reported with its line and column).
@@ -39,7 +41,9 @@ pub fn definition_doc(v: Value) -> Result<Value, ToolError> {
             )
             .fix(fix)),
         },
-        other => Err(ToolError::new(format!("`definition` is {}, not an object", weft_model::type_name(&other))).fix(fix)),
+        other => {
+            Err(ToolError::new(format!("`definition` is {}, not an object", weft_model::type_name(&other))).fix(fix))
+        }
     }
 }
 
@@ -54,7 +58,8 @@ pub async fn blocking<T: Send + 'static>(
 /// problem with its JSON path.
 pub fn validate(core: &Core, doc: &Value) -> Result<Definition, Vec<Problem>> {
     let registry = guests::registry(&core.settings);
-    let lookup = RegistryLookup::new(&core.sandbox, &registry, core.base_dir.clone());
+    let servers = core.settings.servers.iter().map(|s| s.name.clone());
+    let lookup = RegistryLookup::new(&core.sandbox, &registry, core.base_dir.clone()).with_servers(servers);
     validate_text(&doc.to_string(), &lookup).map_err(|invalid| invalid.problems)
 }
 
@@ -95,15 +100,15 @@ pub struct Prepared {
 /// checks the engine runs every step kind, and pins the code: what
 /// `weft run` does before it creates a run.
 pub async fn for_run(core: &Arc<Core>, doc: Value, input: Value, opts: RunOptions) -> Result<Prepared, ToolError> {
-    let core = core.clone();
-    blocking(move || {
-        let mut doc = doc;
-        let def = validate(&core, &doc).map_err(|p| match &opts.template {
+    let c = core.clone();
+    let template = opts.template.clone();
+    let doc = blocking(move || {
+        let def = validate(&c, &doc).map_err(|p| match &template {
             Some(t) => ToolError::with_problems(
-                format!("template `{t}` does not validate against the installed plugins"),
+                format!("template `{t}` does not validate against the installed plugins and servers"),
                 ProblemOut::all("definition", &p),
             )
-            .fix("save a corrected version with `template_save`, or add the missing plugin"),
+            .fix("save a corrected version with `template_save`, or add the missing plugin or server"),
             None => invalid_definition(&p),
         })?;
         if let Err(problems) = weft_model::validate_input(&def, &input) {
@@ -111,8 +116,39 @@ pub async fn for_run(core: &Arc<Core>, doc: Value, input: Value, opts: RunOption
         }
         Engine::check_supported(&def)
             .map_err(|e| ToolError::new(e.to_string()).fix("use only code, tool and return steps for now"))?;
-        let registry = guests::registry(&core.settings);
-        app::pin_code(&mut doc, &registry, &core.base_dir, false).map_err(|p| invalid_definition(&p))?;
+        Ok(doc)
+    })
+    .await?;
+    // Tool steps: ask their servers for their tools (an unreachable server
+    // is only a warning: the run's attempts retry per policy).
+    let online =
+        if online::tool_steps(&doc).is_empty() { None } else { Some(online::check(&core.upstreams, &doc).await) };
+    let c = core.clone();
+    blocking(move || {
+        let mut doc = doc;
+        if let Some(online) = online {
+            for p in &online.unreachable {
+                tracing::warn!("{p}");
+            }
+            let mut problems = online.problems;
+            if !online.schemas.is_empty() {
+                let registry = guests::registry(&c.settings);
+                let lookup =
+                    RegistryLookup::new(&c.sandbox, &registry, c.base_dir.clone()).with_tool_schemas(online.schemas);
+                if let Err(ps) = weft_model::from_value(&doc, &lookup) {
+                    problems.extend(ps);
+                }
+            }
+            if !problems.is_empty() {
+                return Err(ToolError::with_problems(
+                    "the tool steps do not match what their MCP servers offer; no run was created",
+                    ProblemOut::all("definition", &problems),
+                )
+                .fix("name tools the server lists, with inputs that match their input schemas"));
+            }
+        }
+        let registry = guests::registry(&c.settings);
+        app::pin_code(&mut doc, &registry, &c.base_dir, false).map_err(|p| invalid_definition(&p))?;
         let plan = weft_model::from_value(&doc, &NoSchemas).map_err(|p| invalid_definition(&p))?;
         Ok(Prepared { plan, opts })
     })

@@ -4,8 +4,7 @@
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult, Resource, ResourceContents,
-    ResourceTemplate,
+    ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
 };
 use weft_engine::store::RunFilter;
 use weft_engine::{RunId, Store, view};

@@ -305,8 +305,12 @@ impl Core {
                 let done = rec.steps.iter().filter(|s| s.state.is_terminal()).count();
                 if reported != Some(done) {
                     reported = Some(done);
-                    let running: Vec<&str> =
-                        rec.steps.iter().filter(|s| !s.state.is_terminal() && s.started_at.is_some()).map(|s| s.name.as_str()).collect();
+                    let running: Vec<&str> = rec
+                        .steps
+                        .iter()
+                        .filter(|s| !s.state.is_terminal() && s.started_at.is_some())
+                        .map(|s| s.name.as_str())
+                        .collect();
                     let message = if running.is_empty() {
                         format!("{done}/{} steps finished; run {}", rec.steps.len(), rec.state)
                     } else {
@@ -457,7 +461,11 @@ impl WeftServer {
     async fn run_cancel(&self, Parameters(p): Parameters<RunIdParams>) -> Result<Json<RunCancelOut>, ToolError> {
         let rec = self.core.load_run(&p.run_id).await?;
         if rec.state.is_terminal() {
-            return Ok(Json(RunCancelOut { run_id: rec.id.to_string(), state: rec.state.to_string(), already_finished: true }));
+            return Ok(Json(RunCancelOut {
+                run_id: rec.id.to_string(),
+                state: rec.state.to_string(),
+                already_finished: true,
+            }));
         }
         let rec = crate::app::cancel_run(&self.core.engine, &rec.id).await.map_err(ToolError::internal)?;
         Ok(Json(RunCancelOut { run_id: rec.id.to_string(), state: rec.state.to_string(), already_finished: false }))

@@ -169,11 +169,20 @@ impl WeftServer {
         description = "Check a workflow definition without storing anything. Returns valid: true with its name, or every problem with its JSON path into `definition` and a hint. Code steps are checked against the installed plugins' input schemas.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn workflow_validate(&self, Parameters(p): Parameters<ValidateParams>) -> Result<Json<ValidateOut>, ToolError> {
+    async fn workflow_validate(
+        &self,
+        Parameters(p): Parameters<ValidateParams>,
+    ) -> Result<Json<ValidateOut>, ToolError> {
         let doc = match definition_doc(p.definition) {
             Ok(doc) => doc,
             Err(e) if !e.problems.is_empty() => {
-                return Ok(Json(ValidateOut { valid: false, name: None, version: None, steps: None, problems: e.problems }));
+                return Ok(Json(ValidateOut {
+                    valid: false,
+                    name: None,
+                    version: None,
+                    steps: None,
+                    problems: e.problems,
+                }));
             }
             Err(e) => return Err(e),
         };
@@ -199,7 +208,12 @@ impl WeftServer {
 
     #[tool(
         description = "Validate a workflow definition and save it as the next version of the template `name` (default: the definition's `name`). The template then also appears as the tool `wf_<name>`. An invalid definition is refused with every problem's JSON path; nothing is stored then.",
-        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
     )]
     async fn template_save(&self, Parameters(p): Parameters<SaveParams>) -> Result<Json<SaveOut>, ToolError> {
         let mut doc = definition_doc(p.definition)?;

@@ -14,10 +14,10 @@ use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, JsonObject, To
 use serde_json::Value;
 use weft_engine::{RunOptions, Store};
 
+use super::Core;
 use super::errors::ToolError;
 use super::handler::{SourceCall, ToolSource};
 use super::tools_runs::{MAX_WAIT_MS, RunStartOut};
-use super::Core;
 
 /// The prefix of template tools.
 pub const PREFIX: &str = "wf_";
@@ -120,7 +120,8 @@ async fn run_template(
 ) -> Result<RunStartOut, ToolError> {
     // The tool name maps to a template name; list again if this session
     // has not seen the tool yet (saved by another session).
-    let known = |t: &TemplateTools| t.latest.read().unwrap_or_else(|p| p.into_inner()).get(tool).map(|(n, _)| n.clone());
+    let known =
+        |t: &TemplateTools| t.latest.read().unwrap_or_else(|p| p.into_inner()).get(tool).map(|(n, _)| n.clone());
     let name = match known(tools) {
         Some(n) => n,
         None => {
@@ -132,7 +133,9 @@ async fn run_template(
         }
     };
     let t = core.store.template(&name, None).await.map_err(ToolError::internal)?;
-    let t = t.ok_or_else(|| ToolError::new(format!("template `{name}` was deleted")).fix("template_list shows the saved templates"))?;
+    let t = t.ok_or_else(|| {
+        ToolError::new(format!("template `{name}` was deleted")).fix("template_list shows the saved templates")
+    })?;
     let opts = RunOptions { template: Some(t.name.clone()), version: Some(t.version), ..Default::default() };
     core.start_and_wait(t.definition, Value::Object(arguments), opts, MAX_WAIT_MS, &call.context).await
 }
@@ -152,7 +155,10 @@ mod tests {
         let with = serde_json::json!({"name": "x", "input_schema": {"type": "object", "required": ["a"]}});
         assert_eq!(tool_for("x", 1, &with).input_schema.get("required").unwrap(), &serde_json::json!(["a"]));
         let without = serde_json::json!({"name": "x"});
-        assert_eq!(Value::Object((*tool_for("x", 2, &without).input_schema).clone()), serde_json::json!({"type": "object"}));
+        assert_eq!(
+            Value::Object((*tool_for("x", 2, &without).input_schema).clone()),
+            serde_json::json!({"type": "object"})
+        );
         assert!(tool_for("x", 2, &without).output_schema.is_some());
     }
 }

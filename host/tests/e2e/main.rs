@@ -8,5 +8,8 @@ mod plugins;
 mod readme;
 mod recovery;
 mod runs;
+mod serve;
 mod step_cli;
+mod tools;
+mod tools_chaos;
 mod validate;

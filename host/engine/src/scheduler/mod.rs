@@ -142,9 +142,6 @@ impl Engine {
                     return Err(EngineError::Unsupported(format!("step `{}`: action `{}`", s.name, other.key())));
                 }
             }
-            if s.transform.is_some() {
-                return Err(EngineError::Unsupported(format!("step `{}`: `transform`", s.name)));
-            }
         }
         Ok(())
     }
