@@ -113,7 +113,9 @@ impl App {
     pub fn engine_with(&self, sandbox: Arc<weft_sandbox::Sandbox>) -> Engine {
         let base = std::env::current_dir().unwrap_or_default();
         let code = CodeRunner::new(sandbox, crate::guests::registry(&self.settings), self.settings.code_limits(), base);
-        let runner = Runners::new(code, ToolRunner::new(self.upstreams.clone()));
+        let limits = &self.settings.file.limits;
+        let runner = Runners::new(code, ToolRunner::new(self.upstreams.clone()))
+            .with_default_timeouts(limits.code_timeout_ms, limits.tool_timeout_ms);
         Engine::new(
             self.dyn_store(),
             Arc::new(runner),

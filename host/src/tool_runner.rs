@@ -80,12 +80,23 @@ pub fn to_step_error(e: CallError) -> StepError {
 pub struct Runners {
     code: CodeRunner,
     tools: ToolRunner,
+    /// `[limits] code_timeout_ms` / `tool_timeout_ms` of weft.toml.
+    code_timeout_ms: Option<u64>,
+    tool_timeout_ms: Option<u64>,
 }
 
 impl Runners {
     /// Both runners.
     pub fn new(code: CodeRunner, tools: ToolRunner) -> Self {
-        Runners { code, tools }
+        Runners { code, tools, code_timeout_ms: None, tool_timeout_ms: None }
+    }
+
+    /// Per-attempt timeouts of steps that set none (`[limits]` of
+    /// weft.toml); a server's own `timeout_ms` wins for its tools.
+    pub fn with_default_timeouts(mut self, code_ms: Option<u64>, tool_ms: Option<u64>) -> Self {
+        self.code_timeout_ms = code_ms;
+        self.tool_timeout_ms = tool_ms;
+        self
     }
 
     /// The tool runner (and through it the upstreams).
@@ -96,6 +107,20 @@ impl Runners {
 
 #[async_trait::async_trait]
 impl StepRunner for Runners {
+    fn default_timeout_ms(&self, action: &Action) -> Option<u64> {
+        match action {
+            Action::Tool(t) => self
+                .tools
+                .upstreams
+                .config(&t.server)
+                .and_then(|c| c.timeout)
+                .map(|d| d.as_millis() as u64)
+                .or(self.tool_timeout_ms),
+            Action::Code(_) => self.code_timeout_ms,
+            _ => None,
+        }
+    }
+
     async fn run(&self, req: StepRequest, cancel: CancelToken) -> Result<StepOutput, StepFailure> {
         let tool = match &req.action {
             Action::Tool(t) => t.clone(),

@@ -88,4 +88,11 @@ pub trait StepRunner: Send + Sync + 'static {
     /// engine stops waiting for it at once either way and records the
     /// attempt as canceled.
     async fn run(&self, req: StepRequest, cancel: CancelToken) -> Result<StepOutput, StepFailure>;
+
+    /// The per-attempt timeout of a step of `action` that sets no
+    /// `timeout_ms` (configuration such as a server's `timeout_ms`);
+    /// `None` leaves the defaults of workflow.md §2 (code 10 s, tool 30 s).
+    fn default_timeout_ms(&self, _action: &Action) -> Option<u64> {
+        None
+    }
 }

@@ -136,7 +136,8 @@ impl Core {
     }
 
     /// Executes the store's runs until `stop`: resumes the unfinished ones,
-    /// then starts those other processes create (every 20 ms).
+    /// then starts those other processes create (every 20 ms). Fails only
+    /// when recovery cannot read the store.
     pub async fn own_store(self: Arc<Self>, stop: CancellationToken) -> anyhow::Result<()> {
         let recovered = self.engine.recover().await?;
         if !recovered.is_empty() {
@@ -153,7 +154,15 @@ impl Core {
             match poller.poll(&self.engine, self.store.as_ref()).await {
                 Ok(_) => {}
                 Err(e) if e.is_retryable() => {}
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    // Keep serving (runs started here still run); say why
+                    // runs created elsewhere wait, and try again later.
+                    tracing::error!(error = %e, "cannot read the store's unfinished runs");
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        _ = stop.cancelled() => return Ok(()),
+                    }
+                }
             }
         }
     }

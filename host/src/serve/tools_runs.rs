@@ -133,6 +133,7 @@ pub struct RunStartParams {
     /// Wait up to this many milliseconds (at most 300000) for the run to
     /// finish and return its output; 0 or absent returns at once.
     #[serde(default)]
+    #[schemars(range(max = 300_000))]
     pub wait_ms: Option<u64>,
 }
 

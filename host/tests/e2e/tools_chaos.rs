@@ -236,3 +236,17 @@ fn a_2026_only_upstream_is_negotiated_automatically() {
     assert_eq!(code, 0, "{run}");
     assert_eq!(run["output"], json!({"reversed": "tfew"}), "{run}");
 }
+
+/// A step without `timeout_ms` gets its server's `timeout_ms` from
+/// weft.toml (not the 30 s default).
+#[test]
+fn a_servers_timeout_applies_when_the_step_sets_none() {
+    let w = Weft::new();
+    std::fs::write(w.dir.path().join("weft.toml"), format!("{}timeout_ms = 600\n", chaos_toml(&w))).unwrap();
+    let def = json!({"name": "st", "version": 1, "steps": [{"name": "h", "tool": {"server": "chaos", "name": "hang"}}]});
+    let t0 = Instant::now();
+    let (code, run) = run_def(&w, &def);
+    assert_eq!(code, 1, "{run}");
+    assert_eq!(step(&run, "h")["error"]["kind"], "timeout", "{run}");
+    assert!(t0.elapsed() < Duration::from_secs(10), "cut at ~600 ms, not 30 s: {:?}", t0.elapsed());
+}
