@@ -13,6 +13,8 @@ pub mod config;
 pub mod guests;
 pub mod lookup;
 pub mod online;
+pub mod proxy;
+pub mod recording;
 pub mod runner;
 pub mod serve;
 pub mod servers;

@@ -65,8 +65,21 @@ pub struct ToolOutput {
 
 impl Upstreams {
     /// Makes `call`, giving up (and telling the upstream) when its deadline
-    /// passes or `cancel` resolves.
+    /// passes or `cancel` resolves; the result mapped to one value
+    /// (an `isError` result is a [`CallErrorKind::ToolError`]).
     pub async fn call(&self, call: ToolCall, cancel: impl Future<Output = ()>) -> Result<ToolOutput, CallError> {
+        let (server, tool) = (call.server.clone(), call.tool.clone());
+        let result = self.call_raw(call, cancel).await?;
+        map_result(&server, &tool, result)
+    }
+
+    /// [`Upstreams::call`] without the mapping: the upstream's result as it
+    /// came, `isError` results included (what a proxy forwards).
+    pub async fn call_raw(
+        &self,
+        call: ToolCall,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<CallToolResult, CallError> {
         let ToolCall { server, tool, arguments, idempotency_key, timeout, progress } = call;
         let cfg = self.upstream_config(&server)?;
         if !cfg.tools.allows(&tool) {
@@ -140,7 +153,7 @@ impl Upstreams {
             }
         };
         match response {
-            Ok(Ok(ServerResult::CallToolResult(result))) => map_result(&server, &tool, result),
+            Ok(Ok(ServerResult::CallToolResult(result))) => Ok(result),
             Ok(Ok(ServerResult::InputRequiredResult(_))) => Err(CallError::new(
                 CallErrorKind::Protocol,
                 format!("tool `{server}.{tool}` asked for input from the user, which a workflow step cannot give"),

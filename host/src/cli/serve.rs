@@ -36,7 +36,7 @@ pub struct ServeArgs {
     /// Serve one MCP client over stdin/stdout (the default).
     #[arg(long, conflicts_with = "http")]
     stdio: bool,
-    /// Serve MCP over streamable HTTP at http://ADDR/mcp.
+    /// Serve MCP over streamable HTTP at http://ADDR/mcp (ADDR: 127.0.0.1:7777 when omitted).
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = DEFAULT_HTTP)]
     http: Option<String>,
     /// The bearer token HTTP requests must carry (required for a
@@ -101,7 +101,8 @@ pub fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<Exit> {
     eprintln!("weft serve: owns {} (pid {})", app.db_path.display(), std::process::id());
     let result = app.block_on(async {
         let stop = CancellationToken::new();
-        let owner = tokio::spawn(core.clone().own_store(stop.clone()));
+        let recovered = core.recover().await?;
+        let owner = tokio::spawn(core.clone().own_store(recovered, stop.clone()));
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let served = async {
             match http {

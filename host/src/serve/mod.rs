@@ -135,21 +135,26 @@ impl Core {
         self.next_session.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Executes the store's runs until `stop`: resumes the unfinished ones,
-    /// then starts those other processes create (every 20 ms). Fails only
-    /// when recovery cannot read the store.
-    pub async fn own_store(self: Arc<Self>, stop: CancellationToken) -> anyhow::Result<()> {
+    /// Resumes the store's unfinished runs (recovery: what the previous
+    /// owner left running is retried per policy); returns their ids.
+    pub async fn recover(&self) -> anyhow::Result<Vec<weft_engine::RunId>> {
         let recovered = self.engine.recover().await?;
         if !recovered.is_empty() {
             eprintln!("weft serve: resuming {} unfinished run(s)", recovered.len());
         }
+        Ok(recovered)
+    }
+
+    /// Executes the runs other processes create until `stop` (looks every
+    /// 20 ms); `recovered` are the runs [`Core::recover`] already drives.
+    pub async fn own_store(self: Arc<Self>, recovered: Vec<weft_engine::RunId>, stop: CancellationToken) {
         let mut poller = crate::app::Poller::new(recovered);
         let mut tick = tokio::time::interval(POLL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
-                _ = stop.cancelled() => return Ok(()),
+                _ = stop.cancelled() => return,
             }
             match poller.poll(&self.engine, self.store.as_ref()).await {
                 Ok(_) => {}
@@ -160,7 +165,7 @@ impl Core {
                     tracing::error!(error = %e, "cannot read the store's unfinished runs");
                     tokio::select! {
                         _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                        _ = stop.cancelled() => return Ok(()),
+                        _ = stop.cancelled() => return,
                     }
                 }
             }

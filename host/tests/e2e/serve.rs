@@ -288,28 +288,40 @@ fn a_store_owned_by_another_process_is_refused() {
     assert!(ok, "{printed}");
 }
 
+/// Waits until run `id` completes and returns it.
+fn completed(w: &Weft, id: &str) -> Value {
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let run = show(w, id);
+        if run["state"] == "completed" {
+            return run;
+        }
+        assert!(std::time::Instant::now() < until, "weft serve did not execute the run: {run}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
-fn serve_executes_runs_other_processes_create() {
+fn serve_resumes_unfinished_runs_and_executes_runs_other_processes_create() {
     let w = Weft::new();
-    let server = Server::start(&w, &["--http", "127.0.0.1:0"]);
     let def = json!({"name": "pick", "steps": [
         {"name": "a", "code": {"plugin": "json-select"}, "input": {"data": {"x": {"y": 7}}, "path": "x.y"}}
     ]});
     let file = w.dir.path().join("pick.json");
     std::fs::write(&file, def.to_string()).unwrap();
-    let out = w.run(&["run", file.to_str().unwrap(), "--detach"]);
-    out.expect_code(0);
-    let id = out.stdout.trim().to_string();
-    let until = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let run = show(&w, &id);
-        if run["state"] == "completed" {
-            assert_eq!(run["output"], json!({"a": 7}), "{run}");
-            break;
-        }
-        assert!(std::time::Instant::now() < until, "weft serve did not execute the run: {run}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let detach = || {
+        let out = w.run(&["run", file.to_str().unwrap(), "--detach"]);
+        out.expect_code(0);
+        out.stdout.trim().to_string()
+    };
+    // Stored before the server starts: resumed when it takes the store.
+    let before = detach();
+    let server = Server::start(&w, &["--http", "127.0.0.1:0"]);
+    assert!(server.head.contains("resuming 1 unfinished run"), "{}", server.head);
+    assert_eq!(completed(&w, &before)["output"], json!({"a": 7}));
+    // Stored while it runs: picked up by its poll.
+    let during = detach();
+    assert_eq!(completed(&w, &during)["output"], json!({"a": 7}));
     let (ok, printed) = server.stop();
     assert!(ok, "{printed}");
 }

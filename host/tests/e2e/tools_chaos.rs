@@ -243,7 +243,8 @@ fn a_2026_only_upstream_is_negotiated_automatically() {
 fn a_servers_timeout_applies_when_the_step_sets_none() {
     let w = Weft::new();
     std::fs::write(w.dir.path().join("weft.toml"), format!("{}timeout_ms = 600\n", chaos_toml(&w))).unwrap();
-    let def = json!({"name": "st", "version": 1, "steps": [{"name": "h", "tool": {"server": "chaos", "name": "hang"}}]});
+    let def =
+        json!({"name": "st", "version": 1, "steps": [{"name": "h", "tool": {"server": "chaos", "name": "hang"}}]});
     let t0 = Instant::now();
     let (code, run) = run_def(&w, &def);
     assert_eq!(code, 1, "{run}");

@@ -236,7 +236,8 @@ impl Driver {
         let attempt = self.steps[i].units[u].next_attempt;
         let item = self.steps[i].units[u].item;
         let step = &self.def.steps[i];
-        let timeout_ms = step.timeout_ms.or_else(|| self.sh.runner.default_timeout_ms(&step.action)).or(step.effective_timeout_ms());
+        let timeout_ms =
+            step.timeout_ms.or_else(|| self.sh.runner.default_timeout_ms(&step.action)).or(step.effective_timeout_ms());
         let timeout_at = timeout_ms.map(|t| now.saturating_add(t as i64));
         let lease_until = match timeout_ms {
             Some(t) => now.saturating_add((t + self.sh.config.lease_slack_ms) as i64),
