@@ -14,6 +14,7 @@ pub mod error;
 pub mod ids;
 pub mod memstore;
 pub mod model_glue;
+pub mod recorded;
 pub mod retry;
 pub mod rng;
 pub mod runner;

@@ -94,9 +94,9 @@ pub fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<Exit> {
         Arc::new(crate::guests::sandbox(settings).map_err(|e| anyhow::anyhow!("cannot build the sandbox: {e}"))?);
     let _rt = app.rt.enter();
     let engine = app.engine_with(sandbox.clone());
-    // Extra tool sources (`serve::ToolSource`) go in the last argument: the
-    // proxy's `<server>__<tool>` tools are meant to be one.
-    let extra = vec![];
+    // Extra tool sources (`serve::ToolSource`) besides the templates' own:
+    // the proxy's `<server>__<tool>` tools.
+    let extra: Vec<Arc<dyn serve::ToolSource>> = vec![Arc::new(serve::ProxyTools::default())];
     let core = Core::new(settings.clone(), app.store.clone(), engine.clone(), sandbox, app.upstreams.clone(), extra);
     eprintln!("weft serve: owns {} (pid {})", app.db_path.display(), std::process::id());
     let result = app.block_on(async {

@@ -39,13 +39,21 @@ pub struct Session {
     /// change right after `initialize` or the `subscriptions/listen`
     /// acknowledgment is not missed).
     changes: Mutex<Option<broadcast::Receiver<Change>>>,
+    /// The recording in progress (recording mode), if any.
+    pub recording: super::tools_recording::RecordingSlot,
     _guard: DropGuard,
 }
 
 impl Session {
     fn new(id: u64, changes: broadcast::Receiver<Change>) -> Self {
         let closed = CancellationToken::new();
-        Session { id, _guard: closed.clone().drop_guard(), closed, changes: Mutex::new(Some(changes)) }
+        Session {
+            id,
+            _guard: closed.clone().drop_guard(),
+            closed,
+            changes: Mutex::new(Some(changes)),
+            recording: Default::default(),
+        }
     }
 
     /// The changes since the session started (first call), or from now on.
@@ -98,7 +106,7 @@ impl WeftServer {
 
     /// The built-in tools of every file.
     pub(super) fn tool_router_all() -> rmcp::handler::server::router::tool::ToolRouter<Self> {
-        Self::template_router() + Self::runs_router()
+        Self::template_router() + Self::runs_router() + Self::recording_router()
     }
 }
 

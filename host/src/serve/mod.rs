@@ -12,6 +12,8 @@
 //! | `tools_templates.rs` | `workflow_validate`, `template_*`, `plugin_list` |
 //! | `tools_runs.rs` | `run_start`, `run_get`, `run_list`, `run_events`, `run_cancel`; waiting with progress |
 //! | `wf_tools.rs` | every saved template as a tool `wf_<name>` (a [`ToolSource`]) |
+//! | `proxy_tools.rs` | every upstream tool as `<server>__<tool>` (a [`ToolSource`]), forwarded; recorded in recording mode |
+//! | `tools_recording.rs` | `recording_start`, `step_preset`, `recording_save`, `recording_stop`; journals |
 //! | `resources.rs` | runs as resources `weft://runs/{id}` |
 //! | `http.rs` | streamable HTTP with axum, the bearer token check |
 //! | `errors.rs` | [`ToolError`]: `isError` results that say what, where and how to fix |
@@ -24,7 +26,9 @@ mod errors;
 mod handler;
 mod http;
 mod prepare;
+mod proxy_tools;
 mod resources;
+mod tools_recording;
 mod tools_runs;
 mod tools_templates;
 mod wf_tools;
@@ -44,6 +48,7 @@ use weft_store_sqlite::SqliteStore;
 pub use errors::{ProblemOut, ToolError};
 pub use handler::{Session, SourceCall, ToolSource, WeftServer};
 pub use http::{HttpOptions, is_loopback_only, serve_http};
+pub use proxy_tools::ProxyTools;
 pub use tools_runs::{RunStartOut, RunView};
 
 use crate::config::Settings;
@@ -138,6 +143,7 @@ impl Core {
     /// Resumes the store's unfinished runs (recovery: what the previous
     /// owner left running is retried per policy); returns their ids.
     pub async fn recover(&self) -> anyhow::Result<Vec<weft_engine::RunId>> {
+        tools_recording::recover_journals(self).await;
         let recovered = self.engine.recover().await?;
         if !recovered.is_empty() {
             eprintln!("weft serve: resuming {} unfinished run(s)", recovered.len());

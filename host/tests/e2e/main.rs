@@ -9,6 +9,7 @@ mod readme;
 mod recovery;
 mod runs;
 mod serve;
+mod serve_recording;
 mod step_cli;
 mod tools;
 mod tools_chaos;

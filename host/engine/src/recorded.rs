@@ -1,0 +1,162 @@
+//! Runs whose steps were done outside the scheduler — a recording
+//! session's proxied tool calls and preset steps — stored as ordinary
+//! runs: one batch that creates the run and walks it and each step through
+//! the same state machine and event kinds the scheduler uses
+//! (`submitted → working → completed`, `pending → running → succeeded`,
+//! one succeeded attempt per step), so `runs show`, `runs events` and
+//! `graph` treat it like any other run.
+
+use serde_json::{Value, json};
+
+use crate::ids::{AttemptNo, Seq};
+use crate::state::{AttemptState, RunEvent, RunState, StepEvent, StepState, TransitionRefused};
+use crate::store::{Batch, NewEvent, NewRun, Write};
+
+/// One step that already happened.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DoneStep {
+    /// Its name in the run's definition.
+    pub name: String,
+    /// What it produced.
+    pub output: Value,
+    /// When it started and ended (ms since epoch).
+    pub started_at: i64,
+    pub ended_at: i64,
+    /// `preset` (a known output, nothing was called) or `recorded`.
+    pub how: &'static str,
+}
+
+/// The batch that stores `run` with `steps` all succeeded and the run
+/// `completed` with `output` at `at`. `run.definition` should name the
+/// steps in the same order.
+pub fn completed_run(run: NewRun, steps: &[DoneStep], output: Value, at: i64) -> Result<Batch, TransitionRefused> {
+    let id = run.id.clone();
+    let mut b = Batch::new();
+    let mut seq = 0u64;
+    let mut event = |b: &mut Batch, at: i64, kind: String, step: Option<&str>, data: Value| {
+        seq += 1;
+        b.push(Write::Event(NewEvent {
+            run: id.clone(),
+            seq: Seq(seq),
+            at,
+            kind,
+            step: step.map(String::from),
+            item: None,
+            data,
+        }));
+    };
+    let created = run.created_at;
+    b.push(Write::CreateRun { run, steps: steps.iter().map(|s| s.name.clone()).collect() });
+    event(&mut b, created, "run.submitted".into(), None, json!({"state": "submitted"}));
+    let working = RunState::Submitted.apply(RunEvent::Start)?;
+    b.push(Write::RunState {
+        run: id.clone(),
+        from: RunState::Submitted,
+        to: working,
+        output: None,
+        error: None,
+        at: created,
+    });
+    event(&mut b, created, format!("run.{working}"), None, json!({"state": working.as_str()}));
+    for s in steps {
+        let running = StepState::Pending.apply(StepEvent::Claim)?;
+        b.push(Write::StepState {
+            run: id.clone(),
+            step: s.name.clone(),
+            from: StepState::Pending,
+            to: running,
+            output: None,
+            error: None,
+            next_attempt_at: None,
+            at: s.started_at,
+        });
+        event(&mut b, s.started_at, "step.running".into(), Some(&s.name), json!({"attempt": 1, "how": s.how}));
+        b.push(Write::StartAttempt {
+            run: id.clone(),
+            step: s.name.clone(),
+            item: None,
+            attempt: AttemptNo::FIRST,
+            lease_until: s.ended_at,
+            at: s.started_at,
+        });
+        b.push(Write::FinishAttempt {
+            run: id.clone(),
+            step: s.name.clone(),
+            item: None,
+            attempt: AttemptNo::FIRST,
+            state: AttemptState::Succeeded,
+            output: Some(s.output.clone()),
+            error: None,
+            at: s.ended_at,
+        });
+        let done = running.apply(StepEvent::Succeed)?;
+        b.push(Write::StepState {
+            run: id.clone(),
+            step: s.name.clone(),
+            from: running,
+            to: done,
+            output: Some(s.output.clone()),
+            error: None,
+            next_attempt_at: None,
+            at: s.ended_at,
+        });
+        event(&mut b, s.ended_at, format!("step.{done}"), Some(&s.name), json!({"attempt": 1}));
+    }
+    let end = working.apply(RunEvent::Complete)?;
+    b.push(Write::RunState { run: id.clone(), from: working, to: end, output: Some(output), error: None, at });
+    event(&mut b, at, format!("run.{end}"), None, json!({"state": end.as_str()}));
+    Ok(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::RunId;
+    use crate::memstore::MemStore;
+    use crate::store::Store;
+
+    #[tokio::test]
+    async fn a_recorded_run_reads_like_any_other() {
+        let store = MemStore::default();
+        let id: RunId = "r_0000000000000000000000000a".parse().unwrap();
+        let run = NewRun {
+            id: id.clone(),
+            template: "rec".into(),
+            version: None,
+            definition: json!({"name": "rec", "version": 1, "steps": []}),
+            input: json!({"m": "hi"}),
+            parent: None,
+            depth: 0,
+            concurrency_key: None,
+            created_at: 1_000,
+            deadline_at: None,
+        };
+        let steps = [
+            DoneStep {
+                name: "echo_1".into(),
+                output: json!("Echo: hi"),
+                started_at: 1_001,
+                ended_at: 1_005,
+                how: "recorded",
+            },
+            DoneStep {
+                name: "note_1".into(),
+                output: json!({"k": 1}),
+                started_at: 1_006,
+                ended_at: 1_006,
+                how: "preset",
+            },
+        ];
+        let b = completed_run(run, &steps, json!({"k": 1}), 1_010).unwrap();
+        store.commit(b).await.unwrap();
+        let r = store.run(&id).await.unwrap().unwrap();
+        assert_eq!(r.state, RunState::Completed);
+        assert_eq!(r.output, Some(json!({"k": 1})));
+        assert_eq!(r.steps.len(), 2);
+        assert!(r.steps.iter().all(|s| s.state == StepState::Succeeded && s.attempts == 1));
+        assert_eq!(r.steps[0].output, Some(json!("Echo: hi")));
+        let evs = store.events_after(&id, Seq::ZERO, 100).await.unwrap();
+        assert_eq!(evs.first().unwrap().kind, "run.submitted");
+        assert_eq!(evs.last().unwrap().kind, "run.completed");
+    }
+}

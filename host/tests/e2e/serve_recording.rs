@@ -1,0 +1,103 @@
+//! Recording mode end to end, played by the official Python MCP SDK as an
+//! LLM would (tests/mcp-clients/llm_recording.py): through `weft serve`'s
+//! proxy it calls server-everything's `echo` and then server-filesystem's
+//! `write_file` with the first result as its argument, saves the recording
+//! as a template (checking the proposed refs), and replays it with a new
+//! input. Then the CLI sees everything the session did: the recording as an
+//! ordinary run, the template, its graph, and a replay with `weft run`.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::common::{Weft, repo_root};
+use crate::tools::{everything_js, peers};
+
+fn python() -> PathBuf {
+    let py = std::env::var_os("WEFT_MCP_PYTHON").map(PathBuf::from).unwrap_or_else(|| peers().join(".venv/bin/python"));
+    assert!(py.exists(), "no {} (run tests/mcp-peers/setup.sh)", py.display());
+    py
+}
+
+fn setup(mode: &str) -> (Weft, PathBuf, Value) {
+    let w = Weft::new();
+    let out_dir = w.dir.path().join("out");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    std::fs::create_dir_all(w.data_dir()).unwrap();
+    let fs_js = peers().join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    let config = w.dir.path().join("weft.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n\n[servers.fs]\ncommand = \"node\"\nargs = [{:?}, {:?}]\n",
+            everything_js(),
+            fs_js.display().to_string(),
+            out_dir.canonicalize().unwrap().display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(python())
+        .arg(repo_root().join("tests/mcp-clients/llm_recording.py"))
+        .args(["--weft", env!("CARGO_BIN_EXE_weft"), "--mode", mode])
+        .arg("--config")
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(w.data_dir())
+        .arg("--cache-dir")
+        .arg(repo_root().join("target/test-cache"))
+        .arg("--out-dir")
+        .arg(out_dir.canonicalize().unwrap())
+        .env("PYTHONUNBUFFERED", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("start the Python MCP client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the LLM script failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
+    let seen: Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("no JSON ({e})\n--- stdout\n{stdout}\n--- stderr\n{stderr}"));
+    (w, out_dir, seen)
+}
+
+#[test]
+fn an_llm_records_two_upstreams_saves_a_template_and_replays_it() {
+    let (w, out_dir, seen) = setup("legacy");
+    assert_eq!(seen["protocol"], "2025-11-25", "{seen}");
+    let w_cfg = w.dir.path().join("weft.toml").display().to_string();
+    // The recording is an ordinary run.
+    let run_id = seen["saved"]["run_id"].as_str().unwrap();
+    let out = w.run(&["--config", &w_cfg, "runs", "show", run_id, "--json"]);
+    out.expect_code(0);
+    let run = out.json();
+    assert_eq!(run["state"], "completed", "{run}");
+    assert_eq!(run["template"], "greet-file", "{run}");
+    let names: Vec<&str> = run["steps"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["echo_1", "write_file_1", "echo_2"], "{run}");
+    assert_eq!(run["steps"][0]["output"], "Echo: hello", "{run}");
+    assert!(run["steps"].as_array().unwrap().iter().all(|s| s["state"] == "succeeded"));
+    // The template keeps the refs, is drawn by `weft graph`, and replays
+    // with `weft run` like any other.
+    let t = w.run(&["--config", &w_cfg, "templates", "show", "greet-file"]);
+    t.expect_code(0);
+    let text = t.stdout.clone();
+    assert!(text.contains("@input.message") && text.contains("@echo_1"), "{text}");
+    let g = w.run(&["--config", &w_cfg, "graph", "greet-file"]);
+    g.expect_code(0);
+    assert!(g.stdout.contains("echo_1") && g.stdout.contains("write_file_1"), "{}", g.stdout);
+    let r = w.run(&["--config", &w_cfg, "run", "greet-file", "--input", r#"{"message": "from the CLI"}"#, "--json"]);
+    r.expect_code(0);
+    assert_eq!(r.json()["state"], "completed");
+    let file = std::fs::read_to_string(out_dir.join("greeting.txt")).unwrap();
+    assert_eq!(file, "Echo: from the CLI");
+    // The MCP replay is a run too.
+    let replay = seen["replay"]["run_id"].as_str().unwrap();
+    w.run(&["--config", &w_cfg, "runs", "show", replay]).expect_code(0);
+}
+
+#[test]
+fn the_2026_07_28_client_records_too() {
+    let (_w, _out, seen) = setup("auto");
+    assert_eq!(seen["saved"]["version"], 1, "{seen}");
+    assert!(seen["protocol"].as_str().is_some(), "{seen}");
+}
