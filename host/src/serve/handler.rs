@@ -134,6 +134,12 @@ impl ServerHandler for WeftServer {
         for source in self.core.sources() {
             tools.extend(source.list(&self.core).await);
         }
+        for t in &mut tools {
+            t.input_schema = Arc::new(object_schemas((*t.input_schema).clone()));
+            if let Some(o) = &t.output_schema {
+                t.output_schema = Some(Arc::new(object_schemas((**o).clone())));
+            }
+        }
         let hints = context.protocol_version().is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
         Ok(ListToolsResult {
             result_type: Some(ResultType::COMPLETE),
@@ -245,5 +251,92 @@ impl ServerHandler for WeftServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         super::resources::read(&self.core, &request.uri).await.map(Into::into)
+    }
+}
+
+/// `schema` with every boolean subschema written as an object (`true` as
+/// `{}`, `false` as `{"not": {}}`) and without schemars' Rust-type formats:
+/// schemars writes `true` for "any JSON value", which JSON Schema allows
+/// but some clients' validators (the MCP Inspector's, for one) refuse in
+/// `properties`.
+fn object_schemas(mut schema: JsonObject) -> JsonObject {
+    fn fix(v: &mut serde_json::Value) {
+        use serde_json::Value;
+        match v {
+            Value::Bool(true) => *v = Value::Object(Default::default()),
+            Value::Bool(false) => *v = serde_json::json!({"not": {}}),
+            Value::Object(m) => {
+                // schemars' Rust-type formats (`uint32`, `int64`, `double`)
+                // are not JSON Schema formats; validators warn about them.
+                if m.get("format")
+                    .and_then(Value::as_str)
+                    .is_some_and(|f| f.starts_with("uint") || f.starts_with("int") || f == "double" || f == "float")
+                {
+                    m.remove("format");
+                }
+                for (k, x) in m.iter_mut() {
+                    // Keys whose values are schemas or maps/lists of schemas.
+                    let schemaish = matches!(
+                        k.as_str(),
+                        "properties"
+                            | "items"
+                            | "additionalProperties"
+                            | "$defs"
+                            | "definitions"
+                            | "anyOf"
+                            | "oneOf"
+                            | "allOf"
+                            | "not"
+                            | "prefixItems"
+                            | "patternProperties"
+                            | "if"
+                            | "then"
+                            | "else"
+                    );
+                    if schemaish {
+                        match x {
+                            Value::Object(inner)
+                                if matches!(
+                                    k.as_str(),
+                                    "properties" | "$defs" | "definitions" | "patternProperties"
+                                ) =>
+                            {
+                                inner.values_mut().for_each(fix)
+                            }
+                            Value::Array(a) => a.iter_mut().for_each(fix),
+                            other => fix(other),
+                        }
+                    } else if x.is_object() {
+                        fix(x);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut v = serde_json::Value::Object(std::mem::take(&mut schema));
+    fix(&mut v);
+    match v {
+        serde_json::Value::Object(m) => m,
+        _ => JsonObject::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boolean_subschemas_become_objects() {
+        let s = serde_json::json!({"type": "object", "properties": {"input": true, "n": {"type": "integer", "format": "uint32"},
+            "list": {"type": "array", "items": true}}, "additionalProperties": false,
+            "$defs": {"Any": true}});
+        let out = object_schemas(s.as_object().unwrap().clone());
+        let out = serde_json::Value::Object(out);
+        assert_eq!(out["properties"]["input"], serde_json::json!({}));
+        assert_eq!(out["properties"]["n"], serde_json::json!({"type": "integer"}));
+        assert_eq!(out["properties"]["list"]["items"], serde_json::json!({}));
+        assert_eq!(out["additionalProperties"], serde_json::json!({"not": {}}));
+        assert_eq!(out["$defs"]["Any"], serde_json::json!({}));
     }
 }

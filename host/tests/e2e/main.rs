@@ -9,6 +9,7 @@ mod readme;
 mod recovery;
 mod runs;
 mod serve;
+mod serve_proxy;
 mod serve_recording;
 mod step_cli;
 mod tools;
