@@ -8,6 +8,7 @@
 //! `weft-store-sqlite` (the store).
 
 pub mod app;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod guests;

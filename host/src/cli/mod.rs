@@ -5,6 +5,7 @@
 //! for input. Errors that are the user's to fix are wrapped in [`BadInput`]
 //! and exit with 2; anything else exits with 1.
 
+mod bench;
 mod graph;
 mod output;
 mod plugin;
@@ -63,6 +64,8 @@ enum Command {
     Worker(worker::WorkerArgs),
     /// Serve MCP (stdio or streamable HTTP): manage and run workflows from an MCP client.
     Serve(serve::ServeArgs),
+    /// Run the CLI workloads of performance.md (w5 tool steps, w8 cold start).
+    Bench(bench::BenchArgs),
     /// See what the configured upstream MCP servers offer.
     #[command(subcommand)]
     Tools(tools::ToolsCommand),
@@ -125,6 +128,7 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Worker(a) => worker::run(&settings, a),
         Command::Serve(a) => serve::run(&settings, a),
         Command::Tools(c) => tools::run(&settings, c),
+        Command::Bench(a) => bench::run(a),
     }
 }
 

@@ -237,9 +237,15 @@ pub fn follow(
         let mut tick = tokio::time::interval(Duration::from_millis(50));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_try = Instant::now();
+        // Executing here: the driver's end wakes the loop at once (a short
+        // run must not wait for the next tick).
+        let mut ended = lock.is_some().then(|| Box::pin(engine.wait(id)));
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
+                _ = async { ended.as_mut().expect("guarded").await }, if ended.is_some() => {
+                    ended = None;
+                }
                 _ = tokio::signal::ctrl_c() => {
                     if lock.is_some() {
                         // Like a crash: nothing more is written; the lease
@@ -264,6 +270,7 @@ pub fn follow(
                     eprintln!("the store's owner went away: executing run {id} here");
                     engine.start(id);
                     lock = Some(l);
+                    ended = Some(Box::pin(engine.wait(id)));
                 }
             }
         }

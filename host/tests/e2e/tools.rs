@@ -260,3 +260,20 @@ fn an_http_upstream_serves_tool_steps() {
     out.expect_code(0);
     assert!(out.stdout.contains("42"), "{}", out.stdout);
 }
+
+/// `weft bench` prints greppable figures and writes them as JSON; an
+/// unknown workload is bad usage.
+#[test]
+fn weft_bench_runs_w8_and_refuses_unknown_workloads() {
+    let w = Weft::new();
+    let json_file = w.dir.path().join("figures.json");
+    let out = w.run(&["bench", "w8", "--rounds", "2", "--json", json_file.to_str().unwrap()]);
+    out.expect_code(0);
+    assert!(out.stdout.lines().any(|l| l.starts_with("W8 cold runs=2 wall_ms_p50=")), "{}", out.stdout);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json_file).unwrap()).unwrap();
+    assert_eq!(v[0]["workload"], "W8");
+    assert!(v[0]["wall_ms_p50"].as_f64().unwrap() > 0.0, "{v}");
+    let bad = w.run(&["bench", "w1"]);
+    bad.expect_code(2);
+    assert!(bad.stderr.contains("cargo bench -p weft --bench engine"), "{}", bad.stderr);
+}

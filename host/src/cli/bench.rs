@@ -1,0 +1,58 @@
+//! `weft bench NAME... [--rounds N] [--json FILE]`: the workloads of
+//! performance.md that run from the CLI (see [`crate::bench`]). Names:
+//! `w5` (tool-step overhead against server-everything), `w8` (cold `weft
+//! run`), or `all`. The engine workloads are `cargo bench -p weft --bench
+//! engine`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::{Exit, bad};
+use crate::bench::{self, Figures};
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Workloads: w5, w8, or all.
+    #[arg(required = true)]
+    names: Vec<String>,
+    /// Rounds per figure (default: 30 for w5, 20 for w8).
+    #[arg(long)]
+    rounds: Option<usize>,
+    /// Also write the figures as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<Exit> {
+    let mut names: Vec<String> = args.names.iter().map(|n| n.to_lowercase()).collect();
+    if names.iter().any(|n| n == "all") {
+        names = vec!["w5".into(), "w8".into()];
+    }
+    for n in &names {
+        if !matches!(n.as_str(), "w5" | "w8") {
+            let engine = matches!(n.as_str(), "w1" | "w2" | "w3" | "w4" | "w6" | "w7");
+            let hint =
+                if engine { " (the engine workloads run with `cargo bench -p weft --bench engine`)" } else { "" };
+            return Err(bad(anyhow::anyhow!("unknown workload `{n}`: `weft bench` runs w5, w8 or all{hint}")));
+        }
+    }
+    if cfg!(debug_assertions) {
+        eprintln!(
+            "weft bench: this is a debug build; figures of a release build (`cargo build --release`) are the ones to compare"
+        );
+    }
+    println!("# load {}", bench::loadavg());
+    let mut figures = Figures::default();
+    for n in &names {
+        match n.as_str() {
+            "w5" => bench::w5::run(args.rounds.unwrap_or(30).max(1), &mut figures)?,
+            _ => bench::w8::run(args.rounds.unwrap_or(20).max(1), &mut figures)?,
+        }
+    }
+    println!("# load {}", bench::loadavg());
+    if let Some(p) = args.json {
+        std::fs::write(&p, serde_json::to_string_pretty(&figures.json)?)?;
+    }
+    Ok(Exit::Success)
+}
