@@ -237,7 +237,7 @@ fn literals(at: &str, v: &Value, out: &mut Vec<(String, Value)>) {
     match v {
         Value::String(s) if s.starts_with('@') => {}
         Value::Object(m) => {
-            if !holds_ref(v) && at != "" {
+            if !holds_ref(v) && !at.is_empty() {
                 out.push((at.to_string(), v.clone()));
             }
             for (k, x) in m {

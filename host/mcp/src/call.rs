@@ -202,7 +202,7 @@ impl Upstreams {
         let mut err = CallError::new(kind, message);
         if let ServiceError::McpError(e) = e {
             // Invalid params / method not found will not pass on a retry.
-            err.retryable = !matches!(e.code.0, -32602 | -32601 | -32600);
+            err.retryable = !matches!(e.code.0, -32602..=-32600);
         }
         err
     }

@@ -127,7 +127,7 @@ pub fn run(rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
 
     // 4. The engine: a run of 20 sequential tool steps, committed to SQLite.
     let dir = tempfile::tempdir()?;
-    let store = Arc::new(SqliteStore::open(&dir.path().join("weft.db"), Durability::Normal)?);
+    let store = Arc::new(SqliteStore::open(dir.path().join("weft.db"), Durability::Normal)?);
     let settings = crate::config::Settings {
         data_dir: dir.path().join("data"),
         cache_dir: dir.path().join("cache"),

@@ -57,21 +57,21 @@ fn list(settings: &Settings, args: ListArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Success);
     }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start a runtime")?;
-    let results: Vec<(String, Result<(Option<String>, Vec<weft_mcp::ToolInfo>), weft_mcp::CallError>)> =
-        rt.block_on(async {
-            let mut out = vec![];
-            for name in &names {
-                let r = async {
-                    let tools = upstreams.list_tools(name).await?;
-                    let protocol = upstreams.protocol(name).await?.map(|p| p.to_string());
-                    Ok((protocol, tools))
-                }
-                .await;
-                out.push((name.clone(), r));
+    type Listed = Result<(Option<String>, Vec<weft_mcp::ToolInfo>), weft_mcp::CallError>;
+    let results: Vec<(String, Listed)> = rt.block_on(async {
+        let mut out = vec![];
+        for name in &names {
+            let r = async {
+                let tools = upstreams.list_tools(name).await?;
+                let protocol = upstreams.protocol(name).await?.map(|p| p.to_string());
+                Ok((protocol, tools))
             }
-            upstreams.shutdown().await;
-            out
-        });
+            .await;
+            out.push((name.clone(), r));
+        }
+        upstreams.shutdown().await;
+        out
+    });
     let failed = results.iter().any(|(_, r)| r.is_err());
     if args.json {
         let servers: Vec<Value> = results

@@ -257,6 +257,7 @@ fn an_http_upstream_serves_tool_steps() {
     let f = write(&w, "wf.json", &def);
     let out = w.run(&["run", &f]);
     let _ = server.kill();
+    let _ = server.wait();
     out.expect_code(0);
     assert!(out.stdout.contains("42"), "{}", out.stdout);
 }
