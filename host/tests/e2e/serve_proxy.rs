@@ -86,7 +86,7 @@ fn the_inspector_cli_over_http() {
     let w = Weft::new();
     let cfg = config(&w);
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut server = w
+    let server = w
         .cmd()
         .arg("--config")
         .arg(&cfg)
@@ -94,6 +94,7 @@ fn the_inspector_cli_over_http() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    let _server = KillOnDrop(server);
     let t0 = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(t0.elapsed() < Duration::from_secs(20), "weft serve did not listen");
@@ -110,8 +111,6 @@ fn the_inspector_cli_over_http() {
         "--tool-arg".into(),
         "text=over http".into(),
     ]);
-    let _ = server.kill();
-    let _ = server.wait();
     assert!(tool_names(&list).iter().any(|n| n == "everything__get-sum"), "{list}");
     assert_eq!(call["structuredContent"]["text"], "over http", "{call}");
 }
@@ -146,4 +145,14 @@ fn the_proxy_relays_progress_forwards_cancellation_and_isolates_failures() {
     let cancelled =
         msgs.iter().any(|m| m["method"] == "notifications/cancelled" && m["params"]["requestId"] == slow["id"]);
     assert!(cancelled, "the caller's cancellation reached the upstream for request {}: {log}", slow["id"]);
+}
+
+/// Kills (and reaps) a child when the test ends, passing or not.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

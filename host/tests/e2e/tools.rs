@@ -237,7 +237,7 @@ fn tool_progress_is_recorded_in_the_event_log() {
 #[test]
 fn an_http_upstream_serves_tool_steps() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut server = std::process::Command::new("node")
+    let server = std::process::Command::new("node")
         .arg(everything_js())
         .arg("streamableHttp")
         .env("PORT", port.to_string())
@@ -245,6 +245,7 @@ fn an_http_upstream_serves_tool_steps() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    let _server = crate::serve_proxy::KillOnDrop(server);
     let t0 = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(t0.elapsed() < Duration::from_secs(10), "server-everything did not listen");
@@ -256,8 +257,6 @@ fn an_http_upstream_serves_tool_steps() {
         "output": "@sum"});
     let f = write(&w, "wf.json", &def);
     let out = w.run(&["run", &f]);
-    let _ = server.kill();
-    let _ = server.wait();
     out.expect_code(0);
     assert!(out.stdout.contains("42"), "{}", out.stdout);
 }
