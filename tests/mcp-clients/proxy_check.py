@@ -8,7 +8,9 @@
 - a caller's timeout cancels the call upstream (the chaos server logs the
   `notifications/cancelled` it receives; the Rust side checks the log);
 - an upstream `isError` result comes back as an `isError` result, and a
-  call to a server that cannot start is an `isError` result naming it.
+  call to a server that cannot start is an `isError` result naming it;
+- `resources/subscribe` to a run sends `notifications/resources/updated`
+  as it runs, up to its end.
 
     python proxy_check.py --weft target/debug/weft --config weft.toml --data-dir D
 
@@ -41,8 +43,15 @@ async def main(args: argparse.Namespace) -> None:
     env = {"WEFT_DATA_DIR": args.data_dir, "WEFT_CONFIG": args.config, "NO_COLOR": "1"}
     server = StdioServerParameters(command=args.weft, args=["serve", "--stdio"], env=env, cwd=args.data_dir)
     seen: dict[str, Any] = {}
+    updated: list[str] = []
+
+    async def on_message(msg: Any) -> None:
+        root = getattr(msg, "root", msg)
+        if getattr(root, "method", None) == "notifications/resources/updated":
+            updated.append(str(root.params.uri))
+
     async with stdio_client(server) as (read, write):
-        async with ClientSession(read, write) as session:
+        async with ClientSession(read, write, message_handler=on_message) as session:
             await session.initialize()
             names = sorted(t.name for t in (await session.list_tools()).tools)
             check("everything__echo" in names and "chaos__slow" in names, "both upstreams listed", names)
@@ -80,6 +89,23 @@ async def main(args: argparse.Namespace) -> None:
 
             r = await session.call_tool("everything__echo", {"message": "still fine"})
             check(text_of(r) == "Echo: still fine", "the session goes on", text_of(r))
+
+            # A run of two slow tool steps, watched as a resource.
+            definition = {"name": "slowpoke", "steps": [
+                {"name": "a", "tool": {"server": "chaos", "name": "slow"}, "input": {"ms": 400}},
+                {"name": "b", "tool": {"server": "chaos", "name": "slow"}, "input": {"ms": 400}, "after": ["a"]}]}
+            r = await session.call_tool("run_start", {"definition": definition})
+            check(not r.is_error, "run_start", text_of(r))
+            run_id = r.structured_content["run_id"]
+            uri = f"weft://runs/{run_id}"
+            await session.subscribe_resource(uri)
+            with anyio.fail_after(20):
+                while True:
+                    got = json.loads((await session.read_resource(uri)).contents[0].text)
+                    if got["state"] == "completed" and updated.count(uri) >= 1:
+                        break
+                    await anyio.sleep(0.1)
+            seen["resource_updates"] = updated.count(uri)
             await anyio.sleep(0.5)  # let the cancellation reach the chaos server
     print(json.dumps(seen))
 

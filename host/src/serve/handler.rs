@@ -18,7 +18,8 @@ use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, Implementation, JsonObject, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    ReadResourceResponse, ResultType, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
+    Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -41,6 +42,8 @@ pub struct Session {
     changes: Mutex<Option<broadcast::Receiver<Change>>>,
     /// The recording in progress (recording mode), if any.
     pub recording: super::tools_recording::RecordingSlot,
+    /// `resources/subscribe`d runs: each watcher stops when its token fires.
+    subscriptions: Mutex<std::collections::HashMap<String, CancellationToken>>,
     _guard: DropGuard,
 }
 
@@ -53,6 +56,7 @@ impl Session {
             closed,
             changes: Mutex::new(Some(changes)),
             recording: Default::default(),
+            subscriptions: Mutex::default(),
         }
     }
 
@@ -118,7 +122,12 @@ workflow_validate, save it with template_save (it then appears as the tool wf_<n
 impl ServerHandler for WeftServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
-            ServerCapabilities::builder().enable_tools().enable_tool_list_changed().enable_resources().build(),
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .build(),
         )
         .with_server_info(Implementation::new("weft", env!("CARGO_PKG_VERSION")))
         .with_instructions(INSTRUCTIONS.to_string())
@@ -243,6 +252,42 @@ impl ServerHandler for WeftServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         Ok(super::resources::templates())
+    }
+
+    /// `resources/subscribe` to a run: `notifications/resources/updated`
+    /// each time it changes (a new event in its log), until it ends, the
+    /// client unsubscribes, or the session ends.
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let id = super::resources::run_id(&request.uri)?;
+        let stop = CancellationToken::new();
+        if let Some(old) = self
+            .session
+            .subscriptions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(request.uri.clone(), stop.clone())
+        {
+            old.cancel();
+        }
+        let (core, peer, closed, uri) =
+            (self.core.clone(), context.peer.clone(), self.session.closed.clone(), request.uri);
+        tokio::spawn(super::resources::watch(core, peer, id, uri, stop, closed));
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if let Some(t) = self.session.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).remove(&request.uri) {
+            t.cancel();
+        }
+        Ok(())
     }
 
     async fn read_resource(

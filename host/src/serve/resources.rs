@@ -1,6 +1,7 @@
 //! Runs as MCP resources: `weft://runs/{id}` reads as the run's JSON (the
 //! `runs show --json` object). `resources/list` offers the 50 newest runs;
-//! the URI template lets a client read any run by id.
+//! the URI template lets a client read any run by id; `resources/subscribe`
+//! to a run sends `notifications/resources/updated` as it changes.
 
 use rmcp::ErrorData;
 use rmcp::model::{
@@ -43,11 +44,59 @@ pub fn templates() -> ListResourceTemplatesResult {
     ])
 }
 
+/// The run of `weft://runs/{id}`.
+pub fn run_id(uri_text: &str) -> Result<RunId, ErrorData> {
+    uri_text.strip_prefix(PREFIX).and_then(|s| s.parse().ok()).ok_or_else(|| {
+        ErrorData::resource_not_found(format!("no resource `{uri_text}` (runs are weft://runs/r_...)"), None)
+    })
+}
+
+/// How often a subscribed run is looked at (the store is shared with
+/// other processes, so changes are read, not pushed).
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Sends `notifications/resources/updated` for `uri` whenever run `id`
+/// logs a new event, until it is finished (after a last notification),
+/// `stop` or `closed` fires, or the client is gone.
+pub async fn watch(
+    core: std::sync::Arc<Core>,
+    peer: rmcp::Peer<rmcp::RoleServer>,
+    id: RunId,
+    uri: String,
+    stop: tokio_util::sync::CancellationToken,
+    closed: tokio_util::sync::CancellationToken,
+) {
+    let mut seen = None;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = closed.cancelled() => return,
+            _ = tokio::time::sleep(WATCH_EVERY) => {}
+        }
+        let Ok(Some(rec)) = core.store.run(&id).await else { continue };
+        let now = (rec.updated_at, rec.state);
+        if seen.is_some_and(|s| s == now) {
+            continue;
+        }
+        let first = seen.is_none();
+        seen = Some(now);
+        if !first {
+            let param = rmcp::model::ResourceUpdatedNotificationParam::new(uri.clone());
+            if peer.notify_resource_updated(param).await.is_err() {
+                return;
+            }
+        }
+        if rec.state.is_terminal() {
+            return;
+        }
+    }
+}
+
 /// Reads `weft://runs/{id}`.
 pub async fn read(core: &Core, uri_text: &str) -> Result<ReadResourceResult, ErrorData> {
     let not_found =
         || ErrorData::resource_not_found(format!("no resource `{uri_text}` (runs are weft://runs/r_...)"), None);
-    let id: RunId = uri_text.strip_prefix(PREFIX).and_then(|s| s.parse().ok()).ok_or_else(not_found)?;
+    let id = run_id(uri_text)?;
     let rec = core.store.run(&id).await.map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
     let rec = rec.ok_or_else(not_found)?;
     let text = serde_json::to_string_pretty(&view::run_json(&rec)).expect("JSON values serialize");
