@@ -16,10 +16,11 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, Implementation, JsonObject, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ResultType, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
-    Tool, UnsubscribeRequestParams,
+    CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
+    Implementation, JsonObject, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ResultType,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
+    UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -127,6 +128,7 @@ impl ServerHandler for WeftServer {
                 .enable_tool_list_changed()
                 .enable_resources()
                 .enable_resources_subscribe()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(Implementation::new("weft", env!("CARGO_PKG_VERSION")))
@@ -288,6 +290,31 @@ impl ServerHandler for WeftServer {
             t.cancel();
         }
         Ok(())
+    }
+
+    /// Tasks (`wf_<name>` calls of clients that declare the extension).
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        Ok(GetTaskResult::new(self.core.tasks.get_task(&request.task_id)?))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.core.tasks.update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.core.tasks.cancel_task(&request.task_id)
     }
 
     async fn read_resource(

@@ -84,6 +84,10 @@ pub struct Core {
     router: ToolRouter<WeftServer>,
     sources: Vec<Arc<dyn ToolSource>>,
     next_session: AtomicU64,
+    /// MCP tasks (the `io.modelcontextprotocol/tasks` extension): a
+    /// `wf_<name>` call from a client that declares tasks is a task that
+    /// follows its run.
+    pub tasks: rmcp::task_manager::TaskManager,
 }
 
 impl Core {
@@ -112,6 +116,7 @@ impl Core {
             router: WeftServer::tool_router_all(),
             sources,
             next_session: AtomicU64::new(1),
+            tasks: rmcp::task_manager::TaskManager::new(),
         })
     }
 

@@ -94,7 +94,7 @@ pub struct RunStartOut {
 }
 
 impl RunStartOut {
-    fn of(rec: &RunRecord) -> Self {
+    pub(super) fn of(rec: &RunRecord) -> Self {
         let finished = rec.state.is_terminal();
         let note = match rec.state {
             RunState::Completed => "the run completed; `output` is its output".to_string(),

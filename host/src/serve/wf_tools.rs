@@ -10,7 +10,10 @@ use std::sync::{Arc, RwLock};
 use async_trait::async_trait;
 use rmcp::ErrorData;
 use rmcp::handler::server::tool::IntoCallToolResult;
-use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
+use rmcp::model::{
+    CallToolResponse, CallToolResult, ContentBlock, CreateTaskResult, JsonObject, Tool, ToolAnnotations,
+};
+use rmcp::task_manager::{TaskExit, TaskOptions};
 use serde_json::Value;
 use weft_engine::{RunOptions, Store};
 
@@ -93,22 +96,67 @@ impl ToolSource for TemplateTools {
     async fn call(&self, mut call: SourceCall) -> Result<CallToolResponse, ErrorData> {
         let core = call.server.core.clone();
         let arguments = std::mem::take(&mut call.arguments);
+        // A client that declared the tasks extension gets a task that
+        // follows the run (however long it takes) instead of a bounded wait.
+        if call.context.client_capabilities().is_some_and(|c| c.supports_tasks()) {
+            return match start_template(&core, self, &call.name, arguments).await {
+                Ok(id) => Ok(CallToolResponse::Task(CreateTaskResult::new(follow_as_task(&core, id)))),
+                Err(e) => e.into_call_tool_result(),
+            };
+        }
         match run_template(&core, self, &call.name, arguments, &call).await {
-            Ok(out) => {
-                let failed = out.finished && out.state != "completed";
-                let value = serde_json::to_value(&out).expect("RunStartOut serializes");
-                let mut result = CallToolResult::structured(value);
-                if failed {
-                    result.is_error = Some(true);
-                    let why = out.error.as_ref().map(|e| format!(": {}: {}", e.kind, e.message)).unwrap_or_default();
-                    result.content =
-                        vec![ContentBlock::text(format!("run {} {}{why}; {}", out.run_id, out.state, out.note))];
-                }
-                Ok(result.into())
-            }
+            Ok(out) => Ok(result_of(&out).into()),
             Err(e) => e.into_call_tool_result(),
         }
     }
+}
+
+/// The tool result of a run: structured `RunStartOut`, `isError` when the
+/// run finished other than `completed`.
+fn result_of(out: &RunStartOut) -> CallToolResult {
+    let failed = out.finished && out.state != "completed";
+    let value = serde_json::to_value(out).expect("RunStartOut serializes");
+    let mut result = CallToolResult::structured(value);
+    if failed {
+        result.is_error = Some(true);
+        let why = out.error.as_ref().map(|e| format!(": {}: {}", e.kind, e.message)).unwrap_or_default();
+        result.content = vec![ContentBlock::text(format!("run {} {}{why}; {}", out.run_id, out.state, out.note))];
+    }
+    result
+}
+
+/// A task that ends when run `id` ends (or waits for input), with the
+/// run's result; `tasks/cancel` cancels the run.
+fn follow_as_task(core: &Arc<Core>, id: weft_engine::RunId) -> rmcp::model::Task {
+    let core = core.clone();
+    let options = TaskOptions::new().with_poll_interval_ms(500);
+    core.clone().tasks.spawn(options, move |ctx| {
+        Box::pin(async move {
+            let never = tokio_util::sync::CancellationToken::new();
+            let forever = std::time::Duration::from_secs(365 * 24 * 3600);
+            tokio::select! {
+                _ = ctx.cancelled() => {
+                    let _ = crate::app::cancel_run(&core.engine, &id).await;
+                    Err(TaskExit::Cancelled)
+                }
+                r = core.wait_run(&id, forever, None, &never) => match r {
+                    Ok(rec) => Ok(result_of(&RunStartOut::of(&rec))),
+                    Err(e) => Err(TaskExit::Error(ErrorData::internal_error(e.to_string(), None))),
+                },
+            }
+        })
+    })
+}
+
+/// Validates and starts a run of the template behind tool `tool`.
+async fn start_template(
+    core: &Arc<Core>,
+    tools: &TemplateTools,
+    tool: &str,
+    arguments: JsonObject,
+) -> Result<weft_engine::RunId, ToolError> {
+    let (definition, opts) = template_of(core, tools, tool).await?;
+    core.start_run(definition, Value::Object(arguments), opts).await
 }
 
 async fn run_template(
@@ -118,6 +166,13 @@ async fn run_template(
     arguments: JsonObject,
     call: &SourceCall,
 ) -> Result<RunStartOut, ToolError> {
+    let (definition, opts) = template_of(core, tools, tool).await?;
+    core.start_and_wait(definition, Value::Object(arguments), opts, MAX_WAIT_MS, &call.context).await
+}
+
+/// The latest definition of the template behind tool `tool`, and the run
+/// options naming it.
+async fn template_of(core: &Arc<Core>, tools: &TemplateTools, tool: &str) -> Result<(Value, RunOptions), ToolError> {
     // The tool name maps to a template name; list again if this session
     // has not seen the tool yet (saved by another session).
     let known =
@@ -137,7 +192,7 @@ async fn run_template(
         ToolError::new(format!("template `{name}` was deleted")).fix("template_list shows the saved templates")
     })?;
     let opts = RunOptions { template: Some(t.name.clone()), version: Some(t.version), ..Default::default() };
-    core.start_and_wait(t.definition, Value::Object(arguments), opts, MAX_WAIT_MS, &call.context).await
+    Ok((t.definition, opts))
 }
 
 #[cfg(test)]

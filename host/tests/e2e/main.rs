@@ -11,6 +11,7 @@ mod runs;
 mod serve;
 mod serve_proxy;
 mod serve_recording;
+mod serve_tasks;
 mod step_cli;
 mod tools;
 mod tools_chaos;
