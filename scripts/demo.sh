@@ -41,4 +41,8 @@ say "a workflow: parallel branches, a when, a retry, a failure handler and a for
 "$weft" run examples/workflows/order-digest.json --input '{"csv": "id,customer,amount\nA-1,ada,12.5\nA-2,bob,7", "notes": "see ORD-100 and ORD-205", "highlight": true}'
 "$weft" runs list
 
+say "tool steps: two calls to an MCP server (server-everything) feed a code step (examples/tools)"
+"$weft" --config examples/tools/weft.toml tools list everything | head -4
+"$weft" --config examples/tools/weft.toml run examples/tools/sum-and-report.json --input '{"a": 20, "b": 22, "city": "Chicago"}'
+
 say "done: data in $WEFT_DATA_DIR"

@@ -42,7 +42,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             "weft bench: this is a debug build; figures of a release build (`cargo build --release`) are the ones to compare"
         );
     }
-    println!("# load {}", bench::loadavg());
+    outln!("# load {}", bench::loadavg());
     let mut figures = Figures::default();
     for n in &names {
         match n.as_str() {
@@ -50,7 +50,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             _ => bench::w8::run(args.rounds.unwrap_or(20).max(1), &mut figures)?,
         }
     }
-    println!("# load {}", bench::loadavg());
+    outln!("# load {}", bench::loadavg());
     if let Some(p) = args.json {
         std::fs::write(&p, serde_json::to_string_pretty(&figures.json)?)?;
     }

@@ -5,6 +5,15 @@
 //! for input. Errors that are the user's to fix are wrapped in [`BadInput`]
 //! and exit with 2; anything else exits with 1.
 
+/// `println!` that ignores a closed stdout (`weft runs list | head`):
+/// output to a reader that went away is dropped instead of panicking.
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
 mod bench;
 mod graph;
 mod output;

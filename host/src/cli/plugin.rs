@@ -61,14 +61,14 @@ pub fn run(settings: &Settings, cmd: PluginCommand) -> anyhow::Result<Exit> {
             if json {
                 output::json(&list);
             } else {
-                println!("{:<20} {:<8} {:<10} {:<8} DESCRIPTION", "NAME", "SOURCE", "KIND", "VERSION");
+                outln!("{:<20} {:<8} {:<10} {:<8} DESCRIPTION", "NAME", "SOURCE", "KIND", "VERSION");
                 for p in &list {
                     let (kind, version, desc) = match &p.metadata {
                         Some(m) => ("component", m.version.as_str(), m.description.lines().next().unwrap_or("")),
                         None => ("command", "-", "(WASI command)"),
                     };
                     let source = serde_json::to_value(p.source).ok().and_then(|v| v.as_str().map(String::from));
-                    println!("{:<20} {:<8} {:<10} {:<8} {}", p.name, source.unwrap_or_default(), kind, version, desc);
+                    outln!("{:<20} {:<8} {:<10} {:<8} {}", p.name, source.unwrap_or_default(), kind, version, desc);
                 }
             }
             Ok(Exit::Success)

@@ -188,7 +188,7 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
             let rec = app.block_on(app.store.run(&id))?.context("the run just created is missing")?;
             output::json(&view::run_json(&rec));
         } else {
-            println!("{id}");
+            outln!("{id}");
         }
         eprintln!("run {id} submitted; `weft worker` executes it, `weft runs show {id}` shows it");
         return Ok(Exit::Success);

@@ -122,10 +122,10 @@ fn list(app: &App, a: ListArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Success);
     }
     let tw = runs.iter().map(|r| r.template.len() + version(r.version).len()).max().unwrap_or(0).max(8);
-    println!("{:<28}  {:<tw$}  {:<14}  {:<24}  TOOK", "ID", "TEMPLATE", "STATE", "CREATED");
+    outln!("{:<28}  {:<tw$}  {:<14}  {:<24}  TOOK", "ID", "TEMPLATE", "STATE", "CREATED");
     for r in &runs {
         let took = if r.state.is_terminal() { human_ms(r.updated_at - r.created_at) } else { "-".into() };
-        println!(
+        outln!(
             "{:<28}  {:<tw$}  {:<14}  {:<24}  {took}",
             r.id.to_string(),
             format!("{}{}", r.template, version(r.version)),
@@ -155,25 +155,25 @@ fn short(v: &Value, max: usize) -> String {
 
 /// The human form of `runs show`.
 pub fn print_human(r: &RunRecord) {
-    println!("run {}  {}{}  {}", r.id, r.template, version(r.version), r.state);
-    println!("  created  {}", rfc3339(r.created_at));
-    println!("  updated  {}  ({})", rfc3339(r.updated_at), human_ms(r.updated_at - r.created_at));
+    outln!("run {}  {}{}  {}", r.id, r.template, version(r.version), r.state);
+    outln!("  created  {}", rfc3339(r.created_at));
+    outln!("  updated  {}  ({})", rfc3339(r.updated_at), human_ms(r.updated_at - r.created_at));
     if let Some(p) = &r.parent {
-        println!("  parent   {p}");
+        outln!("  parent   {p}");
     }
-    println!("  input    {}", short(&r.input, 200));
+    outln!("  input    {}", short(&r.input, 200));
     if let Some(o) = &r.output {
-        println!("  output   {}", short(o, 200));
+        outln!("  output   {}", short(o, 200));
     }
     if let Some(e) = &r.error {
-        println!("  error    {e}");
+        outln!("  error    {e}");
     }
-    println!("steps:");
+    outln!("steps:");
     let w = r.steps.iter().map(|s| s.name.len()).max().unwrap_or(0);
     for s in &r.steps {
-        println!("  {:<w$}  {}", s.name, describe(s));
+        outln!("  {:<w$}  {}", s.name, describe(s));
         if let Some(o) = &s.output {
-            println!("  {:<w$}    output: {}", "", short(o, 160));
+            outln!("  {:<w$}    output: {}", "", short(o, 160));
         }
         let attempts: Vec<_> = r.attempts.iter().filter(|a| a.step == s.name).collect();
         if attempts.len() > 1 || attempts.iter().any(|a| a.item.is_some()) {
@@ -181,7 +181,7 @@ pub fn print_human(r: &RunRecord) {
                 let item = a.item.map(|i| format!(" item {i}")).unwrap_or_default();
                 let took = a.ended_at.map(|e| format!(" ({})", human_ms(e - a.started_at))).unwrap_or_default();
                 let err = a.error.as_ref().map(|e| format!(": {e}")).unwrap_or_default();
-                println!("  {:<w$}    attempt {}{item}: {}{took}{err}", "", a.attempt, a.state.as_str());
+                outln!("  {:<w$}    attempt {}{item}: {}{took}{err}", "", a.attempt, a.state.as_str());
             }
         }
     }
@@ -204,7 +204,7 @@ fn events(app: &App, id: &str, follow: bool, json: bool) -> anyhow::Result<Exit>
                         _ => String::new(),
                     };
                     let data = if e.data.is_null() { String::new() } else { format!(" {}", short(&e.data, 300)) };
-                    println!("{:>4}  {}  {}{step}{data}", e.seq.0, rfc3339(e.at), e.kind);
+                    outln!("{:>4}  {}  {}{step}{data}", e.seq.0, rfc3339(e.at), e.kind);
                 }
             }
             if !follow || evs.len() == 1000 {

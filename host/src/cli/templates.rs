@@ -88,10 +88,10 @@ pub fn run(settings: &Settings, cmd: TemplatesCommand) -> anyhow::Result<Exit> {
                 eprintln!("no templates (save one with `weft templates save FILE`)");
             } else {
                 let w = all.iter().map(|t| t.name.len()).max().unwrap_or(0).max(4);
-                println!("{:<w$}  {:>7}  {:<24}  DESCRIPTION", "NAME", "VERSION", "SAVED");
+                outln!("{:<w$}  {:>7}  {:<24}  DESCRIPTION", "NAME", "VERSION", "SAVED");
                 for t in &all {
                     let d = t.definition.get("description").and_then(|d| d.as_str()).unwrap_or("");
-                    println!("{:<w$}  {:>7}  {:<24}  {d}", t.name, t.version, rfc3339(t.created_at));
+                    outln!("{:<w$}  {:>7}  {:<24}  {d}", t.name, t.version, rfc3339(t.created_at));
                 }
             }
             Ok(Exit::Success)

@@ -93,13 +93,13 @@ fn list(settings: &Settings, args: ListArgs) -> anyhow::Result<Exit> {
             match r {
                 Ok((protocol, tools)) => {
                     let p = protocol.as_deref().unwrap_or("?");
-                    println!("{name} ({} tool{}, MCP {p})", tools.len(), if tools.len() == 1 { "" } else { "s" });
+                    outln!("{name} ({} tool{}, MCP {p})", tools.len(), if tools.len() == 1 { "" } else { "s" });
                     for t in tools {
                         let d = t.description.as_deref().unwrap_or("").lines().next().unwrap_or("");
-                        println!("  {:<32} {d}", t.name);
+                        outln!("  {:<32} {d}", t.name);
                     }
                 }
-                Err(e) => println!("{name}: cannot list tools: {e}"),
+                Err(e) => outln!("{name}: cannot list tools: {e}"),
             }
         }
     }
