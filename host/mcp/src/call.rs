@@ -94,9 +94,13 @@ impl Upstreams {
             Value::Object(m) => m,
             Value::Null => Default::default(),
             other => {
+                let mut shown = other.to_string();
+                if shown.chars().count() > 60 {
+                    shown = format!("{}…", shown.chars().take(60).collect::<String>());
+                }
                 return Err(CallError::new(
                     CallErrorKind::Refused,
-                    format!("the arguments of tool `{server}.{tool}` must be a JSON object, got {}", type_name(&other)),
+                    format!("the arguments of tool `{server}.{tool}` must be a JSON object, got `{shown}`"),
                 ));
             }
         };
@@ -251,17 +255,6 @@ pub fn map_result(server: &str, tool: &str, result: CallToolResult) -> Result<To
 fn text_of(content: &[ContentBlock]) -> Option<String> {
     let texts: Vec<&str> = content.iter().filter_map(|c| c.as_text().map(|t| t.text.as_str())).collect();
     if texts.is_empty() { None } else { Some(texts.join("\n")) }
-}
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]
