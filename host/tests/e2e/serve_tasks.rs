@@ -1,7 +1,8 @@
-//! The MCP tasks extension (`io.modelcontextprotocol/tasks`): a client
-//! that declares it (here rmcp's own client) gets a task for a
-//! `wf_<name>` call, polls it to the run's result, and can cancel it —
-//! which cancels the run.
+//! `weft serve` driven by rmcp's own client: the MCP tasks extension
+//! (`io.modelcontextprotocol/tasks`) — a client that declares it gets a
+//! task for a `wf_<name>` call, polls it to the run's result, and can
+//! cancel it, which cancels the run — and a recording that survives a
+//! SIGKILL of the server.
 
 use std::time::Duration;
 
@@ -117,5 +118,41 @@ async fn canceling_the_task_cancels_the_run() {
         .unwrap();
     let runs = r.structured_content.unwrap();
     assert_eq!(runs["runs"][0]["state"], "canceled", "{runs}");
+    let _ = client.cancel().await;
+}
+
+/// A `weft serve` killed mid-recording loses nothing: the journal of the
+/// steps recorded so far becomes a run when `weft serve` starts again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recording_survives_a_kill_of_the_server() {
+    let w = Weft::new();
+    let client = connect(&w).await;
+    let r = client
+        .call_tool(CallToolRequestParams::new("recording_start").with_arguments(args(json!({"name": "interrupted"}))))
+        .await
+        .unwrap();
+    let rec_id = r.structured_content.unwrap()["recording_id"].as_str().unwrap().to_string();
+    let r = client
+        .call_tool(CallToolRequestParams::new("chaos__ok").with_arguments(args(json!({"text": "kept"}))))
+        .await
+        .unwrap();
+    assert_eq!(r.meta.unwrap().0["dev.weft/step"], "ok_1");
+    // SIGKILL the server (the process holding the store's lock).
+    let pid = std::fs::read_to_string(w.data_dir().join("weft.db.lock")).unwrap_or_default();
+    let pid: i32 = pid.split_whitespace().find_map(|t| t.parse().ok()).expect("the lock file names the owner's pid");
+    assert!(std::process::Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap().success());
+    drop(client);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A new server stores the interrupted recording as a run.
+    let client = connect(&w).await;
+    let r = client
+        .call_tool(CallToolRequestParams::new("run_get").with_arguments(args(json!({"run_id": rec_id}))))
+        .await
+        .unwrap();
+    assert_ne!(r.is_error, Some(true), "the recording became a run: {r:?}");
+    let run = r.structured_content.unwrap();
+    assert_eq!(run["state"], "completed", "{run}");
+    assert_eq!(run["steps"][0]["name"], "ok_1", "{run}");
+    assert_eq!(run["steps"][0]["output"], json!({"text": "kept"}), "{run}");
     let _ = client.cancel().await;
 }
