@@ -4,11 +4,12 @@
 //! the same state machine and event kinds the scheduler uses
 //! (`submitted → working → completed`, `pending → running → succeeded`,
 //! one succeeded attempt per step), so `runs show`, `runs events` and
-//! `graph` treat it like any other run.
+//! `graph` treat it like any other run. [`done_step`] also serves presets:
+//! steps of a new run whose output is given instead of computed.
 
 use serde_json::{Value, json};
 
-use crate::ids::{AttemptNo, Seq};
+use crate::ids::{AttemptNo, RunId, Seq};
 use crate::state::{AttemptState, RunEvent, RunState, StepEvent, StepState, TransitionRefused};
 use crate::store::{Batch, NewEvent, NewRun, Write};
 
@@ -33,11 +34,11 @@ pub fn completed_run(run: NewRun, steps: &[DoneStep], output: Value, at: i64) ->
     let id = run.id.clone();
     let mut b = Batch::new();
     let mut seq = 0u64;
-    let mut event = |b: &mut Batch, at: i64, kind: String, step: Option<&str>, data: Value| {
-        seq += 1;
+    let event = |b: &mut Batch, seq: &mut u64, at: i64, kind: String, step: Option<&str>, data: Value| {
+        *seq += 1;
         b.push(Write::Event(NewEvent {
             run: id.clone(),
-            seq: Seq(seq),
+            seq: Seq(*seq),
             at,
             kind,
             step: step.map(String::from),
@@ -47,7 +48,7 @@ pub fn completed_run(run: NewRun, steps: &[DoneStep], output: Value, at: i64) ->
     };
     let created = run.created_at;
     b.push(Write::CreateRun { run, steps: steps.iter().map(|s| s.name.clone()).collect() });
-    event(&mut b, created, "run.submitted".into(), None, json!({"state": "submitted"}));
+    event(&mut b, &mut seq, created, "run.submitted".into(), None, json!({"state": "submitted"}));
     let working = RunState::Submitted.apply(RunEvent::Start)?;
     b.push(Write::RunState {
         run: id.clone(),
@@ -57,61 +58,84 @@ pub fn completed_run(run: NewRun, steps: &[DoneStep], output: Value, at: i64) ->
         error: None,
         at: created,
     });
-    event(&mut b, created, format!("run.{working}"), None, json!({"state": working.as_str()}));
+    event(&mut b, &mut seq, created, format!("run.{working}"), None, json!({"state": working.as_str()}));
     for s in steps {
-        let running = StepState::Pending.apply(StepEvent::Claim)?;
-        b.push(Write::StepState {
-            run: id.clone(),
-            step: s.name.clone(),
-            from: StepState::Pending,
-            to: running,
-            output: None,
-            error: None,
-            next_attempt_at: None,
-            at: s.started_at,
-        });
-        event(&mut b, s.started_at, "step.running".into(), Some(&s.name), json!({"attempt": 1, "how": s.how}));
-        b.push(Write::StartAttempt {
-            run: id.clone(),
-            step: s.name.clone(),
-            item: None,
-            attempt: AttemptNo::FIRST,
-            lease_until: s.ended_at,
-            at: s.started_at,
-        });
-        b.push(Write::FinishAttempt {
-            run: id.clone(),
-            step: s.name.clone(),
-            item: None,
-            attempt: AttemptNo::FIRST,
-            state: AttemptState::Succeeded,
-            output: Some(s.output.clone()),
-            error: None,
-            at: s.ended_at,
-        });
-        let done = running.apply(StepEvent::Succeed)?;
-        b.push(Write::StepState {
-            run: id.clone(),
-            step: s.name.clone(),
-            from: running,
-            to: done,
-            output: Some(s.output.clone()),
-            error: None,
-            next_attempt_at: None,
-            at: s.ended_at,
-        });
-        event(&mut b, s.ended_at, format!("step.{done}"), Some(&s.name), json!({"attempt": 1}));
+        for w in done_step(&id, s, &mut seq)? {
+            b.push(w);
+        }
     }
     let end = working.apply(RunEvent::Complete)?;
     b.push(Write::RunState { run: id.clone(), from: working, to: end, output: Some(output), error: None, at });
-    event(&mut b, at, format!("run.{end}"), None, json!({"state": end.as_str()}));
+    event(&mut b, &mut seq, at, format!("run.{end}"), None, json!({"state": end.as_str()}));
     Ok(b)
+}
+
+/// The writes that take pending step `s.name` of run `run` through
+/// `running` to `succeeded` with one succeeded attempt, and their events
+/// (numbered after `*seq`, which is advanced). Also used for presets: steps
+/// whose output is given when a run is created.
+pub fn done_step(run: &RunId, s: &DoneStep, seq: &mut u64) -> Result<Vec<Write>, TransitionRefused> {
+    let mut out = vec![];
+    let mut event = |out: &mut Vec<Write>, at: i64, kind: String, data: Value| {
+        *seq += 1;
+        out.push(Write::Event(NewEvent {
+            run: run.clone(),
+            seq: Seq(*seq),
+            at,
+            kind,
+            step: Some(s.name.clone()),
+            item: None,
+            data,
+        }));
+    };
+    let running = StepState::Pending.apply(StepEvent::Claim)?;
+    out.push(Write::StepState {
+        run: run.clone(),
+        step: s.name.clone(),
+        from: StepState::Pending,
+        to: running,
+        output: None,
+        error: None,
+        next_attempt_at: None,
+        at: s.started_at,
+    });
+    event(&mut out, s.started_at, "step.running".into(), json!({"attempt": 1, "how": s.how}));
+    out.push(Write::StartAttempt {
+        run: run.clone(),
+        step: s.name.clone(),
+        item: None,
+        attempt: AttemptNo::FIRST,
+        lease_until: s.ended_at,
+        at: s.started_at,
+    });
+    out.push(Write::FinishAttempt {
+        run: run.clone(),
+        step: s.name.clone(),
+        item: None,
+        attempt: AttemptNo::FIRST,
+        state: AttemptState::Succeeded,
+        output: Some(s.output.clone()),
+        error: None,
+        at: s.ended_at,
+    });
+    let done = running.apply(StepEvent::Succeed)?;
+    out.push(Write::StepState {
+        run: run.clone(),
+        step: s.name.clone(),
+        from: running,
+        to: done,
+        output: Some(s.output.clone()),
+        error: None,
+        next_attempt_at: None,
+        at: s.ended_at,
+    });
+    event(&mut out, s.ended_at, format!("step.{done}"), json!({"attempt": 1, "how": s.how}));
+    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::RunId;
     use crate::memstore::MemStore;
     use crate::store::Store;
 

@@ -50,6 +50,24 @@ pub struct RunArgs {
     /// Store the run, print its id and exit; a `weft worker` executes it.
     #[arg(long)]
     detach: bool,
+    /// Give step STEP this output instead of running it (mock a step,
+    /// inject known data): `--preset fetch='{"id": 7}'`. Repeatable.
+    #[arg(long, value_name = "STEP=JSON")]
+    preset: Vec<String>,
+}
+
+/// `STEP=JSON` pairs of `--preset`, refusing malformed ones.
+fn parse_presets(raw: &[String]) -> anyhow::Result<Vec<(String, Value)>> {
+    raw.iter()
+        .map(|p| {
+            let (step, json) = p.split_once('=').ok_or_else(|| {
+                bad(anyhow::anyhow!("--preset {p:?}: write STEP=JSON, e.g. --preset fetch='{{\"id\": 7}}'"))
+            })?;
+            let v: Value = serde_json::from_str(json)
+                .map_err(|e| bad(anyhow::anyhow!("--preset {step}: the output is not valid JSON: {e}")))?;
+            Ok((step.to_string(), v))
+        })
+        .collect()
 }
 
 /// Reads the input JSON from `--input` or `--input-file`, refusing invalid
@@ -144,6 +162,7 @@ fn pin_problems(what: &str, problems: &[Problem]) -> anyhow::Error {
 
 pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
     let input = read_input(args.input.as_deref(), args.input_file.as_deref())?;
+    let presets = parse_presets(&args.preset)?;
     // A file is validated before the store is touched.
     let from_file =
         if is_file(&args.target) { Some(load_file(settings, Path::new(&args.target), args.json)?) } else { None };
@@ -151,7 +170,7 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
     // Engine::start spawns onto the runtime.
     let _rt = app.rt.enter();
     let registry = guests::registry(settings);
-    let (mut doc, def, base, opts) = match from_file {
+    let (mut doc, def, base, mut opts) = match from_file {
         Some((doc, def, base)) => (doc, def, base, RunOptions::default()),
         None => {
             let name = &args.target;
@@ -176,6 +195,7 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
     if let Err(problems) = weft_model::validate_input(&def, &input) {
         return Err(input_problems(&problems));
     }
+    opts.presets = presets;
     check_tools_online(settings, &app, &doc, &args.target)?;
     Engine::check_supported(&def).map_err(bad)?;
     app::pin_code(&mut doc, &registry, &base, false).map_err(|p| pin_problems(&args.target, &p))?;

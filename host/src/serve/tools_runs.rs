@@ -135,6 +135,11 @@ pub struct RunStartParams {
     #[serde(default)]
     #[schemars(range(max = 300_000))]
     pub wait_ms: Option<u64>,
+    /// Steps whose output is given instead of computed (mock a step, inject
+    /// known data, resume a recording): step name → output. They are
+    /// stored `succeeded` with the run; steps after them see that output.
+    #[serde(default)]
+    pub presets: std::collections::BTreeMap<String, Value>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -381,7 +386,12 @@ impl WeftServer {
                     })
                     .fix("template_list shows the saved templates")
                 })?;
-                let opts = RunOptions { template: Some(t.name), version: Some(t.version), ..Default::default() };
+                let opts = RunOptions {
+                    template: Some(t.name),
+                    version: Some(t.version),
+                    presets: p.presets.clone().into_iter().collect(),
+                    ..Default::default()
+                };
                 (t.definition, opts)
             }
             (None, Some(def)) => {
@@ -389,7 +399,8 @@ impl WeftServer {
                     return Err(ToolError::new("`version` applies to `template` only")
                         .fix("leave `version` out when running an inline `definition`"));
                 }
-                (definition_doc(def)?, RunOptions::default())
+                let opts = RunOptions { presets: p.presets.clone().into_iter().collect(), ..Default::default() };
+                (definition_doc(def)?, opts)
             }
         };
         let input = p.input.unwrap_or_else(|| Value::Object(Default::default()));

@@ -251,3 +251,31 @@ fn a_servers_timeout_applies_when_the_step_sets_none() {
     assert_eq!(step(&run, "h")["error"]["kind"], "timeout", "{run}");
     assert!(t0.elapsed() < Duration::from_secs(10), "cut at ~600 ms, not 30 s: {:?}", t0.elapsed());
 }
+
+/// `--preset STEP=JSON` gives a step its output instead of running it (a
+/// step that would hang forever here); later steps see that output.
+#[test]
+fn a_preset_step_is_not_run_and_feeds_the_next() {
+    let w = chaos();
+    let def = json!({"name": "mock", "version": 1, "steps": [
+        {"name": "a", "tool": {"server": "chaos", "name": "hang"}},
+        {"name": "b", "tool": {"server": "chaos", "name": "ok"}, "input": {"text": "got @a.x"}, "after": ["a"]}],
+        "output": "@b.text"});
+    let f = w.dir.path().join("wf.json");
+    std::fs::write(&f, def.to_string()).unwrap();
+    let f = f.to_str().unwrap();
+    let out = w.run(&["run", f, "--preset", r#"a={"x": 5}"#, "--json"]);
+    out.expect_code(0);
+    let run = out.json();
+    assert_eq!(run["output"], "got 5", "{run}");
+    assert_eq!(step(&run, "a")["state"], "succeeded");
+    assert!(!received(&w).iter().any(|m| m["params"]["name"] == "hang"), "the preset step was not called");
+    let bad = w.run(&["run", f, "--preset", "nope=1"]);
+    bad.expect_code(2);
+    assert!(bad.stderr.contains("/presets/nope") && bad.stderr.contains("no step `nope`"), "{}", bad.stderr);
+    let bad = w.run(&["run", f, "--preset", "a={oops"]);
+    bad.expect_code(2);
+    assert!(bad.stderr.contains("--preset a") && bad.stderr.contains("not valid JSON"), "{}", bad.stderr);
+    let list = w.run(&["runs", "list", "--json"]);
+    assert_eq!(list.json().as_array().unwrap().len(), 1, "refused runs stored nothing");
+}

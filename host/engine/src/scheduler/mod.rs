@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 use crate::cancel::CancelToken;
 use crate::clock::Clock;
 use crate::ids::{RunId, Seq};
-use crate::model_glue::{Action, Definition, Problems, check_input};
+use crate::model_glue::{Action, Definition, Problem, Problems, check_input};
 use crate::rng::Rng;
 use crate::runner::StepRunner;
 use crate::state::{RunState, TransitionRefused};
@@ -62,6 +62,9 @@ pub struct RunOptions {
     pub parent: Option<RunId>,
     pub depth: u32,
     pub concurrency_key: Option<String>,
+    /// Steps whose output is given instead of computed (mock a step, inject
+    /// known data, resume a recording): committed `succeeded` with the run.
+    pub presets: Vec<(String, Value)>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -166,6 +169,20 @@ impl Engine {
             created_at: now,
             deadline_at: def.timeout_ms.map(|t| now.saturating_add(t.min(i64::MAX as u64) as i64)),
         };
+        for (name, _) in &opts.presets {
+            let Some(step) = def.steps.iter().find(|s| &s.name == name) else {
+                return Err(EngineError::Invalid(Problems(vec![Problem::new(
+                    format!("/presets/{name}"),
+                    format!("no step `{name}` in the definition"),
+                )])));
+            };
+            if step.for_each.is_some() {
+                return Err(EngineError::Invalid(Problems(vec![Problem::new(
+                    format!("/presets/{name}"),
+                    format!("step `{name}` has `for_each`: its items cannot be preset"),
+                )])));
+            }
+        }
         let mut batch = Batch::new();
         batch.push(Write::CreateRun { run, steps: def.steps.iter().map(|s| s.name.clone()).collect() });
         batch.push(Write::Event(NewEvent {
@@ -177,6 +194,15 @@ impl Engine {
             item: None,
             data: serde_json::json!({"state": "submitted"}),
         }));
+        let mut seq = 1;
+        for (name, output) in opts.presets {
+            let done = crate::recorded::DoneStep { name, output, started_at: now, ended_at: now, how: "preset" };
+            let writes =
+                crate::recorded::done_step(&id, &done, &mut seq).map_err(|e| EngineError::Plan(e.to_string()))?;
+            for w in writes {
+                batch.push(w);
+            }
+        }
         self.sh.store.commit(batch).await?;
         Ok(id)
     }
