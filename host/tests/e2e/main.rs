@@ -12,6 +12,7 @@ mod serve;
 mod serve_proxy;
 mod serve_recording;
 mod serve_tasks;
+mod sleep;
 mod step_cli;
 mod tools;
 mod tools_chaos;

@@ -140,7 +140,7 @@ impl Engine {
     pub fn check_supported(def: &Definition) -> Result<(), EngineError> {
         for s in &def.steps {
             match &s.action {
-                Action::Code(_) | Action::Tool(_) | Action::Return => {}
+                Action::Code(_) | Action::Tool(_) | Action::Return | Action::Sleep(_) => {}
                 other => {
                     return Err(EngineError::Unsupported(format!("step `{}`: action `{}`", s.name, other.key())));
                 }

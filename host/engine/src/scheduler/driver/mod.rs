@@ -75,6 +75,9 @@ struct StepRt {
     running: usize,
     retrying: usize,
     succeeded: usize,
+    /// A `sleep` step waiting: when it wakes (ms since epoch; stored as
+    /// the step's `next_attempt_at`, so a restart re-arms it).
+    wake_at: Option<i64>,
 }
 
 impl StepRt {
@@ -281,6 +284,7 @@ impl Driver {
                 running: 0,
                 retrying: 0,
                 succeeded: 0,
+                wake_at: None,
             })
             .collect();
         let mut d = Driver {
@@ -337,6 +341,13 @@ impl Driver {
                 }
             }
             if !matches!(sr.state, StepState::Running | StepState::Retrying | StepState::Waiting) {
+                continue;
+            }
+            if let (StepState::Waiting, Action::Sleep(_)) = (sr.state, &self.def.steps[i].action) {
+                // A durable timer: it fires at its stored time, or at once
+                // when that passed while no process was running.
+                self.steps[i].activated = true;
+                self.steps[i].wake_at = Some(sr.next_attempt_at.unwrap_or(0));
                 continue;
             }
             // An activated step: rebuild its units from its attempts.
@@ -451,7 +462,8 @@ impl Driver {
                 .filter(move |u| u.state == UnitState::Retrying && (u.retry_at > now || !held))
                 .map(|u| u.retry_at)
         });
-        retries.chain(self.deadline_at).min()
+        let sleeps = self.steps.iter().filter(|s| s.state == StepState::Waiting).filter_map(|s| s.wake_at);
+        retries.chain(sleeps).chain(self.deadline_at).min()
     }
 
     async fn flush(&mut self) -> Result<(), EngineError> {

@@ -13,6 +13,7 @@ impl Driver {
             let err = StepError::new(ErrorKind::Deadline, "the run's timeout_ms passed", false);
             return self.end_run(RunEvent::Fail, None, err, false);
         }
+        self.wake_sleepers(now)?;
         for k in 0..self.topo.len() {
             let i = self.topo[k];
             if self.steps[i].state != StepState::Pending || self.steps[i].activated {
@@ -35,6 +36,20 @@ impl Driver {
         self.permits.clear();
         if !self.state.is_terminal() && self.steps.iter().all(|s| s.state.is_terminal()) {
             self.finish()?;
+        }
+        Ok(())
+    }
+
+    /// `sleep` steps whose time came: succeeded, their output the instant
+    /// they were due (`{"slept_until": RFC 3339}`).
+    fn wake_sleepers(&mut self, now: i64) -> Result<(), EngineError> {
+        for i in 0..self.steps.len() {
+            let due = self.steps[i].state == StepState::Waiting && self.steps[i].wake_at.is_some_and(|w| w <= now);
+            if due {
+                let at = self.steps[i].wake_at.take().unwrap_or(now);
+                let out = json!({"slept_until": crate::clock::rfc3339(at)});
+                self.step_to(i, StepEvent::Succeed, out, None, json!({}))?;
+            }
         }
         Ok(())
     }
@@ -146,6 +161,24 @@ impl Driver {
                 return self.end_run(RunEvent::Complete, Some(output), err, false);
             }
             Action::Code(_) | Action::Tool(_) => {}
+            Action::Sleep(spec) => {
+                let now = self.now();
+                let wake_at = match spec {
+                    weft_model::SleepSpec::Ms(ms) => now.saturating_add((*ms).min(i64::MAX as u64) as i64),
+                    weft_model::SleepSpec::Until(t) => t.unix_ms(),
+                };
+                self.steps[i].activated = true;
+                self.steps[i].wake_at = Some(wake_at);
+                self.step_to(i, StepEvent::Claim, Value::Null, None, json!({}))?;
+                let until = crate::clock::rfc3339(wake_at);
+                return self.step_to(
+                    i,
+                    StepEvent::Park,
+                    Value::Null,
+                    None,
+                    json!({"next_attempt_at": wake_at, "sleep_until": until}),
+                );
+            }
             other => {
                 let key = other.key();
                 self.step_to(i, StepEvent::Claim, Value::Null, None, json!({}))?;

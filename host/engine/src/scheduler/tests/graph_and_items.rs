@@ -165,7 +165,7 @@ async fn invalid_input_stores_nothing() {
 #[tokio::test]
 async fn unsupported_actions_are_refused_before_storing() {
     let h = harness();
-    let d = def(json!({"name": "w", "steps": [{"name": "s", "sleep": {"ms": 5}}]}));
+    let d = def(json!({"name": "w", "steps": [{"name": "s", "wait": {"event": "e"}}]}));
     let e = h.engine.submit(&d, json!({}), RunOptions::default()).await.unwrap_err();
     assert!(e.to_string().contains("not yet supported"), "{e}");
     assert_eq!(h.store.commits(), 0);

@@ -534,3 +534,4 @@ async fn a_guest_can_reject_the_run() {
 }
 
 mod graph_and_items;
+mod sleep;

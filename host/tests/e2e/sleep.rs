@@ -1,0 +1,73 @@
+//! `sleep` steps through the real binary: a `weft worker` SIGKILLed while
+//! a run sleeps; after an outage longer than the sleep, a new worker fires
+//! the timer late (not never, not twice) and finishes the run; and
+//! `weft worker --until-idle` waits for pending timers.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::Weft;
+
+fn show(w: &Weft, id: &str) -> Value {
+    let out = w.run(&["runs", "show", id, "--json"]);
+    out.expect_code(0);
+    out.json()
+}
+
+fn step<'a>(run: &'a Value, name: &str) -> &'a Value {
+    run["steps"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap()
+}
+
+#[test]
+fn a_sleeping_run_survives_a_kill_and_fires_late_rather_than_never() {
+    let w = Weft::new();
+    let def = json!({"name": "nap", "version": 1, "steps": [
+        {"name": "before", "code": {"plugin": "text-template"}, "input": {"template": "a", "values": {}}},
+        {"name": "nap", "sleep": {"ms": 1500}, "after": ["before"]},
+        {"name": "after", "code": {"plugin": "json-select"}, "input": {"data": "@nap", "path": "slept_until"},
+         "after": ["nap"]}], "output": "@after"});
+    let f = w.dir.path().join("nap.json");
+    std::fs::write(&f, def.to_string()).unwrap();
+    let out = w.run(&["run", f.to_str().unwrap(), "--detach"]);
+    out.expect_code(0);
+    let id = out.stdout.trim().to_string();
+    let mut worker = w.cmd().arg("worker").stderr(Stdio::null()).spawn().unwrap();
+    let t0 = Instant::now();
+    loop {
+        let run = show(&w, &id);
+        if step(&run, "nap")["state"] == "waiting" {
+            assert_eq!(run["state"], "working", "a sleeping run is working, not waiting for input");
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "the run never slept: {run}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    worker.kill().unwrap(); // SIGKILL mid-sleep
+    worker.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(2000)); // the outage outlasts the sleep
+    let out = w.run(&["worker", "--until-idle"]);
+    out.expect_code(0);
+    let run = show(&w, &id);
+    assert_eq!(run["state"], "completed", "{run}");
+    assert_eq!(step(&run, "before")["attempts"], 1, "{run}");
+    assert_eq!(step(&run, "nap")["state"], "succeeded");
+    assert!(run["output"].as_str().unwrap().ends_with('Z'), "the sleep's due time flowed on: {run}");
+    let events = w.run(&["runs", "events", &id, "--json"]);
+    let wakes = events.stdout.lines().filter(|l| l.contains("\"step.succeeded\"") && l.contains("\"nap\"")).count();
+    assert_eq!(wakes, 1, "fired once: {}", events.stdout);
+}
+
+#[test]
+fn worker_until_idle_waits_for_pending_timers() {
+    let w = Weft::new();
+    let def = json!({"name": "short", "version": 1, "steps": [{"name": "nap", "sleep": {"ms": 700}}]});
+    let f = w.dir.path().join("short.json");
+    std::fs::write(&f, def.to_string()).unwrap();
+    let id = w.run(&["run", f.to_str().unwrap(), "--detach"]).stdout.trim().to_string();
+    let t0 = Instant::now();
+    w.run(&["worker", "--until-idle"]).expect_code(0);
+    assert!(t0.elapsed() >= Duration::from_millis(700), "it waited for the timer");
+    assert_eq!(show(&w, &id)["state"], "completed");
+}
