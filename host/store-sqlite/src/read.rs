@@ -48,8 +48,9 @@ pub fn run(c: &Connection, run_id: &RunId) -> Result<Option<RunRecord>, StoreErr
     #[allow(clippy::type_complexity)]
     let row = c
         .prepare_cached(
-            "SELECT template, version, state, definition, input, output, error, parent, depth, concurrency_key,
-                    created_at, updated_at, deadline_at, last_seq FROM runs WHERE id = ?1",
+            "SELECT r.template, r.version, r.state, p.definition, p.input, r.output, r.error, r.parent, r.depth,
+                    r.concurrency_key, r.created_at, r.updated_at, r.deadline_at, r.last_seq
+             FROM runs r JOIN run_plans p ON p.id = r.id WHERE r.id = ?1",
         )
         .and_then(|mut s| {
             s.query_row([run_id.as_str()], |r: &Row<'_>| {

@@ -78,6 +78,20 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (name, version)
     ) WITHOUT ROWID;
     "#,
+    // 2: a run's plan (definition, input) in its own table. A run's row is
+    // updated at every transition (state, updated_at, last_seq), and SQLite
+    // rewrites the whole row on update: with a large definition in it,
+    // every update copied its overflow pages.
+    r#"
+    CREATE TABLE run_plans (
+        id TEXT PRIMARY KEY,
+        definition TEXT NOT NULL,
+        input TEXT NOT NULL
+    );
+    INSERT INTO run_plans (id, definition, input) SELECT id, definition, input FROM runs;
+    ALTER TABLE runs DROP COLUMN definition;
+    ALTER TABLE runs DROP COLUMN input;
+    "#,
 ];
 
 /// The schema version this build writes.
@@ -102,4 +116,31 @@ pub fn migrate(conn: &mut Connection) -> Result<u32, StoreError> {
         tx.commit().map_err(map_err)?;
     }
     Ok(SCHEMA_VERSION)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A version-1 store with a run keeps its plan when migrated.
+    #[test]
+    fn version_1_runs_keep_their_plan_in_version_2() {
+        let mut c = Connection::open_in_memory().unwrap();
+        c.execute_batch(MIGRATIONS[0]).unwrap();
+        c.pragma_update(None, "user_version", 1).unwrap();
+        c.execute(
+            "INSERT INTO runs (id, template, state, definition, input, created_at, updated_at)
+             VALUES ('r_1', 't', 'working', '{\"name\":\"t\"}', '{\"a\":1}', 1, 1)",
+            [],
+        )
+        .unwrap();
+        assert_eq!(migrate(&mut c).unwrap(), SCHEMA_VERSION);
+        let (d, i): (String, String) = c
+            .query_row("SELECT definition, input FROM run_plans WHERE id = 'r_1'", [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap();
+        assert_eq!((d.as_str(), i.as_str()), ("{\"name\":\"t\"}", "{\"a\":1}"));
+        let state: String = c.query_row("SELECT state FROM runs WHERE id = 'r_1'", [], |r| r.get(0)).unwrap();
+        assert_eq!(state, "working");
+        assert!(c.prepare("SELECT definition FROM runs").is_err(), "the column moved");
+    }
 }

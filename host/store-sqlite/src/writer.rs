@@ -154,17 +154,15 @@ fn apply_write(c: &Connection, w: &Write) -> Result<(), StoreError> {
         Write::CreateRun { run, steps } => {
             let n = c
                 .prepare_cached(
-                    "INSERT OR IGNORE INTO runs (id, template, version, state, definition, input, parent, depth,
+                    "INSERT OR IGNORE INTO runs (id, template, version, state, parent, depth,
                         concurrency_key, created_at, updated_at, deadline_at)
-                     VALUES (?1, ?2, ?3, 'submitted', ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10)",
+                     VALUES (?1, ?2, ?3, 'submitted', ?4, ?5, ?6, ?7, ?7, ?8)",
                 )
                 .and_then(|mut s| {
                     s.execute(params![
                         run.id.as_str(),
                         run.template,
                         run.version,
-                        run.definition.to_string(),
-                        run.input.to_string(),
                         run.parent.as_ref().map(|p| p.as_str().to_owned()),
                         run.depth,
                         run.concurrency_key,
@@ -176,6 +174,9 @@ fn apply_write(c: &Connection, w: &Write) -> Result<(), StoreError> {
             if n == 0 {
                 return Err(conflict(format!("run {} exists", run.id)));
             }
+            c.prepare_cached("INSERT INTO run_plans (id, definition, input) VALUES (?1, ?2, ?3)")
+                .and_then(|mut s| s.execute(params![run.id.as_str(), run.definition.to_string(), run.input.to_string()]))
+                .map_err(map_err)?;
             let mut s = c
                 .prepare_cached("INSERT INTO steps (run_id, name, idx, state) VALUES (?1, ?2, ?3, 'pending')")
                 .map_err(map_err)?;
