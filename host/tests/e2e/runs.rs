@@ -201,10 +201,10 @@ fn invalid_definitions_and_inputs_exit_2_and_store_nothing() {
     assert_eq!(runs(&w), Vec::<Value>::new());
 
     // Actions the engine does not execute yet are refused before anything is stored.
-    let sleeper = write(&w, "sleep.json", &json!({"name": "zz", "steps": [{"name": "nap", "sleep": {"ms": 10}}]}));
-    let out = w.run(&["run", sleeper.to_str().unwrap()]);
+    let waiter = write(&w, "wait.json", &json!({"name": "zz", "steps": [{"name": "ask", "wait": {"event": "e"}}]}));
+    let out = w.run(&["run", waiter.to_str().unwrap()]);
     out.expect_code(2);
-    assert!(out.stderr.contains("sleep"), "{}", out.stderr);
+    assert!(out.stderr.contains("wait"), "{}", out.stderr);
     assert_eq!(runs(&w), Vec::<Value>::new());
 
     // Unknown runs and templates.
