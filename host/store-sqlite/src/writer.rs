@@ -175,7 +175,9 @@ fn apply_write(c: &Connection, w: &Write) -> Result<(), StoreError> {
                 return Err(conflict(format!("run {} exists", run.id)));
             }
             c.prepare_cached("INSERT INTO run_plans (id, definition, input) VALUES (?1, ?2, ?3)")
-                .and_then(|mut s| s.execute(params![run.id.as_str(), run.definition.to_string(), run.input.to_string()]))
+                .and_then(|mut s| {
+                    s.execute(params![run.id.as_str(), run.definition.to_string(), run.input.to_string()])
+                })
                 .map_err(map_err)?;
             let mut s = c
                 .prepare_cached("INSERT INTO steps (run_id, name, idx, state) VALUES (?1, ?2, ?3, 'pending')")
