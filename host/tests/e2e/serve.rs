@@ -54,8 +54,14 @@ fn script() -> PathBuf {
 
 /// Runs the client script with `args`; asserts it passed and returns what it saw.
 fn client(py: &PathBuf, args: &[&str]) -> Value {
+    run_script(py, &script(), args)
+}
+
+/// Runs a Python client `script` with `args`; asserts it exited 0 and
+/// returns the JSON object it printed last.
+pub fn run_script<S: AsRef<std::ffi::OsStr>>(py: &std::path::Path, script: &std::path::Path, args: &[S]) -> Value {
     let out = Command::new(py)
-        .arg(script())
+        .arg(script)
         .args(args)
         .env("PYTHONUNBUFFERED", "1")
         .stdin(Stdio::null())

@@ -120,22 +120,16 @@ fn the_proxy_relays_progress_forwards_cancellation_and_isolates_failures() {
     let w = Weft::new();
     let cfg = config(&w);
     let py = std::env::var_os("WEFT_MCP_PYTHON").map(PathBuf::from).unwrap_or_else(|| peers().join(".venv/bin/python"));
-    let out = Command::new(py)
-        .arg(repo_root().join("tests/mcp-clients/proxy_check.py"))
-        .args(["--weft", env!("CARGO_BIN_EXE_weft")])
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--data-dir")
-        .arg(w.data_dir())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "proxy_check failed\n--- stdout\n{stdout}\n--- stderr\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let args = [
+        "--weft".to_string(),
+        env!("CARGO_BIN_EXE_weft").into(),
+        "--config".into(),
+        cfg.display().to_string(),
+        "--data-dir".into(),
+        w.data_dir().display().to_string(),
+    ];
+    let seen = crate::serve::run_script(&py, &repo_root().join("tests/mcp-clients/proxy_check.py"), &args);
+    assert!(seen["progress"].as_array().is_some_and(|p| p.len() >= 2), "{seen}");
     let log = std::fs::read_to_string(w.dir.path().join("chaos-log.jsonl")).unwrap_or_default();
     let msgs: Vec<Value> = log.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
     let slow = msgs

@@ -7,7 +7,6 @@
 //! ordinary run, the template, its graph, and a replay with `weft run`.
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
@@ -37,26 +36,21 @@ fn setup(mode: &str) -> (Weft, PathBuf, Value) {
         ),
     )
     .unwrap();
-    let out = Command::new(python())
-        .arg(repo_root().join("tests/mcp-clients/llm_recording.py"))
-        .args(["--weft", env!("CARGO_BIN_EXE_weft"), "--mode", mode])
-        .arg("--config")
-        .arg(&config)
-        .arg("--data-dir")
-        .arg(w.data_dir())
-        .arg("--cache-dir")
-        .arg(repo_root().join("target/test-cache"))
-        .arg("--out-dir")
-        .arg(out_dir.canonicalize().unwrap())
-        .env("PYTHONUNBUFFERED", "1")
-        .stdin(Stdio::null())
-        .output()
-        .expect("start the Python MCP client");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the LLM script failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
-    let seen: Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
-        .unwrap_or_else(|e| panic!("no JSON ({e})\n--- stdout\n{stdout}\n--- stderr\n{stderr}"));
+    let args = [
+        "--weft".to_string(),
+        env!("CARGO_BIN_EXE_weft").into(),
+        "--mode".into(),
+        mode.into(),
+        "--config".into(),
+        config.display().to_string(),
+        "--data-dir".into(),
+        w.data_dir().display().to_string(),
+        "--cache-dir".into(),
+        repo_root().join("target/test-cache").display().to_string(),
+        "--out-dir".into(),
+        out_dir.canonicalize().unwrap().display().to_string(),
+    ];
+    let seen = crate::serve::run_script(&python(), &repo_root().join("tests/mcp-clients/llm_recording.py"), &args);
     (w, out_dir, seen)
 }
 
