@@ -17,6 +17,8 @@ struct Inner {
     runs: BTreeMap<RunId, RunRecord>,
     events: HashMap<RunId, Vec<NewEvent>>,
     templates: BTreeMap<String, Vec<TemplateRecord>>,
+    inbox: Vec<InboxRecord>,
+    schedules: BTreeMap<String, ScheduleRecord>,
 }
 
 /// See the module docs.
@@ -51,15 +53,22 @@ impl MemStore {
         // Stage every touched run and log, apply, then swap in.
         let mut runs: HashMap<RunId, Option<RunRecord>> = HashMap::new();
         let mut events: HashMap<RunId, Vec<NewEvent>> = HashMap::new();
+        let global = batch.writes.iter().any(|w| w.run_id().is_none());
+        let mut inbox = if global { inner.inbox.clone() } else { vec![] };
+        let mut schedules = if global { inner.schedules.clone() } else { BTreeMap::new() };
         for w in &batch.writes {
-            let id = w.run_id().clone();
+            let Some(id) = w.run_id().cloned() else { continue };
             runs.entry(id.clone()).or_insert_with(|| inner.runs.get(&id).cloned());
             events.entry(id.clone()).or_insert_with(|| inner.events.get(&id).cloned().unwrap_or_default());
         }
         for w in &batch.writes {
-            let id = w.run_id();
-            let slot = runs.get_mut(id).expect("staged");
-            apply_write(slot, events.get_mut(id).expect("staged"), w)?;
+            match w.run_id() {
+                Some(id) => {
+                    let slot = runs.get_mut(id).expect("staged");
+                    apply_write(slot, events.get_mut(id).expect("staged"), w)?;
+                }
+                None => apply_global(&mut inbox, &mut schedules, w)?,
+            }
         }
         for (id, r) in runs {
             if let Some(r) = r {
@@ -67,8 +76,65 @@ impl MemStore {
             }
         }
         inner.events.extend(events);
+        if global {
+            inner.inbox = inbox;
+            inner.schedules = schedules;
+        }
         Ok(())
     }
+}
+
+/// The reference semantics of the writes that belong to no run.
+fn apply_global(
+    inbox: &mut Vec<InboxRecord>,
+    schedules: &mut BTreeMap<String, ScheduleRecord>,
+    w: &Write,
+) -> Result<(), StoreError> {
+    let conflict = |m: String| Err(StoreError::Conflict(m));
+    match w {
+        Write::InboxPut(m) => {
+            let event_id = |k: &InboxKind| match k {
+                InboxKind::Event { id, .. } => Some(id.clone()),
+                InboxKind::Signal { .. } => None,
+            };
+            if inbox.iter().any(|x| x.id == m.id) {
+                return conflict(format!("inbox message {} exists", m.id));
+            }
+            if let Some(e) = event_id(&m.kind)
+                && inbox.iter().any(|x| event_id(&x.kind).as_deref() == Some(e.as_str()))
+            {
+                return conflict(format!("event id {e} was already emitted"));
+            }
+            inbox.push(m.clone());
+        }
+        Write::InboxAnswer { id, answer } => match inbox.iter_mut().find(|x| x.id == *id) {
+            Some(m) if m.answer.is_none() => m.answer = Some(answer.clone()),
+            _ => return conflict(format!("inbox message {id} is not pending")),
+        },
+        Write::PutSchedule(s) => {
+            if schedules.contains_key(&s.name) {
+                return conflict(format!("schedule {} exists", s.name));
+            }
+            schedules.insert(s.name.clone(), s.clone());
+        }
+        Write::DeleteSchedule { name } => {
+            if schedules.remove(name).is_none() {
+                return Err(missing(&format!("schedule {name}")));
+            }
+        }
+        Write::ScheduleFired { name, from, next, run } => match schedules.get_mut(name) {
+            Some(s) if s.next_fire_at == *from => {
+                s.next_fire_at = *next;
+                s.last_fire_at = Some(*from);
+                if run.is_some() {
+                    s.last_run = run.clone();
+                }
+            }
+            _ => return conflict(format!("schedule {name} does not fire at {from}")),
+        },
+        other => unreachable!("a run's write: {other:?}"),
+    }
+    Ok(())
 }
 
 fn missing(what: &str) -> StoreError {
@@ -112,6 +178,7 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut Vec<NewEvent>,
                     .collect(),
                 attempts: vec![],
                 last_seq: Seq::ZERO,
+                waits: vec![],
             });
         }
         Write::RunState { run, from, to, output, error, at } => {
@@ -194,6 +261,20 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut Vec<NewEvent>,
             log.insert(pos, e.clone());
             r.last_seq = r.last_seq.max(e.seq);
         }
+        Write::OpenWait(w) => {
+            let r = slot.as_mut().ok_or_else(|| missing(&format!("run {}", w.run)))?;
+            if r.waits.iter().any(|x| x.step == w.step) {
+                return Err(StoreError::Conflict(format!("step {}/{} already waits", w.run, w.step)));
+            }
+            let order: HashMap<&str, usize> = r.steps.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
+            let pos = r.waits.partition_point(|x| order.get(x.step.as_str()) < order.get(w.step.as_str()));
+            r.waits.insert(pos, w.clone());
+        }
+        Write::CloseWait { run, step } => {
+            let r = slot.as_mut().ok_or_else(|| missing(&format!("run {run}")))?;
+            r.waits.retain(|x| x.step != *step);
+        }
+        other => unreachable!("not a run's write: {other:?}"),
     }
     Ok(())
 }
@@ -216,15 +297,18 @@ impl Store for MemStore {
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
         let inner = self.inner.lock().unwrap();
-        let it = inner.runs.values().rev().filter(|r| filter.matches(r.state, &r.template)).map(|r| RunSummary {
-            id: r.id.clone(),
-            template: r.template.clone(),
-            version: r.version,
-            state: r.state,
-            parent: r.parent.clone(),
-            created_at: r.created_at,
-            updated_at: r.updated_at,
-        });
+        let it =
+            inner.runs.values().rev().filter(|r| filter.matches(r.state, &r.template, r.parent.as_ref())).map(|r| {
+                RunSummary {
+                    id: r.id.clone(),
+                    template: r.template.clone(),
+                    version: r.version,
+                    state: r.state,
+                    parent: r.parent.clone(),
+                    created_at: r.created_at,
+                    updated_at: r.updated_at,
+                }
+            });
         Ok(it.take(filter.limit.unwrap_or(usize::MAX)).collect())
     }
 
@@ -292,6 +376,51 @@ impl Store for MemStore {
     async fn delete_template(&self, name: &str) -> Result<u32, StoreError> {
         let mut inner = self.inner.lock().unwrap();
         Ok(inner.templates.remove(name).map(|v| v.len() as u32).unwrap_or(0))
+    }
+
+    async fn event_waits(&self, event: &str) -> Result<Vec<WaitRecord>, StoreError> {
+        let inner = self.inner.lock().unwrap();
+        let mut all: Vec<WaitRecord> = inner
+            .runs
+            .values()
+            .filter(|r| !r.state.is_terminal())
+            .flat_map(|r| r.waits.iter())
+            .filter(|w| matches!(&w.kind, WaitKind::Event { event: e, .. } if e == event))
+            .cloned()
+            .collect();
+        all.sort_by_key(|w| w.since);
+        Ok(all)
+    }
+
+    async fn inbox_pending(&self) -> Result<Vec<InboxRecord>, StoreError> {
+        Ok(self.inner.lock().unwrap().inbox.iter().filter(|m| m.answer.is_none()).cloned().collect())
+    }
+
+    async fn inbox_get(&self, id: &str, by_event_id: bool) -> Result<Option<InboxRecord>, StoreError> {
+        let inner = self.inner.lock().unwrap();
+        Ok(inner
+            .inbox
+            .iter()
+            .find(|m| match (&m.kind, by_event_id) {
+                (InboxKind::Event { id: e, .. }, true) => e == id,
+                (_, true) => false,
+                (_, false) => m.id == id,
+            })
+            .cloned())
+    }
+
+    async fn schedules(&self) -> Result<Vec<ScheduleRecord>, StoreError> {
+        Ok(self.inner.lock().unwrap().schedules.values().cloned().collect())
+    }
+
+    async fn queue_head(&self, key: &str) -> Result<Option<RunId>, StoreError> {
+        let inner = self.inner.lock().unwrap();
+        Ok(inner
+            .runs
+            .values()
+            .filter(|r| !r.state.is_terminal() && r.concurrency_key.as_deref() == Some(key))
+            .min_by_key(|r| (r.created_at, r.id.clone()))
+            .map(|r| r.id.clone()))
     }
 }
 

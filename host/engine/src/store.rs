@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::error::StepError;
 use crate::ids::{AttemptNo, ItemIndex, RunId, Seq};
+pub use crate::outside::{InboxKind, InboxRecord, ScheduleRecord, WaitKind, WaitRecord};
 use crate::state::{AttemptState, RunState, StepState};
 
 /// A run to create, with the plan it pins.
@@ -69,17 +70,41 @@ pub enum Write {
     },
     /// An event of the run's log (refused when its seq is taken).
     Event(NewEvent),
+    /// A step parks on something outside (refused when it already waits).
+    OpenWait(WaitRecord),
+    /// The step no longer waits (no-op when it did not).
+    CloseWait { run: RunId, step: String },
+    /// A message for the store's owner (refused when its id, or for an
+    /// event its event id, is taken).
+    InboxPut(InboxRecord),
+    /// A message was handled (refused unless it is pending).
+    InboxAnswer { id: String, answer: Value },
+    /// A new schedule (refused when the name is taken).
+    PutSchedule(ScheduleRecord),
+    /// Refused when there is no such schedule.
+    DeleteSchedule { name: String },
+    /// A schedule fired (refused unless its next fire time is `from`, so a
+    /// fire time is used once); `run` is the run it started, if any.
+    ScheduleFired { name: String, from: i64, next: i64, run: Option<RunId> },
 }
 
 impl Write {
-    pub fn run_id(&self) -> &RunId {
+    /// The run a write changes (`None` for the inbox and schedules).
+    pub fn run_id(&self) -> Option<&RunId> {
         match self {
-            Write::CreateRun { run, .. } => &run.id,
+            Write::CreateRun { run, .. } => Some(&run.id),
             Write::RunState { run, .. }
             | Write::StepState { run, .. }
             | Write::StartAttempt { run, .. }
-            | Write::FinishAttempt { run, .. } => run,
-            Write::Event(e) => &e.run,
+            | Write::FinishAttempt { run, .. }
+            | Write::CloseWait { run, .. } => Some(run),
+            Write::Event(e) => Some(&e.run),
+            Write::OpenWait(w) => Some(&w.run),
+            Write::InboxPut(_)
+            | Write::InboxAnswer { .. }
+            | Write::PutSchedule(_)
+            | Write::DeleteSchedule { .. }
+            | Write::ScheduleFired { .. } => None,
         }
     }
 }
@@ -145,6 +170,9 @@ pub struct RunRecord {
     pub attempts: Vec<AttemptRecord>,
     /// The highest event seq of the run (0 when none).
     pub last_seq: Seq,
+    /// What its parked steps wait for, in definition order.
+    #[serde(default)]
+    pub waits: Vec<WaitRecord>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -189,13 +217,17 @@ pub struct RunSummary {
 pub struct RunFilter {
     pub state: Option<RunState>,
     pub template: Option<String>,
+    /// Only the children of this run.
+    pub parent: Option<RunId>,
     /// Newest first; `None` = no limit.
     pub limit: Option<usize>,
 }
 
 impl RunFilter {
-    pub fn matches(&self, state: RunState, template: &str) -> bool {
-        self.state.is_none_or(|s| s == state) && self.template.as_deref().is_none_or(|t| t == template)
+    pub fn matches(&self, state: RunState, template: &str, parent: Option<&RunId>) -> bool {
+        self.state.is_none_or(|s| s == state)
+            && self.template.as_deref().is_none_or(|t| t == template)
+            && self.parent.as_ref().is_none_or(|p| Some(p) == parent)
     }
 }
 
@@ -282,4 +314,20 @@ pub trait Store: Send + Sync + 'static {
 
     /// Delete every version of a template; returns how many were deleted.
     async fn delete_template(&self, name: &str) -> Result<u32, StoreError>;
+
+    /// Open event waits for `event`, oldest first.
+    async fn event_waits(&self, event: &str) -> Result<Vec<WaitRecord>, StoreError>;
+
+    /// Inbox messages not answered yet, oldest first.
+    async fn inbox_pending(&self) -> Result<Vec<InboxRecord>, StoreError>;
+
+    /// One inbox message by its id, or (`by_event_id`) by its event id.
+    async fn inbox_get(&self, id: &str, by_event_id: bool) -> Result<Option<InboxRecord>, StoreError>;
+
+    /// Every schedule, by name.
+    async fn schedules(&self) -> Result<Vec<ScheduleRecord>, StoreError>;
+
+    /// The oldest unfinished run with this concurrency key: the only one
+    /// of its key that may execute.
+    async fn queue_head(&self, key: &str) -> Result<Option<RunId>, StoreError>;
 }

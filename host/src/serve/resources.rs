@@ -21,7 +21,7 @@ pub fn uri(id: &RunId) -> String {
 
 /// The newest runs.
 pub async fn list(core: &Core) -> Result<ListResourcesResult, ErrorData> {
-    let filter = RunFilter { state: None, template: None, limit: Some(50) };
+    let filter = RunFilter { state: None, template: None, parent: None, limit: Some(50) };
     let runs = core.store.list_runs(&filter).await.map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
     let resources = runs
         .iter()

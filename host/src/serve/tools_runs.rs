@@ -426,7 +426,8 @@ impl WeftServer {
             let text = serde_json::to_value(s).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
             text.parse::<RunState>().expect("every StateParam names a RunState")
         });
-        let filter = RunFilter { state, template: p.template, limit: Some(p.limit.unwrap_or(50).clamp(1, 1000)) };
+        let filter =
+            RunFilter { state, template: p.template, parent: None, limit: Some(p.limit.unwrap_or(50).clamp(1, 1000)) };
         let runs = self.core.store.list_runs(&filter).await.map_err(ToolError::internal)?;
         let runs = runs
             .into_iter()

@@ -11,6 +11,7 @@
 //! - [`SchedulerLock`]: one process owns a store's scheduler at a time.
 
 mod lock;
+mod outside;
 mod read;
 mod schema;
 #[cfg(test)]
@@ -267,6 +268,26 @@ impl Store for SqliteStore {
 
     async fn delete_template(&self, name: &str) -> Result<u32, StoreError> {
         self.send(Op::DeleteTemplate { name: name.to_string() }).await
+    }
+
+    async fn event_waits(&self, event: &str) -> Result<Vec<WaitRecord>, StoreError> {
+        self.read(|c| outside::event_waits(c, event))
+    }
+
+    async fn inbox_pending(&self) -> Result<Vec<InboxRecord>, StoreError> {
+        self.read(outside::inbox_pending)
+    }
+
+    async fn inbox_get(&self, id: &str, by_event_id: bool) -> Result<Option<InboxRecord>, StoreError> {
+        self.read(|c| outside::inbox_get(c, id, by_event_id))
+    }
+
+    async fn schedules(&self) -> Result<Vec<ScheduleRecord>, StoreError> {
+        self.read(outside::schedules)
+    }
+
+    async fn queue_head(&self, key: &str) -> Result<Option<RunId>, StoreError> {
+        self.read(|c| outside::queue_head(c, key))
     }
 }
 

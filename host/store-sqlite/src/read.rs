@@ -178,6 +178,7 @@ pub fn run(c: &Connection, run_id: &RunId) -> Result<Option<RunRecord>, StoreErr
         steps,
         attempts,
         last_seq: Seq(last_seq as u64),
+        waits: crate::outside::run_waits(c, run_id)?,
     }))
 }
 
@@ -186,11 +187,12 @@ pub fn list_runs(c: &Connection, f: &RunFilter) -> Result<Vec<RunSummary>, Store
     let rows = c
         .prepare_cached(
             "SELECT id, template, version, state, parent, created_at, updated_at FROM runs
-             WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR template = ?2)
+             WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR template = ?2) AND (?4 IS NULL OR parent = ?4)
              ORDER BY id DESC LIMIT ?3",
         )
         .and_then(|mut s| {
-            s.query_map(params![f.state.map(|s| s.as_str()), f.template, limit], |r| {
+            let parent = f.parent.as_ref().map(|p| p.as_str());
+            s.query_map(params![f.state.map(|s| s.as_str()), f.template, limit, parent], |r| {
                 Ok((
                     r.get::<_, String>(0)?,
                     r.get::<_, String>(1)?,

@@ -92,6 +92,39 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs DROP COLUMN definition;
     ALTER TABLE runs DROP COLUMN input;
     "#,
+    // 3: waits (what parked steps wait for), the inbox of signals and
+    // events for the store's owner, cron schedules; run queues by key.
+    r#"
+    CREATE TABLE waits (
+        run_id TEXT NOT NULL,
+        step TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        event TEXT,
+        spec TEXT NOT NULL,
+        until INTEGER,
+        since INTEGER NOT NULL,
+        PRIMARY KEY (run_id, step)
+    ) WITHOUT ROWID;
+    CREATE INDEX waits_event ON waits(event, since) WHERE event IS NOT NULL;
+    CREATE TABLE inbox (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL,
+        event_id TEXT UNIQUE,
+        body TEXT NOT NULL,
+        at INTEGER NOT NULL,
+        answer TEXT
+    );
+    CREATE INDEX inbox_pending ON inbox(seq) WHERE answer IS NULL;
+    CREATE TABLE schedules (
+        name TEXT PRIMARY KEY,
+        body TEXT NOT NULL,
+        next_fire_at INTEGER NOT NULL
+    );
+    CREATE INDEX runs_queue ON runs(concurrency_key)
+        WHERE concurrency_key IS NOT NULL AND state NOT IN ('completed', 'failed', 'canceled', 'rejected');
+    CREATE INDEX runs_parent ON runs(parent) WHERE parent IS NOT NULL;
+    "#,
 ];
 
 /// The schema version this build writes.

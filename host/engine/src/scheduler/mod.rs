@@ -3,7 +3,13 @@
 //! [`StepRunner`], [`Clock`] and [`Rng`] traits.
 
 mod attempt;
+mod children;
 mod driver;
+mod mail;
+mod schedules;
+
+pub use mail::{Delivered, EmitAnswer, SignalAnswer};
+pub use schedules::{next_fire, parse_cron};
 mod scope;
 #[cfg(test)]
 mod tests;
@@ -12,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::cancel::CancelToken;
@@ -38,6 +44,8 @@ pub struct EngineConfig {
     /// After a run ends, how long (real time) its canceled attempts get to
     /// wind down before they are dropped.
     pub cancel_grace_ms: u64,
+    /// How deep `workflow` steps may nest child runs (a root run is 0).
+    pub max_depth: u32,
 }
 
 impl Default for EngineConfig {
@@ -48,6 +56,7 @@ impl Default for EngineConfig {
             default_lease_ms: 300_000,
             commit_retries: 5,
             cancel_grace_ms: 2_000,
+            max_depth: 16,
         }
     }
 }
@@ -55,6 +64,9 @@ impl Default for EngineConfig {
 /// How a run is created.
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
+    /// The run's id (default: a new one). A creation with an id that
+    /// exists is a store conflict: a retried creation cannot run twice.
+    pub id: Option<RunId>,
     /// The template's name (default: the definition's `name`).
     pub template: Option<String>,
     /// The template's version (default: the definition's `version`).
@@ -85,8 +97,16 @@ pub enum EngineError {
     Plan(String),
 }
 
+/// Prepares a stored template's definition for a run the engine creates
+/// itself (a child run, a scheduled run): e.g. pins its code by digest.
+pub trait Planner: Send + Sync + 'static {
+    fn prepare(&self, definition: Value) -> Result<Value, String>;
+}
+
 struct Active {
     generation: u64,
+    mail: mpsc::UnboundedSender<mail::Mail>,
+    parked: Arc<std::sync::atomic::AtomicBool>,
     cancel: CancelToken,
     done: watch::Receiver<bool>,
     task: JoinHandle<()>,
@@ -101,6 +121,11 @@ pub(crate) struct Shared {
     pub permits: Arc<Semaphore>,
     active: Mutex<HashMap<RunId, Active>>,
     generation: std::sync::atomic::AtomicU64,
+    planner: std::sync::OnceLock<Arc<dyn Planner>>,
+    /// One inbox message is handled at a time.
+    inbox: tokio::sync::Mutex<()>,
+    /// Wakes the schedule loop when a schedule changes in this process.
+    schedules_changed: tokio::sync::Notify,
 }
 
 /// The scheduler. Cheap to clone; clones share everything.
@@ -128,6 +153,9 @@ impl Engine {
                 permits,
                 active: Mutex::new(HashMap::new()),
                 generation: Default::default(),
+                planner: Default::default(),
+                inbox: Default::default(),
+                schedules_changed: Default::default(),
             }),
         }
     }
@@ -136,14 +164,26 @@ impl Engine {
         &self.sh.store
     }
 
+    /// How runs the engine creates itself (children, schedules) prepare
+    /// their template (set once; later calls are ignored).
+    pub fn set_planner(&self, p: Arc<dyn Planner>) {
+        let _ = self.sh.planner.set(p);
+    }
+
+    pub(crate) fn from_shared(sh: Arc<Shared>) -> Engine {
+        Engine { sh }
+    }
+
     /// Refuse what this engine cannot execute yet (before anything is stored).
     pub fn check_supported(def: &Definition) -> Result<(), EngineError> {
         for s in &def.steps {
             match &s.action {
-                Action::Code(_) | Action::Tool(_) | Action::Return | Action::Sleep(_) => {}
-                other => {
-                    return Err(EngineError::Unsupported(format!("step `{}`: action `{}`", s.name, other.key())));
-                }
+                Action::Code(_)
+                | Action::Tool(_)
+                | Action::Return
+                | Action::Sleep(_)
+                | Action::Wait(_)
+                | Action::Workflow(_) => {}
             }
         }
         Ok(())
@@ -152,10 +192,23 @@ impl Engine {
     /// Validate the input, then commit the run (`submitted`) with every step
     /// `pending` in one batch. Returns its id; nothing runs until [`Engine::start`].
     pub async fn create_run(&self, def: &Definition, input: Value, opts: RunOptions) -> Result<RunId, EngineError> {
+        let (id, batch) = self.run_batch(def, input, opts).await?;
+        self.sh.store.commit(batch).await?;
+        Ok(id)
+    }
+
+    /// The batch that creates a run (validated; not committed).
+    pub(crate) async fn run_batch(
+        &self,
+        def: &Definition,
+        input: Value,
+        opts: RunOptions,
+    ) -> Result<(RunId, Batch), EngineError> {
         Self::check_supported(def)?;
         check_input(def, &input).map_err(EngineError::Invalid)?;
         let now = self.sh.clock.now_ms();
-        let id = RunId::generate(now, self.sh.rng.as_ref());
+        let id = opts.id.clone().unwrap_or_else(|| RunId::generate(now, self.sh.rng.as_ref()));
+        let def = &children::pin_versions(self.sh.store.as_ref(), def).await?;
         let definition = serde_json::to_value(def).map_err(|e| EngineError::Plan(e.to_string()))?;
         let run = NewRun {
             id: id.clone(),
@@ -203,8 +256,7 @@ impl Engine {
                 batch.push(w);
             }
         }
-        self.sh.store.commit(batch).await?;
-        Ok(id)
+        Ok((id, batch))
     }
 
     /// Create a run and start driving it.
@@ -228,12 +280,15 @@ impl Engine {
         }
         let cancel = CancelToken::new();
         let (tx, rx) = watch::channel(false);
+        let (mail_tx, mail_rx) = mpsc::unbounded_channel();
         let sh = self.sh.clone();
         let run = id.clone();
         let c = cancel.clone();
         let generation = self.sh.generation.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let parked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let link = driver::Link { mail: mail_rx, parked: parked.clone() };
         let task = tokio::spawn(async move {
-            if let Err(e) = driver::drive(sh.clone(), run.clone(), def, c).await {
+            if let Err(e) = driver::drive(sh.clone(), run.clone(), def, c, link).await {
                 tracing::error!(run = %run, error = %e, "run driver stopped");
             }
             // Forget the finished driver (waiters fall back to the store).
@@ -245,7 +300,7 @@ impl Engine {
             }
             let _ = tx.send(true);
         });
-        active.insert(id.clone(), Active { generation, cancel, done: rx, task });
+        active.insert(id.clone(), Active { generation, mail: mail_tx, parked, cancel, done: rx, task });
     }
 
     /// After a restart: drive every unfinished run. Running attempts of the
@@ -290,6 +345,13 @@ impl Engine {
         self.sh.active.lock().unwrap().values().filter(|a| !*a.done.borrow()).count()
     }
 
+    /// Runs being driven that do not just wait for outside input (a
+    /// signal, an event, a child run): what `worker --until-idle` awaits.
+    pub fn busy_runs(&self) -> usize {
+        let active = self.sh.active.lock().unwrap();
+        active.values().filter(|a| !*a.done.borrow() && !a.parked.load(std::sync::atomic::Ordering::Relaxed)).count()
+    }
+
     /// Stop every driver at once, writing nothing (what a crash does; also
     /// a hard shutdown). Running attempts keep their leases in the store.
     pub fn abort_all(&self) {
@@ -308,6 +370,21 @@ impl Drop for Shared {
             for (_, a) in a.drain() {
                 a.task.abort();
             }
+        }
+    }
+}
+
+/// Cancels a run, reading it again when its owner committed a transition
+/// meanwhile (a store conflict), up to 20 times.
+pub async fn cancel_with_retries(engine: &Engine, id: &RunId) -> Result<RunRecord, EngineError> {
+    let mut tries = 0;
+    loop {
+        match engine.cancel(id).await {
+            Err(EngineError::Store(StoreError::Conflict(_))) if tries < 20 => {
+                tries += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            other => return other,
         }
     }
 }

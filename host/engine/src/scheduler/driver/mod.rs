@@ -11,12 +11,15 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio::task::JoinSet;
 
 use super::attempt::{Done, Launch, run_attempt};
+use super::children::{self, ChildSpec};
+use super::mail::{Mail, SignalAnswer};
 use super::scope::{RunScope, Seen};
-use super::{EngineError, Shared};
+use super::{Engine, EngineError, Shared};
 use crate::cancel::CancelToken;
 use crate::error::{ErrorKind, StepError};
 use crate::ids::{AttemptNo, ItemIndex, RunId, Seq, idempotency_key};
 use crate::model_glue::{Action, Definition, EdgeOn, Graph, Join, parse_definition};
+use crate::outside::{WaitKind, WaitRecord};
 use crate::retry::{RetryDecision, decide};
 use crate::runner::{EventSink, StepOutput, StepRequest};
 use crate::state::{AttemptState, RunEvent, RunState, StepEvent, StepState};
@@ -25,6 +28,7 @@ use weft_model::type_name;
 
 mod outcome;
 mod ready;
+mod waits;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum UnitState {
@@ -136,6 +140,22 @@ enum Wake {
     Sink(SinkMsg),
     Permit(OwnedSemaphorePermit),
     Timer,
+    Mail(Mail),
+    Child(usize, Result<RunRecord, StepError>),
+}
+
+/// An answer sent once the batch that decided it is durable.
+enum Reply {
+    Signal(tokio::sync::oneshot::Sender<SignalAnswer>, SignalAnswer),
+    Event(tokio::sync::oneshot::Sender<bool>, bool),
+}
+
+/// What the engine keeps to talk to a run's driver.
+pub(super) struct Link {
+    pub mail: mpsc::UnboundedReceiver<Mail>,
+    /// True while the run only waits for outside input (signals, events,
+    /// child runs): `weft worker --until-idle` does not wait for it.
+    pub parked: Arc<std::sync::atomic::AtomicBool>,
 }
 
 struct Driver {
@@ -161,6 +181,14 @@ struct Driver {
     cancel: CancelToken,
     sink_tx: mpsc::UnboundedSender<SinkMsg>,
     sink_rx: mpsc::UnboundedReceiver<SinkMsg>,
+    link: Link,
+    replies: Vec<Reply>,
+    depth: u32,
+    /// Child runs being created or awaited, and those still to start.
+    children: JoinSet<(usize, Result<RunRecord, StepError>)>,
+    to_spawn: Vec<ChildSpec>,
+    /// Children to cancel once the batch that ended their step is durable.
+    to_cancel: Vec<RunId>,
 }
 
 /// Drive one run to its end (or until the task is aborted).
@@ -169,9 +197,19 @@ pub(super) async fn drive(
     id: RunId,
     def: Option<Arc<Definition>>,
     cancel: CancelToken,
+    link: Link,
 ) -> Result<(), EngineError> {
     let rec = sh.store.run(&id).await?.ok_or_else(|| EngineError::NotFound(id.clone()))?;
     if rec.state.is_terminal() {
+        return Ok(());
+    }
+    // A run queue: only the oldest unfinished run of a key executes.
+    let key = rec.concurrency_key.clone();
+    if let Some(k) = &key
+        && rec.state == RunState::Submitted
+        && sh.store.queue_head(k).await?.as_ref() != Some(&id)
+    {
+        link.parked.store(true, std::sync::atomic::Ordering::Relaxed);
         return Ok(());
     }
     let def = match def {
@@ -181,9 +219,16 @@ pub(super) async fn drive(
             Err(p) => return fail_unloadable(&sh, &rec, p.to_string()).await,
         },
     };
-    let mut d = Driver::new(sh, rec, def, cancel)?;
+    let mut d = Driver::new(sh.clone(), rec, def, cancel, link)?;
     let r = d.main().await;
     d.stop_inflight().await;
+    // The run's end lets the next run of its queue go.
+    if let Some(k) = key
+        && d.state.is_terminal()
+        && let Ok(Some(next)) = sh.store.queue_head(&k).await
+    {
+        Engine::from_shared(sh).start(&next);
+    }
     r
 }
 
@@ -239,6 +284,9 @@ pub(super) async fn cancel_undriven(sh: &Arc<Shared>, id: &RunId) -> Result<(), 
             at: now,
         });
     }
+    for w in &rec.waits {
+        b.push(Write::CloseWait { run: id.clone(), step: w.step.clone() });
+    }
     for s in rec.steps.iter().filter(|s| !s.state.is_terminal()) {
         let to = s.state.apply(StepEvent::Cancel)?;
         b.push(Write::StepState {
@@ -258,11 +306,24 @@ pub(super) async fn cancel_undriven(sh: &Arc<Shared>, id: &RunId) -> Result<(), 
     b.push(Write::RunState { run: id.clone(), from: rec.state, to, output: None, error: Some(err.clone()), at: now });
     ev(&mut b, format!("run.{to}"), None, json!({"state": to, "error": err}));
     sh.store.commit(b).await?;
+    // Its children go with it.
+    let engine = Engine::from_shared(sh.clone());
+    for w in &rec.waits {
+        if let WaitKind::Child { run } = &w.kind {
+            let _ = Box::pin(engine.cancel(run)).await;
+        }
+    }
     Ok(())
 }
 
 impl Driver {
-    fn new(sh: Arc<Shared>, rec: RunRecord, def: Arc<Definition>, cancel: CancelToken) -> Result<Driver, EngineError> {
+    fn new(
+        sh: Arc<Shared>,
+        rec: RunRecord,
+        def: Arc<Definition>,
+        cancel: CancelToken,
+        link: Link,
+    ) -> Result<Driver, EngineError> {
         let graph = Graph::build(&def);
         let topo = graph.topo_order().map_err(|c| EngineError::Plan(format!("cycle through steps {c:?}")))?;
         let mut rank = vec![0; topo.len()];
@@ -310,6 +371,12 @@ impl Driver {
             cancel,
             sink_tx,
             sink_rx,
+            link,
+            replies: vec![],
+            depth: rec.depth,
+            children: JoinSet::new(),
+            to_spawn: vec![],
+            to_cancel: vec![],
         };
         d.load(&rec)?;
         Ok(d)
@@ -326,6 +393,7 @@ impl Driver {
             self.run_to(RunEvent::Start, None, None)?;
         }
         let mut interrupted: Vec<(usize, usize, AttemptNo)> = vec![];
+        let mut children_again = vec![];
         for (i, sr) in rec.steps.iter().enumerate() {
             if self.def.steps.get(i).map(|s| s.name.as_str()) != Some(sr.name.as_str()) {
                 return Err(EngineError::Plan(format!("stored step {} does not match the plan", sr.name)));
@@ -343,11 +411,17 @@ impl Driver {
             if !matches!(sr.state, StepState::Running | StepState::Retrying | StepState::Waiting) {
                 continue;
             }
-            if let (StepState::Waiting, Action::Sleep(_)) = (sr.state, &self.def.steps[i].action) {
-                // A durable timer: it fires at its stored time, or at once
-                // when that passed while no process was running.
+            if sr.state == StepState::Waiting {
+                // Parked: a durable timer fires at its stored time, or at
+                // once when that passed while no process was running; a
+                // wait's timeout likewise; a child run is awaited again.
                 self.steps[i].activated = true;
-                self.steps[i].wake_at = Some(sr.next_attempt_at.unwrap_or(0));
+                match &self.def.steps[i].action {
+                    Action::Sleep(_) => self.steps[i].wake_at = Some(sr.next_attempt_at.unwrap_or(0)),
+                    Action::Wait(_) => self.steps[i].wake_at = sr.next_attempt_at,
+                    Action::Workflow(_) => children_again.push(i),
+                    _ => return Err(EngineError::Plan(format!("step {} waits but cannot", sr.name))),
+                }
                 continue;
             }
             // An activated step: rebuild its units from its attempts.
@@ -381,6 +455,10 @@ impl Driver {
             }
             self.steps[i].recount();
         }
+        for i in children_again {
+            let spec = self.child_spec(i);
+            self.to_spawn.push(spec);
+        }
         // Attempts of the previous owner: failed attempts, retried per policy.
         for (i, u, attempt) in interrupted {
             self.steps[i].set_unit(u, UnitState::Running);
@@ -402,10 +480,12 @@ impl Driver {
                 self.advance()?;
             }
             self.flush().await?;
+            self.send_replies();
             self.launch();
             if self.state.is_terminal() {
                 return Ok(());
             }
+            self.link.parked.store(self.is_parked(), std::sync::atomic::Ordering::Relaxed);
             match self.next_wake().await {
                 Wake::Canceled => {
                     self.end_run(RunEvent::Cancel, None, StepError::canceled("the run was canceled"), true)?
@@ -421,6 +501,8 @@ impl Driver {
                     self.want_permit = false;
                 }
                 Wake::Timer => {}
+                Wake::Mail(m) => self.on_mail(m)?,
+                Wake::Child(i, r) => self.on_child(i, r)?,
             }
         }
     }
@@ -443,6 +525,12 @@ impl Driver {
                 Wake::Done(all)
             }
             Some(m) = self.sink_rx.recv() => Wake::Sink(m),
+            Some(m) = self.link.mail.recv() => Wake::Mail(m),
+            Some(r) = self.children.join_next(), if !self.children.is_empty() => match r {
+                Ok((i, r)) => Wake::Child(i, r),
+                Err(e) if e.is_cancelled() => Wake::Timer,
+                Err(e) => std::panic::resume_unwind(e.into_panic()),
+            },
             Ok(p) = permits.acquire_owned(), if self.want_permit => Wake::Permit(p),
             _ = async { timer.expect("guarded").await }, if timer.is_some() => Wake::Timer,
         }
@@ -487,6 +575,30 @@ impl Driver {
     fn launch(&mut self) {
         for l in self.to_launch.drain(..) {
             self.inflight.spawn(run_attempt(self.sh.runner.clone(), self.sh.clock.clone(), l));
+        }
+        for c in self.to_spawn.drain(..) {
+            self.children.spawn(children::run_child(self.sh.clone(), c));
+        }
+        for child in self.to_cancel.drain(..) {
+            let engine = Engine::from_shared(self.sh.clone());
+            tokio::spawn(async move {
+                if let Err(e) = crate::scheduler::cancel_with_retries(&engine, &child).await {
+                    tracing::warn!(run = %child, error = %e, "cannot cancel a child run");
+                }
+            });
+        }
+    }
+
+    fn send_replies(&mut self) {
+        for r in self.replies.drain(..) {
+            match r {
+                Reply::Signal(tx, a) => {
+                    let _ = tx.send(a);
+                }
+                Reply::Event(tx, ok) => {
+                    let _ = tx.send(ok);
+                }
+            }
         }
     }
 
@@ -559,6 +671,10 @@ impl Driver {
             next_attempt_at,
             at: self.now(),
         });
+        if from == StepState::Waiting && to != StepState::Waiting {
+            self.batch.push(Write::CloseWait { run: self.id.clone(), step: self.def.steps[i].name.clone() });
+            self.steps[i].wake_at = None;
+        }
         self.steps[i].state = to;
         self.steps[i].output = output;
         let mut data = json!({"state": to});

@@ -210,6 +210,9 @@ impl Driver {
                     self.step_to(i, StepEvent::Skip, Value::Null, Some(e), json!({}))?;
                 }
                 s if !s.is_terminal() => {
+                    if let (StepState::Waiting, Action::Workflow(_)) = (s, &self.def.steps[i].action) {
+                        self.to_cancel.push(children::child_id(&self.id, &self.def.steps[i].name));
+                    }
                     self.step_to(i, StepEvent::Cancel, Value::Null, Some(StepError::canceled(why.clone())), json!({}))?;
                 }
                 _ => {}

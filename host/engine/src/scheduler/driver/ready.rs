@@ -13,7 +13,10 @@ impl Driver {
             let err = StepError::new(ErrorKind::Deadline, "the run's timeout_ms passed", false);
             return self.end_run(RunEvent::Fail, None, err, false);
         }
-        self.wake_sleepers(now)?;
+        self.wake_timers(now)?;
+        if self.state.is_terminal() {
+            return Ok(());
+        }
         for k in 0..self.topo.len() {
             let i = self.topo[k];
             if self.steps[i].state != StepState::Pending || self.steps[i].activated {
@@ -25,7 +28,12 @@ impl Driver {
                     let err = StepError::new(ErrorKind::DependencyFailed, why, false);
                     self.step_to(i, StepEvent::Skip, Value::Null, Some(err), json!({}))?;
                 }
-                Readiness::Run => self.activate(i)?,
+                Readiness::Run => {
+                    self.activate(i)?;
+                    if self.def.steps[i].join != Join::All {
+                        self.release_losers(i)?;
+                    }
+                }
             }
             if self.state.is_terminal() {
                 return Ok(());
@@ -37,19 +45,8 @@ impl Driver {
         if !self.state.is_terminal() && self.steps.iter().all(|s| s.state.is_terminal()) {
             self.finish()?;
         }
-        Ok(())
-    }
-
-    /// `sleep` steps whose time came: succeeded, their output the instant
-    /// they were due (`{"slept_until": RFC 3339}`).
-    fn wake_sleepers(&mut self, now: i64) -> Result<(), EngineError> {
-        for i in 0..self.steps.len() {
-            let due = self.steps[i].state == StepState::Waiting && self.steps[i].wake_at.is_some_and(|w| w <= now);
-            if due {
-                let at = self.steps[i].wake_at.take().unwrap_or(now);
-                let out = json!({"slept_until": crate::clock::rfc3339(at)});
-                self.step_to(i, StepEvent::Succeed, out, None, json!({}))?;
-            }
+        if !self.state.is_terminal() {
+            self.sync_waiting()?;
         }
         Ok(())
     }
@@ -167,24 +164,11 @@ impl Driver {
                     weft_model::SleepSpec::Ms(ms) => now.saturating_add((*ms).min(i64::MAX as u64) as i64),
                     weft_model::SleepSpec::Until(t) => t.unix_ms(),
                 };
-                self.steps[i].activated = true;
-                self.steps[i].wake_at = Some(wake_at);
-                self.step_to(i, StepEvent::Claim, Value::Null, None, json!({}))?;
                 let until = crate::clock::rfc3339(wake_at);
-                return self.step_to(
-                    i,
-                    StepEvent::Park,
-                    Value::Null,
-                    None,
-                    json!({"next_attempt_at": wake_at, "sleep_until": until}),
-                );
+                return self.park(i, WaitKind::Sleep, Some(wake_at), json!({"sleep_until": until}));
             }
-            other => {
-                let key = other.key();
-                self.step_to(i, StepEvent::Claim, Value::Null, None, json!({}))?;
-                let err = StepError::new(ErrorKind::Validation, format!("not yet supported: {key}"), false);
-                return self.step_failed(i, err);
-            }
+            Action::Wait(_) => return self.start_wait(i),
+            Action::Workflow(_) => return self.start_child(i),
         }
         if self.def.steps[i].for_each.is_some() {
             match self.resolve_items(i) {

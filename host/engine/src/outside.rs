@@ -1,0 +1,142 @@
+//! What reaches a run from outside, as stored records: the waits a run's
+//! steps are parked on ([`WaitRecord`]), the inbox of signals and events
+//! other processes hand to the store's owner ([`InboxRecord`]), and cron
+//! schedules ([`ScheduleRecord`]).
+//!
+//! Every one of them is written through a [`crate::store::Batch`], so a
+//! wait opens in the same commit as its step's `waiting` transition and
+//! closes in the same commit as the step's outcome; an inbox message is
+//! answered in the same commit as the step it resolved; a schedule's next
+//! fire time moves in the same commit as the run it fired.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::ids::RunId;
+use crate::state::RunState;
+
+/// What a parked step waits for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WaitKind {
+    /// A signal (`weft signal`, MCP `run_signal`) validated against `schema`.
+    Signal {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prompt: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        schema: Option<Value>,
+        /// The run's state while it waits: `input-required` or `auth-required`.
+        reason: RunState,
+    },
+    /// An event of this name whose data has every `match` field (resolved
+    /// when the step parked).
+    Event {
+        event: String,
+        #[serde(rename = "match", default, skip_serializing_if = "serde_json::Map::is_empty")]
+        matches: serde_json::Map<String, Value>,
+    },
+    /// A child run.
+    Child { run: RunId },
+    /// A durable timer.
+    Sleep,
+}
+
+/// A step parked on something outside the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WaitRecord {
+    pub run: RunId,
+    pub step: String,
+    #[serde(flatten)]
+    pub kind: WaitKind,
+    /// When the wait times out or the timer fires (ms since epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<i64>,
+    pub since: i64,
+}
+
+impl WaitRecord {
+    /// Whether an event of `name` with `data` resolves this wait: every
+    /// `match` field equals the same top-level field of `data`.
+    pub fn takes_event(&self, name: &str, data: &Value) -> bool {
+        match &self.kind {
+            WaitKind::Event { event, matches } => {
+                event == name
+                    && matches
+                        .iter()
+                        .all(|(k, want)| data.get(k).is_some_and(|got| weft_model::condition::json_eq(got, want)))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// What an inbox message asks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum InboxKind {
+    /// Answer the wait of `step` in `run`.
+    Signal { run: RunId, step: String },
+    /// Deliver an event to every matching wait. `id` makes it idempotent:
+    /// a second message with the same id is refused by the store.
+    Event { event: String, id: String },
+}
+
+/// A message to the store's owner, with its answer once handled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InboxRecord {
+    /// Chosen by the sender (unique).
+    pub id: String,
+    #[serde(flatten)]
+    pub kind: InboxKind,
+    pub data: Value,
+    pub at: i64,
+    /// `None` while pending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<Value>,
+}
+
+/// A cron schedule that starts runs of a template.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleRecord {
+    /// `[a-z0-9][a-z0-9_-]*`, unique.
+    pub name: String,
+    pub template: String,
+    /// Five fields (minute hour day month weekday) or six (seconds first), UTC.
+    pub cron: String,
+    pub input: Value,
+    /// The next instant it fires (ms since epoch).
+    pub next_fire_at: i64,
+    pub created_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_fire_at: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<RunId>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn events_match_by_name_and_fields() {
+        let mut m = serde_json::Map::new();
+        m.insert("channel".into(), json!("c1"));
+        m.insert("n".into(), json!(1));
+        let w = WaitRecord {
+            run: RunId::generate(1, &crate::SeededRng::new(1)),
+            step: "reply".into(),
+            kind: WaitKind::Event { event: "chat.reply".into(), matches: m },
+            until: None,
+            since: 1,
+        };
+        assert!(w.takes_event("chat.reply", &json!({"channel": "c1", "n": 1.0, "text": "hi"})));
+        assert!(!w.takes_event("chat.reply", &json!({"channel": "c2", "n": 1})));
+        assert!(!w.takes_event("chat.reply", &json!({"channel": "c1"})));
+        assert!(!w.takes_event("chat.other", &json!({"channel": "c1", "n": 1})));
+        let v = serde_json::to_value(&w).unwrap();
+        assert_eq!(v["kind"], "event");
+        assert_eq!(v["match"]["channel"], "c1");
+        assert_eq!(serde_json::from_value::<WaitRecord>(v).unwrap(), w);
+    }
+}

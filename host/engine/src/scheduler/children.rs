@@ -1,0 +1,120 @@
+//! `workflow` steps: child runs. A parent pins each child template's
+//! version when it is created; the child's id is derived from the parent
+//! and the step, so creating it again after a crash is a conflict rather
+//! than a second child. The parent's step waits (`waiting`) until the
+//! child ends; its output is the child's output, its error the child's.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{Engine, EngineError, RunOptions, Shared};
+use crate::error::{ErrorKind, StepError};
+use crate::ids::RunId;
+use crate::model_glue::{Action, Definition, Problem, Problems, parse_definition};
+use crate::state::RunState;
+use crate::store::{RunRecord, Store, StoreError};
+
+/// The definition with every `workflow` step's template version pinned
+/// (the latest now, when it names none). An unknown template is refused.
+pub(crate) async fn pin_versions(store: &dyn Store, def: &Definition) -> Result<Definition, EngineError> {
+    let mut out = def.clone();
+    let mut problems = vec![];
+    for (i, s) in out.steps.iter_mut().enumerate() {
+        let Action::Workflow(w) = &mut s.action else { continue };
+        match store.template(&w.template, w.version).await? {
+            Some(t) => w.version = Some(t.version),
+            None => problems.push(
+                Problem::new(
+                    format!("/steps/{i}/workflow/template"),
+                    match w.version {
+                        Some(v) => format!("no template `{}` version {v}", w.template),
+                        None => format!("no template `{}`", w.template),
+                    },
+                )
+                .hint("save it first: `weft templates save FILE`"),
+            ),
+        }
+    }
+    if problems.is_empty() { Ok(out) } else { Err(EngineError::Invalid(Problems(problems))) }
+}
+
+/// The id of the child run of `step` in `parent`.
+pub(crate) fn child_id(parent: &RunId, step: &str) -> RunId {
+    RunId::derive(parent.timestamp_ms(), &format!("{parent}/{step}"))
+}
+
+/// What a parent's driver needs to start (or find again) a child.
+pub(crate) struct ChildSpec {
+    pub step: usize,
+    pub id: RunId,
+    pub parent: RunId,
+    pub depth: u32,
+    pub template: String,
+    pub version: Option<u32>,
+    pub input: Value,
+}
+
+/// Creates the child unless it exists, drives it, and waits for its end.
+pub(crate) async fn run_child(sh: Arc<Shared>, c: ChildSpec) -> (usize, Result<RunRecord, StepError>) {
+    let step = c.step;
+    (step, run_child_inner(sh, c).await)
+}
+
+fn plan_error(msg: String) -> StepError {
+    StepError::new(ErrorKind::Validation, msg, false)
+}
+
+async fn run_child_inner(sh: Arc<Shared>, c: ChildSpec) -> Result<RunRecord, StepError> {
+    let engine = Engine::from_shared(sh.clone());
+    let store_err = |e: StoreError| StepError::new(ErrorKind::Transport, format!("the store: {e}"), e.is_retryable());
+    if sh.store.run(&c.id).await.map_err(store_err)?.is_none() {
+        let t = sh.store.template(&c.template, c.version).await.map_err(store_err)?.ok_or_else(|| {
+            plan_error(format!("no template `{}` version {}", c.template, c.version.unwrap_or_default()))
+        })?;
+        let doc = match sh.planner.get() {
+            Some(p) => {
+                p.prepare(t.definition.clone()).map_err(|e| plan_error(format!("template `{}`: {e}", t.name)))?
+            }
+            None => t.definition.clone(),
+        };
+        let def = parse_definition(&doc).map_err(|p| plan_error(format!("template `{}`: {p}", t.name)))?;
+        let opts = RunOptions {
+            id: Some(c.id.clone()),
+            template: Some(t.name.clone()),
+            version: Some(t.version),
+            parent: Some(c.parent.clone()),
+            depth: c.depth,
+            ..Default::default()
+        };
+        match engine.create_run(&def, c.input.clone(), opts).await {
+            Ok(_) | Err(EngineError::Store(StoreError::Conflict(_))) => {}
+            Err(EngineError::Invalid(p)) => {
+                return Err(plan_error(format!("the child's input does not match `{}`'s input_schema: {p}", t.name)));
+            }
+            Err(e) => return Err(plan_error(format!("cannot create the child run: {e}"))),
+        }
+    }
+    loop {
+        engine.start(&c.id);
+        let rec = engine.wait(&c.id).await.map_err(|e| plan_error(e.to_string()))?;
+        if rec.state.is_terminal() {
+            return Ok(rec);
+        }
+        // Its driver stopped without ending it (e.g. a store error): again.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// The parent step's outcome from its child's record.
+pub(crate) fn outcome(rec: &RunRecord) -> Result<Value, StepError> {
+    match rec.state {
+        RunState::Completed => Ok(rec.output.clone().unwrap_or(Value::Null)),
+        s => {
+            let e =
+                rec.error.clone().unwrap_or_else(|| StepError::new(ErrorKind::GuestError, "no error recorded", false));
+            let kind = if s == RunState::Canceled { ErrorKind::Canceled } else { e.kind };
+            Err(StepError::new(kind, format!("child run {} {s}: {}", rec.id, e.message), e.retryable))
+        }
+    }
+}

@@ -1,0 +1,373 @@
+//! Signals and events: how outside data reaches parked `wait` steps.
+//!
+//! A signal or event for a run this engine drives goes to the run's driver
+//! as [`Mail`], so it is decided and committed in the same order as every
+//! other transition of the run. A run nobody drives (the store's owner is
+//! a short-lived `weft signal`, or the run is not loaded) is answered
+//! directly in the store; its writes carry the states they expect, so two
+//! answers can never both win. Other processes leave their signals and
+//! events in the store's inbox; the owner hands them over with
+//! [`Engine::process_inbox`].
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use super::{Engine, EngineError, Shared};
+use crate::ids::{RunId, Seq};
+use crate::model_glue::{Action, Problem, Step, parse_definition};
+use crate::outside::{InboxKind, InboxRecord, WaitKind};
+use crate::state::{RunEvent, RunState, StepState};
+use crate::store::{Batch, NewEvent, StoreError, Write};
+
+/// A message for a run's driver.
+pub(crate) enum Mail {
+    Signal { step: String, data: Value, inbox: Option<String>, reply: oneshot::Sender<SignalAnswer> },
+    Event { step: String, name: String, data: Value, reply: oneshot::Sender<bool> },
+}
+
+/// What became of a signal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum SignalAnswer {
+    /// The step took the data as its output.
+    Accepted { output: Value },
+    /// The data does not match the wait's schema; the step still waits.
+    Invalid { errors: Vec<Problem> },
+    /// The step was resolved before: the first valid signal won.
+    AlreadyResolved { state: StepState },
+    /// The step does not wait for a signal (not yet, or not at all).
+    NotWaiting { message: String },
+    /// No such run or step.
+    NotFound { message: String },
+}
+
+impl SignalAnswer {
+    pub fn accepted(&self) -> bool {
+        matches!(self, SignalAnswer::Accepted { .. })
+    }
+}
+
+/// A wait an event resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delivered {
+    pub run: RunId,
+    pub step: String,
+}
+
+/// What became of an event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EmitAnswer {
+    pub id: String,
+    /// The waits it resolved (for a duplicate: those the first emit resolved).
+    pub delivered: Vec<Delivered>,
+    /// An event with this id was emitted before: nothing was done now.
+    pub duplicate: bool,
+}
+
+/// Whether `step` (in `state`) takes a signal with `data`: `Err` says why not.
+pub(crate) fn check_signal(step: &Step, state: StepState, data: &Value) -> Result<(), SignalAnswer> {
+    let Action::Wait(w) = &step.action else {
+        return Err(SignalAnswer::NotWaiting {
+            message: format!("step `{}` is a `{}` step, not a `wait`", step.name, step.action.key()),
+        });
+    };
+    if let Some(e) = &w.event {
+        return Err(SignalAnswer::NotWaiting {
+            message: format!("step `{}` waits for the event `{e}`, not a signal: use `weft emit {e}`", step.name),
+        });
+    }
+    match state {
+        StepState::Waiting => {}
+        s if s.is_terminal() => return Err(SignalAnswer::AlreadyResolved { state: s }),
+        s => {
+            return Err(SignalAnswer::NotWaiting {
+                message: format!("step `{}` is {s}: it does not wait yet, so there is nothing to answer", step.name),
+            });
+        }
+    }
+    if let Some(schema) = &w.schema {
+        weft_model::validate_against(schema, data).map_err(|errors| SignalAnswer::Invalid { errors })?;
+    }
+    Ok(())
+}
+
+/// Whether `step` (in `state`) is a wait for the event `name`.
+pub(crate) fn waits_for_event(step: &Step, state: StepState, name: &str) -> bool {
+    state == StepState::Waiting && matches!(&step.action, Action::Wait(w) if w.event.as_deref() == Some(name))
+}
+
+/// A new id for an inbox message or an event.
+pub(crate) fn new_id(sh: &Shared, prefix: &str) -> String {
+    let id = RunId::generate(sh.clock.now_ms(), sh.rng.as_ref());
+    format!("{prefix}{}", &id.as_str()[2..])
+}
+
+impl Engine {
+    /// Answers the `wait` step `step` of `run` with `data` (validated
+    /// against the wait's schema). For the store's owner; another process
+    /// uses [`Engine::post_signal`].
+    pub async fn signal(&self, run: &RunId, step: &str, data: Value) -> Result<SignalAnswer, EngineError> {
+        self.signal_with(run, step, data, None).await
+    }
+
+    async fn signal_with(
+        &self,
+        run: &RunId,
+        step: &str,
+        data: Value,
+        inbox: Option<String>,
+    ) -> Result<SignalAnswer, EngineError> {
+        for _ in 0..20 {
+            if let Some(tx) = self.mailbox(run) {
+                let (reply, rx) = oneshot::channel();
+                let mail = Mail::Signal { step: step.to_string(), data: data.clone(), inbox: inbox.clone(), reply };
+                if tx.send(mail).is_ok()
+                    && let Ok(a) = rx.await
+                {
+                    return Ok(a);
+                }
+                // The driver stopped meanwhile: ask again.
+                tokio::task::yield_now().await;
+                continue;
+            }
+            match signal_undriven(&self.sh, run, step, &data, inbox.as_deref()).await {
+                Err(EngineError::Store(StoreError::Conflict(_))) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+                other => return other,
+            }
+        }
+        Err(EngineError::Store(StoreError::Busy(format!("run {run} kept changing while step `{step}` was signaled"))))
+    }
+
+    fn mailbox(&self, run: &RunId) -> Option<tokio::sync::mpsc::UnboundedSender<Mail>> {
+        let active = self.sh.active.lock().unwrap();
+        active.get(run).filter(|a| !*a.done.borrow()).map(|a| a.mail.clone())
+    }
+
+    /// Emits an event (store owner): every wait for `name` whose `match`
+    /// holds takes `data` as its output. With an `id` seen before, nothing
+    /// happens and the first emit's deliveries are returned.
+    pub async fn emit(&self, name: &str, data: Value, id: Option<String>) -> Result<EmitAnswer, EngineError> {
+        let msg = self.event_message(name, data, id);
+        match self.sh.store.commit(Batch { writes: vec![Write::InboxPut(msg.clone())] }).await {
+            Ok(()) => {}
+            Err(StoreError::Conflict(_)) => return self.duplicate(&msg).await,
+            Err(e) => return Err(e.into()),
+        }
+        let _g = self.sh.inbox.lock().await;
+        self.handle_event(&msg).await
+    }
+
+    fn event_message(&self, name: &str, data: Value, id: Option<String>) -> InboxRecord {
+        let id = id.unwrap_or_else(|| new_id(&self.sh, "e_"));
+        InboxRecord {
+            id: new_id(&self.sh, "m_"),
+            kind: InboxKind::Event { event: name.to_string(), id },
+            data,
+            at: self.sh.clock.now_ms(),
+            answer: None,
+        }
+    }
+
+    async fn duplicate(&self, msg: &InboxRecord) -> Result<EmitAnswer, EngineError> {
+        let InboxKind::Event { id, .. } = &msg.kind else { unreachable!("an event") };
+        let first = self.sh.store.inbox_get(id, true).await?;
+        let delivered = first
+            .and_then(|m| m.answer)
+            .and_then(|a| serde_json::from_value::<EmitAnswer>(a).ok())
+            .map(|a| a.delivered)
+            .unwrap_or_default();
+        Ok(EmitAnswer { id: id.clone(), delivered, duplicate: true })
+    }
+
+    /// Leaves a signal in the store's inbox for the owner (any process);
+    /// returns the message id to await with [`Engine::inbox_answer`].
+    pub async fn post_signal(&self, run: &RunId, step: &str, data: Value) -> Result<String, EngineError> {
+        let msg = InboxRecord {
+            id: new_id(&self.sh, "m_"),
+            kind: InboxKind::Signal { run: run.clone(), step: step.to_string() },
+            data,
+            at: self.sh.clock.now_ms(),
+            answer: None,
+        };
+        self.sh.store.commit(Batch { writes: vec![Write::InboxPut(msg.clone())] }).await?;
+        Ok(msg.id)
+    }
+
+    /// Leaves an event in the store's inbox for the owner (any process).
+    /// `Err(answer)` when its id was emitted before.
+    pub async fn post_event(
+        &self,
+        name: &str,
+        data: Value,
+        id: Option<String>,
+    ) -> Result<Result<String, EmitAnswer>, EngineError> {
+        let msg = self.event_message(name, data, id);
+        match self.sh.store.commit(Batch { writes: vec![Write::InboxPut(msg.clone())] }).await {
+            Ok(()) => Ok(Ok(msg.id)),
+            Err(StoreError::Conflict(_)) => Ok(Err(self.duplicate(&msg).await?)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The answer to an inbox message, once the owner handled it.
+    pub async fn inbox_answer(&self, id: &str) -> Result<Option<Value>, EngineError> {
+        Ok(self.sh.store.inbox_get(id, false).await?.and_then(|m| m.answer))
+    }
+
+    /// Handles every pending inbox message (the store's owner calls this
+    /// when it polls); returns how many it handled.
+    pub async fn process_inbox(&self) -> Result<usize, EngineError> {
+        let _g = self.sh.inbox.lock().await;
+        let pending = self.sh.store.inbox_pending().await?;
+        let n = pending.len();
+        for m in pending {
+            match &m.kind {
+                InboxKind::Signal { run, step } => {
+                    let answer = self.signal_with(run, step, m.data.clone(), Some(m.id.clone())).await?;
+                    if !answer.accepted() {
+                        // Drivers and the undriven path record refusals too;
+                        // this covers a run that no longer exists.
+                        answer_once(&self.sh, &m.id, &answer).await?;
+                    }
+                }
+                InboxKind::Event { .. } => {
+                    self.handle_event(&m).await?;
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// Delivers a stored event message and records its answer.
+    async fn handle_event(&self, msg: &InboxRecord) -> Result<EmitAnswer, EngineError> {
+        let InboxKind::Event { event, id } = &msg.kind else { unreachable!("an event") };
+        let mut delivered = vec![];
+        for w in self.sh.store.event_waits(event).await? {
+            if !w.takes_event(event, &msg.data) {
+                continue;
+            }
+            if self.deliver_event(&w.run, &w.step, event, &msg.data).await? {
+                delivered.push(Delivered { run: w.run.clone(), step: w.step.clone() });
+            }
+        }
+        let answer = EmitAnswer { id: id.clone(), delivered, duplicate: false };
+        answer_once(&self.sh, &msg.id, &answer).await?;
+        Ok(answer)
+    }
+
+    async fn deliver_event(&self, run: &RunId, step: &str, name: &str, data: &Value) -> Result<bool, EngineError> {
+        for _ in 0..20 {
+            if let Some(tx) = self.mailbox(run) {
+                let (reply, rx) = oneshot::channel();
+                let mail = Mail::Event { step: step.to_string(), name: name.to_string(), data: data.clone(), reply };
+                if tx.send(mail).is_ok()
+                    && let Ok(ok) = rx.await
+                {
+                    return Ok(ok);
+                }
+                tokio::task::yield_now().await;
+                continue;
+            }
+            match event_undriven(&self.sh, run, step, name, data).await {
+                Err(EngineError::Store(StoreError::Conflict(_))) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+                other => return other,
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// Records the answer to an inbox message unless one is recorded.
+async fn answer_once<T: Serialize>(sh: &Shared, id: &str, answer: &T) -> Result<(), EngineError> {
+    let answer = serde_json::to_value(answer).unwrap_or(Value::Null);
+    match sh.store.commit(Batch { writes: vec![Write::InboxAnswer { id: id.to_string(), answer }] }).await {
+        Ok(()) | Err(StoreError::Conflict(_)) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The writes that resolve a waiting step of a run nobody drives: the step
+/// succeeds with `output`, its wait closes, and the run resumes `working`
+/// when no other signal wait is left.
+async fn resolve_undriven(
+    sh: &Shared,
+    run: &RunId,
+    step: &str,
+    output: &Value,
+    mut extra: Vec<Write>,
+) -> Result<(), EngineError> {
+    let Some(rec) = sh.store.run(run).await? else { return Ok(()) };
+    let now = sh.clock.now_ms();
+    let mut seq = rec.last_seq;
+    let mut ev = |kind: String, step: Option<String>, data: Value| {
+        seq = Seq(seq.0 + 1);
+        Write::Event(NewEvent { run: run.clone(), seq, at: now, kind, step, item: None, data })
+    };
+    let mut b = Batch::new();
+    b.push(Write::StepState {
+        run: run.clone(),
+        step: step.to_string(),
+        from: StepState::Waiting,
+        to: StepState::Succeeded,
+        output: Some(output.clone()),
+        error: None,
+        next_attempt_at: None,
+        at: now,
+    });
+    b.push(Write::CloseWait { run: run.clone(), step: step.to_string() });
+    b.push(ev("step.succeeded".into(), Some(step.to_string()), json!({"state": "succeeded"})));
+    let signals_left = rec.waits.iter().any(|w| w.step != step && matches!(w.kind, WaitKind::Signal { .. }));
+    if matches!(rec.state, RunState::InputRequired | RunState::AuthRequired) && !signals_left {
+        let to = rec.state.apply(RunEvent::Resume)?;
+        b.push(Write::RunState { run: run.clone(), from: rec.state, to, output: None, error: None, at: now });
+        b.push(ev(format!("run.{to}"), None, json!({"state": to})));
+    }
+    b.writes.append(&mut extra);
+    sh.store.commit(b).await?;
+    Ok(())
+}
+
+async fn signal_undriven(
+    sh: &Shared,
+    run: &RunId,
+    step: &str,
+    data: &Value,
+    inbox: Option<&str>,
+) -> Result<SignalAnswer, EngineError> {
+    let Some(rec) = sh.store.run(run).await? else {
+        return Ok(SignalAnswer::NotFound { message: format!("no run {run}") });
+    };
+    let def = parse_definition(&rec.definition).map_err(|p| EngineError::Plan(p.to_string()))?;
+    let found = def.steps.iter().zip(&rec.steps).find(|(s, _)| s.name == step);
+    let answer = match found {
+        None => SignalAnswer::NotFound { message: format!("run {run} has no step `{step}`") },
+        Some((s, r)) => match check_signal(s, r.state, data) {
+            Ok(()) => SignalAnswer::Accepted { output: data.clone() },
+            Err(a) => a,
+        },
+    };
+    let answer_write = |a: &SignalAnswer| {
+        inbox.map(|id| Write::InboxAnswer { id: id.to_string(), answer: serde_json::to_value(a).unwrap_or_default() })
+    };
+    if answer.accepted() {
+        resolve_undriven(sh, run, step, data, answer_write(&answer).into_iter().collect()).await?;
+    } else if let Some(id) = inbox {
+        answer_once(sh, id, &answer).await?;
+    }
+    Ok(answer)
+}
+
+async fn event_undriven(sh: &Shared, run: &RunId, step: &str, name: &str, data: &Value) -> Result<bool, EngineError> {
+    let Some(rec) = sh.store.run(run).await? else { return Ok(false) };
+    let def = parse_definition(&rec.definition).map_err(|p| EngineError::Plan(p.to_string()))?;
+    let ok = def.steps.iter().zip(&rec.steps).any(|(s, r)| s.name == step && waits_for_event(s, r.state, name));
+    if ok {
+        resolve_undriven(sh, run, step, data, vec![]).await?;
+    }
+    Ok(ok)
+}
