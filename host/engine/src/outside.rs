@@ -78,7 +78,11 @@ pub enum InboxKind {
     Signal { run: RunId, step: String },
     /// Deliver an event to every matching wait. `id` makes it idempotent:
     /// a second message with the same id is refused by the store.
-    Event { event: String, id: String },
+    Event {
+        event: String,
+        #[serde(rename = "event_id")]
+        id: String,
+    },
 }
 
 /// A message to the store's owner, with its answer once handled.

@@ -8,7 +8,10 @@ use crate::store::{EventRecord, RunRecord};
 /// `{"id", "template", "version", "state", "input", "output", "error",
 /// "parent", "created_at", "updated_at", "steps": [{"name", "state",
 /// "attempts", "output", "error", "started_at", "ended_at"}]}`; a step
-/// waiting to retry also carries `next_attempt_at`.
+/// waiting to retry also carries `next_attempt_at`. A parked step is in
+/// `waits`: `{"step", "kind": "signal" | "event" | "child" | "sleep",
+/// "since", "until"?}` plus `prompt`, `schema`, `reason` (signal), `event`,
+/// `match` (event) or `run` (child).
 pub fn run_json(r: &RunRecord) -> Value {
     let steps: Vec<Value> = r
         .steps
@@ -41,7 +44,21 @@ pub fn run_json(r: &RunRecord) -> Value {
         "created_at": rfc3339(r.created_at),
         "updated_at": rfc3339(r.updated_at),
         "steps": steps,
+        "waits": r.waits.iter().map(wait_json).collect::<Vec<_>>(),
     })
+}
+
+/// One open wait as JSON (times as RFC 3339).
+pub fn wait_json(w: &crate::outside::WaitRecord) -> Value {
+    let mut v = serde_json::to_value(w).unwrap_or_default();
+    if let Value::Object(m) = &mut v {
+        m.remove("run");
+        m.insert("since".into(), json!(rfc3339(w.since)));
+        if let Some(u) = w.until {
+            m.insert("until".into(), json!(rfc3339(u)));
+        }
+    }
+    v
 }
 
 /// One event as JSON (`runs events --json`).

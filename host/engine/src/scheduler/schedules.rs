@@ -130,7 +130,7 @@ impl Engine {
     /// One fire: the run and the schedule's move, in one commit. `None`
     /// when the fire was taken already or the run could not be created
     /// (the fire is consumed; the reason is logged).
-    async fn fire(&self, s: &ScheduleRecord, at: i64, next: i64) -> Result<Option<RunId>, EngineError> {
+    pub(crate) async fn fire(&self, s: &ScheduleRecord, at: i64, next: i64) -> Result<Option<RunId>, EngineError> {
         let id = RunId::derive(at, &format!("schedule/{}", s.name));
         let created = async {
             let t = self

@@ -163,15 +163,6 @@ async fn invalid_input_stores_nothing() {
 }
 
 #[tokio::test]
-async fn unsupported_actions_are_refused_before_storing() {
-    let h = harness();
-    let d = def(json!({"name": "w", "steps": [{"name": "s", "wait": {"event": "e"}}]}));
-    let e = h.engine.submit(&d, json!({}), RunOptions::default()).await.unwrap_err();
-    assert!(e.to_string().contains("not yet supported"), "{e}");
-    assert_eq!(h.store.commits(), 0);
-}
-
-#[tokio::test]
 async fn recovery_retries_interrupted_attempts_and_never_reruns_successes() {
     let store = Arc::new(MemStore::new());
     let fake1 = Arc::new(Fake::default());

@@ -533,5 +533,7 @@ async fn a_guest_can_reject_the_run() {
     assert_eq!(step(&r, "b").state, StepState::Skipped);
 }
 
+mod children;
 mod graph_and_items;
 mod sleep;
+mod waits;
