@@ -21,6 +21,7 @@ mod plugin;
 mod progress;
 mod run;
 mod runs;
+mod schedule;
 mod serve;
 mod step;
 mod templates;
@@ -78,6 +79,9 @@ enum Command {
     /// See what the configured upstream MCP servers offer.
     #[command(subcommand)]
     Tools(tools::ToolsCommand),
+    /// Cron schedules that start runs of a template (fired by the store's owner).
+    #[command(subcommand)]
+    Schedule(schedule::ScheduleCommand),
 }
 
 /// An error the user can fix: exit code 2.
@@ -138,6 +142,7 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Serve(a) => serve::run(&settings, a),
         Command::Tools(c) => tools::run(&settings, c),
         Command::Bench(a) => bench::run(a),
+        Command::Schedule(c) => schedule::run(&settings, c),
     }
 }
 

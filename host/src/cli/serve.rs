@@ -103,6 +103,8 @@ pub fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<Exit> {
         let stop = CancellationToken::new();
         let recovered = core.recover().await?;
         let owner = tokio::spawn(core.clone().own_store(recovered, stop.clone()));
+        // Fires cron schedules (`weft schedule add`); ends with the runtime.
+        let schedules = tokio::spawn(engine.clone().run_schedules());
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let served = async {
             match http {
@@ -122,6 +124,7 @@ pub fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<Exit> {
             _ = term.recv() => Ok(()),
         };
         stop.cancel();
+        schedules.abort();
         let _ = owner.await;
         let active = engine.active_runs();
         if active > 0 {

@@ -56,6 +56,8 @@ pub fn run(settings: &Settings, args: WorkerArgs) -> anyhow::Result<Exit> {
         if !recovered.is_empty() {
             eprintln!("weft worker: resuming {} unfinished run(s)", recovered.len());
         }
+        // Fires cron schedules (`weft schedule add`); ends with the runtime.
+        let schedules = tokio::spawn(engine.clone().run_schedules());
         let mut poller = app::Poller::new(recovered);
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let mut tick = tokio::time::interval(POLL);
@@ -92,6 +94,7 @@ pub fn run(settings: &Settings, args: WorkerArgs) -> anyhow::Result<Exit> {
                 eprintln!("weft worker: stopped; {left} unfinished run(s) resume when a worker starts again");
             }
         }
+        schedules.abort();
         eprintln!("weft worker: stopped ({stop})");
         Ok::<_, anyhow::Error>(())
     });

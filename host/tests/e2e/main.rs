@@ -8,6 +8,7 @@ mod plugins;
 mod readme;
 mod recovery;
 mod runs;
+mod schedules;
 mod serve;
 mod serve_proxy;
 mod serve_recording;

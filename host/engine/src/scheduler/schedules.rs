@@ -27,8 +27,10 @@ pub fn parse_cron(expr: &str) -> Result<Cron, String> {
     CronParser::builder().seconds(Seconds::Optional).build().parse(expr).map_err(|e| format!("{e}"))
 }
 
+/// An instant as a UTC time, to the whole second (cron's finest grain; a
+/// start time's milliseconds would otherwise carry into every fire time).
 fn utc(ms: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp_millis(ms).unwrap_or_default()
+    DateTime::from_timestamp(ms.div_euclid(1000), 0).unwrap_or_default()
 }
 
 /// The first fire time strictly after `after_ms`.

@@ -172,14 +172,14 @@ async fn a_schedule_fires_once_per_time_across_restarts_and_catches_up_once() {
     .await;
     // 2026-11-22T12:00:00Z
     let noon = 1_795_348_800_000;
-    h1.clock.set(noon);
+    h1.clock.set(noon + 667); // fire times are whole seconds whatever the clock's milliseconds
     let bad = h1.engine.add_schedule("n1", "nightly", "0 2 * * *", json!({})).await.unwrap_err();
     assert!(bad.to_string().contains("db"), "{bad}");
     let bad = h1.engine.add_schedule("n1", "nightly", "0 25 * * *", json!({"db": "x"})).await.unwrap_err();
     assert!(bad.to_string().contains("cron"), "{bad}");
     let s = h1.engine.add_schedule("n1", "nightly", "0 2 * * *", json!({"db": "x"})).await.unwrap();
     let two_am = noon + 14 * 3_600_000;
-    assert_eq!(s.next_fire_at, two_am, "02:00 UTC the next night");
+    assert_eq!(s.next_fire_at, two_am, "02:00:00.000 UTC the next night");
     assert!(
         h1.engine.add_schedule("n1", "nightly", "0 3 * * *", json!({"db": "x"})).await.is_err(),
         "names are unique"

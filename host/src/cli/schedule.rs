@@ -1,0 +1,121 @@
+//! `weft schedule add TEMPLATE --cron EXPR [--input JSON] [--name N] |
+//! list | remove NAME`: cron schedules that start runs of a template.
+//!
+//! A schedule lives in the store; the process that owns the store (`weft
+//! worker`, `weft serve`) fires it. Times are UTC; five fields (minute hour
+//! day month weekday), six with seconds first, or `@daily`-style aliases.
+//! A fire commits its run together with the schedule's next time, so a
+//! restart never fires the same time twice; after an outage a schedule
+//! fires once, for the latest time it missed (docs/schedules.md).
+
+use clap::Subcommand;
+use serde_json::{Value, json};
+use weft_engine::clock::rfc3339;
+use weft_engine::store::ScheduleRecord;
+use weft_engine::{EngineError, Store};
+
+use super::{Exit, bad, output};
+use crate::app::App;
+use crate::config::Settings;
+
+#[derive(Debug, Subcommand)]
+pub enum ScheduleCommand {
+    /// Start a run of TEMPLATE at every time the cron expression names (UTC).
+    Add {
+        /// The template to run (its latest version at each fire).
+        template: String,
+        /// When: `0 2 * * *` (02:00 every night), `*/10 * * * * *` (every 10 s), `@hourly`.
+        #[arg(long)]
+        cron: String,
+        /// The runs' input (JSON; checked against the template's input_schema now).
+        #[arg(long, default_value = "{}")]
+        input: String,
+        /// The schedule's name (default: the template's).
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Every schedule with its next and last fire.
+    List {
+        /// Print a JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a schedule (runs it started are kept).
+    Remove {
+        /// The schedule's name.
+        name: String,
+    },
+}
+
+fn schedule_json(s: &ScheduleRecord) -> Value {
+    json!({
+        "name": s.name,
+        "template": s.template,
+        "cron": s.cron,
+        "input": s.input,
+        "next_fire_at": rfc3339(s.next_fire_at),
+        "last_fire_at": s.last_fire_at.map(rfc3339),
+        "last_run": s.last_run,
+        "created_at": rfc3339(s.created_at),
+    })
+}
+
+pub fn run(settings: &Settings, cmd: ScheduleCommand) -> anyhow::Result<Exit> {
+    let app = App::open(settings)?;
+    match cmd {
+        ScheduleCommand::Add { template, cron, input, name } => {
+            let input: Value = serde_json::from_str(&input)
+                .map_err(|e| bad(anyhow::anyhow!("--input is not JSON: {e} (quote it: --input '{{\"a\": 1}}')")))?;
+            let name = name.unwrap_or_else(|| template.clone());
+            let engine = app.engine()?;
+            let rec = app.block_on(engine.add_schedule(&name, &template, &cron, input)).map_err(|e| match e {
+                EngineError::Invalid(p) => {
+                    for x in &p.0 {
+                        eprintln!("schedule {name}: {x}");
+                    }
+                    bad(anyhow::anyhow!("schedule `{name}` was not added"))
+                }
+                other => other.into(),
+            })?;
+            eprintln!(
+                "schedule {} runs template {} at `{}` (UTC); next: {}; the store's owner (`weft worker` or `weft serve`) fires it",
+                rec.name,
+                rec.template,
+                rec.cron,
+                rfc3339(rec.next_fire_at)
+            );
+            output::json(&schedule_json(&rec));
+            Ok(Exit::Success)
+        }
+        ScheduleCommand::List { json } => {
+            let all = app.block_on(app.store.schedules())?;
+            if json {
+                output::json(&all.iter().map(schedule_json).collect::<Vec<_>>());
+            } else if all.is_empty() {
+                eprintln!("no schedules (add one with `weft schedule add TEMPLATE --cron EXPR`)");
+            } else {
+                let w = all.iter().map(|s| s.name.len()).max().unwrap_or(0).max(4);
+                outln!("{:<w$}  {:<20}  {:<16}  {:<24}  LAST RUN", "NAME", "TEMPLATE", "CRON", "NEXT FIRE");
+                for s in &all {
+                    let last = s.last_run.as_ref().map(|r| r.to_string()).unwrap_or_else(|| "-".into());
+                    outln!(
+                        "{:<w$}  {:<20}  {:<16}  {:<24}  {last}",
+                        s.name,
+                        s.template,
+                        s.cron,
+                        rfc3339(s.next_fire_at)
+                    );
+                }
+            }
+            Ok(Exit::Success)
+        }
+        ScheduleCommand::Remove { name } => {
+            let engine = app.engine()?;
+            if !app.block_on(engine.remove_schedule(&name))? {
+                return Err(bad(anyhow::anyhow!("no schedule `{name}` (see `weft schedule list`)")));
+            }
+            eprintln!("removed schedule {name}");
+            Ok(Exit::Success)
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! `weft schedule` through the real binary: bad schedules are refused
+//! with exit 2 and nothing stored; a schedule fires from `weft worker`,
+//! never twice for one time across a SIGKILL and restart, and catches up
+//! once (the latest missed time) after an outage.
+
+use std::collections::BTreeSet;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::Weft;
+
+fn save_template(w: &Weft) {
+    let def = json!({"name": "tick", "version": 1,
+        "input_schema": {"type": "object", "required": ["who"]},
+        // A run the kill interrupts is retried by the next worker.
+        "steps": [{"name": "say", "code": {"plugin": "text-template"}, "retry": {"max_attempts": 3},
+                   "input": {"template": "hi {{who}}", "values": {"who": "@input.who"}}}],
+        "output": "@say"});
+    let f = w.dir.path().join("tick.json");
+    std::fs::write(&f, def.to_string()).unwrap();
+    w.run(&["templates", "save", f.to_str().unwrap()]).expect_code(0);
+}
+
+fn runs(w: &Weft) -> Vec<Value> {
+    let out = w.run(&["runs", "list", "--json"]);
+    out.expect_code(0);
+    out.json().as_array().unwrap().clone()
+}
+
+/// The fire time of a scheduled run: its id's timestamp (ids of scheduled
+/// runs are derived from the schedule and the fire time).
+fn fire_times(w: &Weft) -> Vec<i64> {
+    let mut t: Vec<i64> = runs(w)
+        .iter()
+        .map(|r| {
+            let id = r["id"].as_str().unwrap();
+            let mut ts: i64 = 0;
+            for c in id[2..12].bytes() {
+                let v = b"0123456789abcdefghjkmnpqrstvwxyz".iter().position(|x| *x == c).unwrap();
+                ts = (ts << 5) | v as i64;
+            }
+            ts
+        })
+        .collect();
+    t.sort();
+    t
+}
+
+fn worker(w: &Weft) -> Child {
+    w.cmd().arg("worker").stderr(Stdio::null()).stdout(Stdio::null()).spawn().unwrap()
+}
+
+fn wait_for_runs(w: &Weft, n: usize, limit: Duration) {
+    let t0 = Instant::now();
+    while runs(w).len() < n {
+        assert!(t0.elapsed() < limit, "only {} runs after {limit:?}", runs(w).len());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn bad_schedules_are_refused_and_nothing_is_stored() {
+    let w = Weft::new();
+    save_template(&w);
+    let out = w.run(&["schedule", "add", "tick", "--cron", "0 25 * * *", "--input", r#"{"who": "a"}"#]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("cron"), "{}", out.stderr);
+    let out = w.run(&["schedule", "add", "nope", "--cron", "0 2 * * *"]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("no template `nope`"), "{}", out.stderr);
+    let out = w.run(&["schedule", "add", "tick", "--cron", "0 2 * * *"]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("who"), "the input is checked against the input_schema: {}", out.stderr);
+    let out = w.run(&["schedule", "add", "tick", "--cron", "0 2 * * *", "--input", "{nope"]);
+    out.expect_code(2);
+    let out = w.run(&["schedule", "list", "--json"]);
+    out.expect_code(0);
+    assert_eq!(out.json(), json!([]));
+
+    let out =
+        w.run(&["schedule", "add", "tick", "--cron", "0 2 * * *", "--input", r#"{"who": "a"}"#, "--name", "nightly"]);
+    out.expect_code(0);
+    let s = out.json();
+    assert_eq!(s["name"], "nightly");
+    assert!(s["next_fire_at"].as_str().unwrap().ends_with("T02:00:00.000Z"), "{s}");
+    w.run(&["schedule", "add", "tick", "--cron", "0 3 * * *", "--input", r#"{"who": "a"}"#, "--name", "nightly"])
+        .expect_code(2);
+    let out = w.run(&["schedule", "list"]);
+    out.expect_code(0);
+    assert!(out.stdout.contains("nightly") && out.stdout.contains("0 2 * * *"), "{}", out.stdout);
+    w.run(&["schedule", "remove", "nightly"]).expect_code(0);
+    w.run(&["schedule", "remove", "nightly"]).expect_code(2);
+}
+
+#[test]
+fn a_schedule_fires_once_per_time_across_a_kill_and_catches_up_once() {
+    let w = Weft::new();
+    save_template(&w);
+    // Every 2 seconds.
+    let out = w.run(&["schedule", "add", "tick", "--cron", "*/2 * * * * *", "--input", r#"{"who": "cron"}"#]);
+    out.expect_code(0);
+    let mut first = worker(&w);
+    wait_for_runs(&w, 2, Duration::from_secs(15));
+    first.kill().unwrap(); // SIGKILL
+    first.wait().unwrap();
+    let before: BTreeSet<i64> = fire_times(&w).into_iter().collect();
+    let killed_at = chrono_now();
+    std::thread::sleep(Duration::from_millis(5_500)); // ~2-3 fire times missed
+    let restarted_at = chrono_now();
+    let mut second = worker(&w);
+    wait_for_runs(&w, before.len() + 2, Duration::from_secs(15));
+    second.kill().unwrap();
+    second.wait().unwrap();
+
+    let all = fire_times(&w);
+    let distinct: BTreeSet<i64> = all.iter().copied().collect();
+    assert_eq!(distinct.len(), all.len(), "a fire time was used twice: {all:?}");
+    assert!(all.iter().all(|t| t % 2000 == 0), "fires are on the cron's instants: {all:?}");
+    let missed: Vec<i64> = all.iter().copied().filter(|t| *t > killed_at && *t < restarted_at).collect();
+    assert!(missed.len() <= 1, "the outage is caught up once, not per missed time: {missed:?} in {all:?}");
+    assert!(before.iter().all(|t| distinct.contains(t)));
+    // Every run it started completes.
+    w.run(&["worker", "--until-idle"]).expect_code(0);
+    for r in runs(&w) {
+        let shown = w.run(&["runs", "show", r["id"].as_str().unwrap(), "--json"]).stdout;
+        assert_eq!(r["state"], "completed", "{shown}");
+    }
+    let out = w.run(&["schedule", "list", "--json"]);
+    let s = &out.json()[0];
+    assert!(s["last_run"].is_string(), "{s}");
+}
+
+fn chrono_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
