@@ -35,8 +35,11 @@ pub enum WaitKind {
         #[serde(rename = "match", default, skip_serializing_if = "serde_json::Map::is_empty")]
         matches: serde_json::Map<String, Value>,
     },
-    /// A child run.
-    Child { run: RunId },
+    /// A child run (`"child": RUN_ID` in JSON).
+    Child {
+        #[serde(rename = "child")]
+        run: RunId,
+    },
     /// A durable timer.
     Sleep,
 }
@@ -142,5 +145,33 @@ mod tests {
         assert_eq!(v["kind"], "event");
         assert_eq!(v["match"]["channel"], "c1");
         assert_eq!(serde_json::from_value::<WaitRecord>(v).unwrap(), w);
+    }
+
+    /// Flattened kinds must not reuse their record's field names.
+    #[test]
+    fn records_round_trip_through_json() {
+        let run = RunId::generate(1, &crate::SeededRng::new(1));
+        let child = RunId::generate(2, &crate::SeededRng::new(2));
+        let w = WaitRecord {
+            run: run.clone(),
+            step: "c".into(),
+            kind: WaitKind::Child { run: child },
+            until: None,
+            since: 1,
+        };
+        let v = serde_json::to_value(&w).unwrap();
+        assert_eq!(serde_json::from_value::<WaitRecord>(v).unwrap(), w);
+        let m = InboxRecord {
+            id: "m1".into(),
+            kind: InboxKind::Event { event: "e".into(), id: "e1".into() },
+            data: json!(1),
+            at: 1,
+            answer: None,
+        };
+        let v = serde_json::to_value(&m).unwrap();
+        assert_eq!((v["id"].as_str(), v["event_id"].as_str()), (Some("m1"), Some("e1")));
+        assert_eq!(serde_json::from_value::<InboxRecord>(v).unwrap(), m);
+        let s = InboxRecord { kind: InboxKind::Signal { run, step: "s".into() }, ..m };
+        assert_eq!(serde_json::from_value::<InboxRecord>(serde_json::to_value(&s).unwrap()).unwrap(), s);
     }
 }

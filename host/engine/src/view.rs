@@ -11,7 +11,7 @@ use crate::store::{EventRecord, RunRecord};
 /// waiting to retry also carries `next_attempt_at`. A parked step is in
 /// `waits`: `{"step", "kind": "signal" | "event" | "child" | "sleep",
 /// "since", "until"?}` plus `prompt`, `schema`, `reason` (signal), `event`,
-/// `match` (event) or `run` (child).
+/// `match` (event) or `child` (the child run's id).
 pub fn run_json(r: &RunRecord) -> Value {
     let steps: Vec<Value> = r
         .steps
