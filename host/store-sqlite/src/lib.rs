@@ -101,6 +101,8 @@ fn configure(conn: &Connection, durability: Durability) -> Result<(), StoreError
         Durability::Full => "FULL",
     };
     conn.pragma_update(None, "synchronous", sync).map_err(map_err)?;
+    // Sub-journals and sorts in memory, not in temp files.
+    conn.pragma_update(None, "temp_store", "MEMORY").map_err(map_err)?;
     conn.set_prepared_statement_cache_capacity(64);
     Ok(())
 }

@@ -81,6 +81,9 @@ pub(crate) fn run(w: Arc<Writer>, wake: Receiver<()>) {
 }
 
 fn commit_group(conn: &mut Connection, group: &[Msg]) -> Vec<Result<u32, StoreError>> {
+    if group.len() == 1 {
+        return vec![commit_one(conn, &group[0])];
+    }
     let mut results = Vec::with_capacity(group.len());
     let outcome = (|| -> Result<(), StoreError> {
         let mut tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(map_err)?;
@@ -102,6 +105,15 @@ fn commit_group(conn: &mut Connection, group: &[Msg]) -> Vec<Result<u32, StoreEr
         // The transaction itself failed: nothing of the group is durable.
         Err(e) => group.iter().map(|_| Err(e.clone())).collect(),
     }
+}
+
+/// A group of one: no savepoint (SQLite copies every page a savepoint
+/// touches to its sub-journal); a refused batch rolls the transaction back.
+fn commit_one(conn: &mut Connection, m: &Msg) -> Result<u32, StoreError> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(map_err)?;
+    let r = apply_op(&tx, &m.op)?;
+    tx.commit().map_err(map_err)?;
+    Ok(r)
 }
 
 fn conflict(what: String) -> StoreError {

@@ -309,8 +309,10 @@ pub(super) async fn cancel_undriven(sh: &Arc<Shared>, id: &RunId) -> Result<(), 
     // Its children go with it.
     let engine = Engine::from_shared(sh.clone());
     for w in &rec.waits {
-        if let WaitKind::Child { run } = &w.kind {
-            let _ = Box::pin(engine.cancel(run)).await;
+        if let WaitKind::Child { run } = &w.kind
+            && let Err(e) = Box::pin(crate::scheduler::cancel_with_retries(&engine, run)).await
+        {
+            tracing::warn!(run = %run, error = %e, "cannot cancel a child run");
         }
     }
     Ok(())
