@@ -41,6 +41,8 @@ BUILT_IN = [
     "run_list",
     "run_events",
     "run_cancel",
+    "run_signal",
+    "event_emit",
     "plugin_list",
 ]
 

@@ -1,8 +1,9 @@
-//! `weft bench NAME... [--rounds N] [--json FILE]`: the workloads of
-//! performance.md that run from the CLI (see [`crate::bench`]). Names:
-//! `w5` (tool-step overhead against server-everything), `w8` (cold `weft
-//! run`), or `all`. The engine workloads are `cargo bench -p weft --bench
-//! engine`.
+//! `weft bench NAME... [--rounds N] [--runs N] [--json FILE]`: the
+//! workloads of performance.md that run from the CLI (see
+//! [`crate::bench`]). Names: `w5` (tool-step overhead against
+//! server-everything), `w7` (runs parked on a wait: memory, and resuming
+//! one by signal), `w8` (cold `weft run`), or `all`. The engine workloads
+//! are `cargo bench -p weft --bench engine`.
 
 use std::path::PathBuf;
 
@@ -13,12 +14,15 @@ use crate::bench::{self, Figures};
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Workloads: w5, w8, or all.
+    /// Workloads: w5, w7, w8, or all.
     #[arg(required = true)]
     names: Vec<String>,
     /// Rounds per figure (default: 30 for w5, 20 for w8).
     #[arg(long)]
     rounds: Option<usize>,
+    /// Parked runs for w7 (default 10000).
+    #[arg(long)]
+    runs: Option<usize>,
     /// Also write the figures as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -27,15 +31,18 @@ pub struct BenchArgs {
 pub fn run(args: BenchArgs) -> anyhow::Result<Exit> {
     let mut names: Vec<String> = args.names.iter().map(|n| n.to_lowercase()).collect();
     if names.iter().any(|n| n == "all") {
-        names = vec!["w5".into(), "w8".into()];
+        names = vec!["w5".into(), "w7".into(), "w8".into()];
     }
     for n in &names {
-        if !matches!(n.as_str(), "w5" | "w8") {
-            let engine = matches!(n.as_str(), "w1" | "w2" | "w3" | "w4" | "w6" | "w7");
+        if !matches!(n.as_str(), "w5" | "w7" | "w8") {
+            let engine = matches!(n.as_str(), "w1" | "w2" | "w3" | "w4" | "w6");
             let hint =
                 if engine { " (the engine workloads run with `cargo bench -p weft --bench engine`)" } else { "" };
-            return Err(bad(anyhow::anyhow!("unknown workload `{n}`: `weft bench` runs w5, w8 or all{hint}")));
+            return Err(bad(anyhow::anyhow!("unknown workload `{n}`: `weft bench` runs w5, w7, w8 or all{hint}")));
         }
+    }
+    if args.runs == Some(0) {
+        return Err(bad(anyhow::anyhow!("`--runs` must be at least 1")));
     }
     if cfg!(debug_assertions) {
         eprintln!(
@@ -47,6 +54,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<Exit> {
     for n in &names {
         match n.as_str() {
             "w5" => bench::w5::run(args.rounds.unwrap_or(30).max(1), &mut figures)?,
+            "w7" => bench::w7::run(args.runs.unwrap_or(10_000), &mut figures)?,
             _ => bench::w8::run(args.rounds.unwrap_or(20).max(1), &mut figures)?,
         }
     }

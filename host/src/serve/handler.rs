@@ -6,7 +6,8 @@
 //! `list_tools` offers the built-in tools (the `#[tool_router]`s of
 //! `tools_templates.rs` and `tools_runs.rs`) followed by every source's
 //! tools, and `call_tool` dispatches a name no built-in tool has to the
-//! first source that [`ToolSource::owns`] it. The `wf_<name>` templates
+//! first source that [`ToolSource::owns`] it (with a 2026-07-28 retry's
+//! `inputResponses` and `requestState`). The `wf_<name>` templates
 //! are such a source (`wf_tools.rs`); the proxy (`<server>__<tool>`) is
 //! meant to be another, passed to [`super::Core::new`]. Per-session state
 //! (recording mode) belongs in [`Session`], which every call can reach.
@@ -77,6 +78,10 @@ pub struct SourceCall {
     pub arguments: JsonObject,
     /// The request: progress token, peer (notifications), cancellation.
     pub context: RequestContext<RoleServer>,
+    /// 2026-07-28 retries: the answers to the questions of an
+    /// `input_required` result, and its `requestState` echoed back.
+    pub input_responses: Option<rmcp::model::InputResponses>,
+    pub request_state: Option<String>,
 }
 
 /// Tools offered besides the built-in ones (see the module docs).
@@ -111,14 +116,16 @@ impl WeftServer {
 
     /// The built-in tools of every file.
     pub(super) fn tool_router_all() -> rmcp::handler::server::router::tool::ToolRouter<Self> {
-        Self::template_router() + Self::runs_router() + Self::recording_router()
+        Self::template_router() + Self::runs_router() + Self::waits_router() + Self::recording_router()
     }
 }
 
 const INSTRUCTIONS: &str = "weft runs durable workflows: a definition is a JSON object with a `name` and `steps` \
 (code steps run sandboxed WebAssembly plugins, see plugin_list; tool steps call MCP tools). Check a definition with \
 workflow_validate, save it with template_save (it then appears as the tool wf_<name>), start it with run_start \
-(wait_ms returns the output if it finishes in time), and inspect runs with run_get, run_list and run_events.";
+(wait_ms returns the output if it finishes in time), and inspect runs with run_get, run_list and run_events. A run \
+that waits for input is input-required: run_get shows its waits (prompt and JSON Schema), run_signal answers one, \
+event_emit delivers an event to the waits that match it.";
 
 impl ServerHandler for WeftServer {
     fn get_info(&self) -> ServerConfig {
@@ -183,6 +190,8 @@ impl ServerHandler for WeftServer {
                 name: request.name.to_string(),
                 arguments: request.arguments.unwrap_or_default(),
                 context,
+                input_responses: request.input_responses,
+                request_state: request.request_state,
             };
             return source.call(call).await;
         }

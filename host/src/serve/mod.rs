@@ -11,6 +11,9 @@
 //! | `prepare.rs` | definitions from tool arguments: parsing, validation, pinning, input checks |
 //! | `tools_templates.rs` | `workflow_validate`, `template_*`, `plugin_list` |
 //! | `tools_runs.rs` | `run_start`, `run_get`, `run_list`, `run_events`, `run_cancel`; waiting with progress |
+//! | `tools_waits.rs` | `run_signal`, `event_emit`: answering waits |
+//! | `elicit.rs` | asking a waiting client for a run's input (elicitation; `input_required` results and tasks on 2026-07-28) |
+//! | `views.rs` | the run shapes tools return: `RunView`, `WaitView`, `RunStartOut` |
 //! | `wf_tools.rs` | every saved template as a tool `wf_<name>` (a [`ToolSource`]) |
 //! | `proxy_tools.rs` | every upstream tool as `<server>__<tool>` (a [`ToolSource`]), forwarded; recorded in recording mode |
 //! | `tools_recording.rs` | `recording_start`, `step_preset`, `recording_save`, `recording_stop`; journals |
@@ -22,6 +25,7 @@
 //! 2025-11-25 client session gets its own [`WeftServer`] (and [`Session`]);
 //! 2026-07-28 clients have no sessions, so each request gets a fresh one.
 
+mod elicit;
 mod errors;
 mod handler;
 mod http;
@@ -31,6 +35,8 @@ mod resources;
 mod tools_recording;
 mod tools_runs;
 mod tools_templates;
+mod tools_waits;
+mod views;
 mod wf_tools;
 
 use std::path::PathBuf;
@@ -49,7 +55,7 @@ pub use errors::{ProblemOut, ToolError};
 pub use handler::{Session, SourceCall, ToolSource, WeftServer};
 pub use http::{HttpOptions, is_loopback_only, serve_http};
 pub use proxy_tools::ProxyTools;
-pub use tools_runs::{RunStartOut, RunView};
+pub use views::{RunStartOut, RunView, WaitView};
 
 use crate::config::Settings;
 
@@ -156,8 +162,10 @@ impl Core {
         Ok(recovered)
     }
 
-    /// Executes the runs other processes create until `stop` (looks every
-    /// 20 ms); `recovered` are the runs [`Core::recover`] already drives.
+    /// Executes the runs other processes create, and hands the signals and
+    /// events they leave in the store's inbox (`weft signal`, `weft emit`)
+    /// to the runs, until `stop` (looks every 20 ms); `recovered` are the
+    /// runs [`Core::recover`] already drives.
     pub async fn own_store(self: Arc<Self>, recovered: Vec<weft_engine::RunId>, stop: CancellationToken) {
         let mut poller = crate::app::Poller::new(recovered);
         let mut tick = tokio::time::interval(POLL);
@@ -167,13 +175,17 @@ impl Core {
                 _ = tick.tick() => {}
                 _ = stop.cancelled() => return,
             }
-            match poller.poll(&self.engine, self.store.as_ref()).await {
-                Ok(_) => {}
-                Err(e) if e.is_retryable() => {}
+            let polled = match poller.poll(&self.engine, self.store.as_ref()).await {
+                Ok(_) => self.engine.process_inbox().await.map(|_| ()),
+                Err(e) => Err(weft_engine::EngineError::Store(e)),
+            };
+            match polled {
+                Ok(()) => {}
+                Err(weft_engine::EngineError::Store(e)) if e.is_retryable() => {}
                 Err(e) => {
                     // Keep serving (runs started here still run); say why
                     // runs created elsewhere wait, and try again later.
-                    tracing::error!(error = %e, "cannot read the store's unfinished runs");
+                    tracing::error!(error = %e, "cannot read the store's unfinished runs or inbox");
                     tokio::select! {
                         _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                         _ = stop.cancelled() => return,

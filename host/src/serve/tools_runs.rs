@@ -1,13 +1,15 @@
 //! Tools about runs: `run_start` (with an optional wait that reports MCP
-//! progress), `run_get` (the `runs show --json` object), `run_list`,
+//! progress and asks the client for a waiting step's input, see
+//! `elicit.rs`), `run_get` (the `runs show --json` object), `run_list`,
 //! `run_events` and `run_cancel`. Also [`Core::start_run`] and
 //! [`Core::wait_run`], which the `wf_<name>` tools share.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rmcp::handler::server::tool::{InputResponses, IntoCallToolResult, RequestState};
 use rmcp::handler::server::wrapper::{Json, Parameters};
-use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::model::{CallToolResponse, ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{RoleServer, tool, tool_router};
 use schemars::JsonSchema;
@@ -17,103 +19,16 @@ use weft_engine::clock::rfc3339;
 use weft_engine::store::RunFilter;
 use weft_engine::{RunId, RunOptions, RunRecord, RunState, Seq, Store, view};
 
+use super::elicit::Outcome;
 use super::errors::ToolError;
 use super::prepare::{self, definition_doc};
+use super::views::{RunStartOut, RunView};
 use super::{Core, WeftServer};
 
 /// The longest a call waits for a run.
 pub const MAX_WAIT_MS: u64 = 300_000;
 /// How often a waiting call reads the run.
 const WAIT_POLL: Duration = Duration::from_millis(25);
-
-/// An error object: `{"kind", "message", "retryable"}`.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct ErrorOut {
-    /// timeout, fuel_exhausted, memory_limit, trap, guest_error, transport,
-    /// tool_error, protocol, validation, canceled, deadline, dependency_failed, ...
-    pub kind: String,
-    pub message: String,
-    pub retryable: bool,
-}
-
-/// A step of a run.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct StepView {
-    pub name: String,
-    /// pending, running, waiting, retrying, succeeded, failed, skipped, canceled.
-    pub state: String,
-    pub attempts: u32,
-    pub output: Option<Value>,
-    pub error: Option<ErrorOut>,
-    pub started_at: Option<String>,
-    pub ended_at: Option<String>,
-    /// When a retrying step tries again (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_attempt_at: Option<String>,
-}
-
-/// A run: the `weft runs show --json` object.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct RunView {
-    pub id: String,
-    pub template: String,
-    pub version: Option<u32>,
-    /// submitted, working, input-required, auth-required, completed, failed, canceled, rejected.
-    pub state: String,
-    pub input: Value,
-    pub output: Option<Value>,
-    pub error: Option<ErrorOut>,
-    pub parent: Option<String>,
-    pub created_at: String,
-    pub updated_at: String,
-    pub steps: Vec<StepView>,
-}
-
-impl RunView {
-    /// The view of a stored run.
-    pub fn of(rec: &RunRecord) -> Result<Self, ToolError> {
-        serde_json::from_value(view::run_json(rec)).map_err(ToolError::internal)
-    }
-}
-
-/// What starting (and perhaps waiting for) a run gave.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct RunStartOut {
-    /// The run's id (r_...): run_get, run_events and run_cancel take it.
-    pub run_id: String,
-    /// Its state when the call returned.
-    pub state: String,
-    /// Whether it reached a final state (completed, failed, canceled, rejected).
-    pub finished: bool,
-    /// The run's output, when it completed.
-    pub output: Option<Value>,
-    /// Why it failed, when it did.
-    pub error: Option<ErrorOut>,
-    /// What to do next.
-    pub note: String,
-}
-
-impl RunStartOut {
-    pub(super) fn of(rec: &RunRecord) -> Self {
-        let finished = rec.state.is_terminal();
-        let note = match rec.state {
-            RunState::Completed => "the run completed; `output` is its output".to_string(),
-            s if s.is_terminal() => format!("the run is {s}; run_get shows each step's state and error"),
-            _ => format!(
-                "the run is still {}; run_get {{\"run_id\": \"{}\"}} shows it, run_events follows it, run_cancel stops it",
-                rec.state, rec.id
-            ),
-        };
-        RunStartOut {
-            run_id: rec.id.to_string(),
-            state: rec.state.to_string(),
-            finished,
-            output: if rec.state == RunState::Completed { rec.output.clone() } else { None },
-            error: rec.error.as_ref().and_then(|e| serde_json::from_value(e.to_value()).ok()),
-            note,
-        }
-    }
-}
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RunStartParams {
@@ -140,6 +55,11 @@ pub struct RunStartParams {
     /// stored `succeeded` with the run; steps after them see that output.
     #[serde(default)]
     pub presets: std::collections::BTreeMap<String, Value>,
+    /// Runs with the same key execute one at a time, in the order they were
+    /// started; the others stay `submitted` until the earlier ones finish
+    /// (a run waiting for input still holds its key).
+    #[serde(default)]
+    pub concurrency_key: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -341,7 +261,8 @@ impl Core {
         }
     }
 
-    /// Starts a run of `doc` and waits up to `wait_ms` for it.
+    /// Starts a run of `doc` and waits up to `wait_ms` for it, asking the
+    /// client for input the run waits for (when it can be asked).
     pub async fn start_and_wait(
         self: &Arc<Self>,
         doc: Value,
@@ -349,26 +270,63 @@ impl Core {
         opts: RunOptions,
         wait_ms: u64,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<RunStartOut, ToolError> {
+    ) -> Result<Outcome, ToolError> {
         let id = self.start_run(doc, input, opts).await?;
-        let wait = Duration::from_millis(wait_ms.min(MAX_WAIT_MS));
-        let rec = self.wait_run(&id, wait, ProgressTo::of(ctx), &ctx.ct).await?;
-        Ok(RunStartOut::of(&rec))
+        if wait_ms == 0 {
+            let rec = self.load_run(id.as_str()).await?;
+            return Ok(Outcome::Run(RunStartOut::of(&rec)));
+        }
+        self.wait_answering(&id, Duration::from_millis(wait_ms.min(MAX_WAIT_MS)), ctx).await
+    }
+}
+
+/// What `run_start` answers: the run (structured `RunStartOut`), or, on
+/// 2026-07-28, an `input_required` result that asks for a waiting step's
+/// input (the client retries the call with the answer).
+pub enum RunStartReply {
+    Run(RunStartOut),
+    Ask(rmcp::model::InputRequiredResult),
+}
+
+impl From<Outcome> for RunStartReply {
+    fn from(o: Outcome) -> Self {
+        match o {
+            Outcome::Run(out) => RunStartReply::Run(out),
+            Outcome::Ask(ask) => RunStartReply::Ask(ask),
+        }
+    }
+}
+
+impl IntoCallToolResult for RunStartReply {
+    fn into_call_tool_result(self) -> Result<CallToolResponse, rmcp::ErrorData> {
+        match self {
+            RunStartReply::Run(out) => Json(out).into_call_tool_result(),
+            RunStartReply::Ask(ask) => Ok(CallToolResponse::InputRequired(ask)),
+        }
     }
 }
 
 #[tool_router(router = runs_router, vis = "pub(super)")]
 impl WeftServer {
     #[tool(
-        description = "Start a run of a saved template (`template`, optional `version`) or of an inline `definition`, with an `input` checked against its input_schema. With `wait_ms` the call waits that long for the run to finish and returns its output (progress notifications are sent when the request has a progress token); otherwise it returns the run id at once. Bad definitions or inputs are refused with JSON paths, and no run is created.",
-        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true)
+        description = "Start a run of a saved template (`template`, optional `version`) or of an inline `definition`, with an `input` checked against its input_schema. With `wait_ms` the call waits that long for the run to finish and returns its output (progress notifications are sent when the request has a progress token); otherwise it returns the run id at once. A run that waits for input returns `input-required` with its `waits` (answer with run_signal); a client that declared elicitation is asked for the input directly. Runs with the same `concurrency_key` execute one at a time. Bad definitions or inputs are refused with JSON paths, and no run is created.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true),
+        output_schema = rmcp::handler::server::common::schema_for_output::<RunStartOut>()
     )]
     async fn run_start(
         &self,
         Parameters(p): Parameters<RunStartParams>,
+        RequestState(state): RequestState,
+        InputResponses(responses): InputResponses,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<RunStartOut>, ToolError> {
-        let (doc, opts) = match (p.template, p.definition) {
+    ) -> Result<RunStartReply, ToolError> {
+        // The retry of a call that asked for input (2026-07-28): continue
+        // that run with the answer instead of starting another.
+        if let Some(state) = state {
+            let wait = Duration::from_millis(p.wait_ms.unwrap_or(0).clamp(1, MAX_WAIT_MS));
+            return Ok(self.core.resume_answering(&state, responses, wait, &ctx).await?.into());
+        }
+        let (doc, mut opts) = match (p.template, p.definition) {
             (Some(_), Some(_)) => {
                 return Err(ToolError::new("both `template` and `definition` are given")
                     .fix("give `template` to run a saved template, or `definition` to run an inline one, not both"));
@@ -403,13 +361,19 @@ impl WeftServer {
                 (definition_doc(def)?, opts)
             }
         };
+        if let Some(key) = p.concurrency_key {
+            if key.trim().is_empty() {
+                return Err(ToolError::new("`concurrency_key` is empty")
+                    .fix("give a non-empty key, or leave `concurrency_key` out"));
+            }
+            opts.concurrency_key = Some(key);
+        }
         let input = p.input.unwrap_or_else(|| Value::Object(Default::default()));
-        let out = self.core.start_and_wait(doc, input, opts, p.wait_ms.unwrap_or(0), &ctx).await?;
-        Ok(Json(out))
+        Ok(self.core.start_and_wait(doc, input, opts, p.wait_ms.unwrap_or(0), &ctx).await?.into())
     }
 
     #[tool(
-        description = "One run: its state, input, output, error and every step's state, attempts, output and error (the `weft runs show --json` object).",
+        description = "One run: its state, input, output, error, every step's state, attempts, output and error, and its open `waits` (a signal wait's prompt and schema: answer it with run_signal) — the `weft runs show --json` object.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn run_get(&self, Parameters(p): Parameters<RunIdParams>) -> Result<Json<RunView>, ToolError> {

@@ -2,7 +2,9 @@
 //! schema is the template's `input_schema` (or any object), and whose call
 //! runs the latest version with the arguments as input and waits for it
 //! (up to 5 minutes, with progress). A run that fails is an `isError`
-//! result that still carries the run's id, state and error.
+//! result that still carries the run's id, state and error. A run that
+//! waits for input asks the client as `run_start` does (`elicit.rs`); under
+//! the tasks extension the task turns `input_required` instead.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -10,17 +12,17 @@ use std::sync::{Arc, RwLock};
 use async_trait::async_trait;
 use rmcp::ErrorData;
 use rmcp::handler::server::tool::IntoCallToolResult;
-use rmcp::model::{
-    CallToolResponse, CallToolResult, ContentBlock, CreateTaskResult, JsonObject, Tool, ToolAnnotations,
-};
-use rmcp::task_manager::{TaskExit, TaskOptions};
+use rmcp::model::{CallToolResponse, CreateTaskResult, JsonObject, Tool, ToolAnnotations};
+use rmcp::task_manager::TaskOptions;
 use serde_json::Value;
 use weft_engine::{RunOptions, Store};
 
 use super::Core;
+use super::elicit::{self, Outcome};
 use super::errors::ToolError;
 use super::handler::{SourceCall, ToolSource};
-use super::tools_runs::{MAX_WAIT_MS, RunStartOut};
+use super::tools_runs::MAX_WAIT_MS;
+use super::views::RunStartOut;
 
 /// The prefix of template tools.
 pub const PREFIX: &str = "wf_";
@@ -49,7 +51,7 @@ fn tool_for(name: &str, version: u32, definition: &Value) -> Tool {
     let mut tool = Tool::new(
         tool_name(name),
         format!(
-            "Run the workflow template `{name}` (v{version}): {what}. The arguments are the run's input; the call waits up to {} s for the run and returns its output, or its id to follow with run_get.",
+            "Run the workflow template `{name}` (v{version}): {what}. The arguments are the run's input; the call waits up to {} s for the run and returns its output, or its id to follow with run_get (a run waiting for input returns its `waits`: answer with run_signal).",
             MAX_WAIT_MS / 1000
         ),
         Arc::new(schema),
@@ -96,56 +98,43 @@ impl ToolSource for TemplateTools {
     async fn call(&self, mut call: SourceCall) -> Result<CallToolResponse, ErrorData> {
         let core = call.server.core.clone();
         let arguments = std::mem::take(&mut call.arguments);
+        // The retry of a call that asked for input (2026-07-28): continue
+        // that run with the answer.
+        if let Some(state) = call.request_state.take() {
+            let wait = std::time::Duration::from_millis(MAX_WAIT_MS);
+            let responses = call.input_responses.take();
+            return reply(core.resume_answering(&state, responses, wait, &call.context).await);
+        }
         // A client that declared the tasks extension gets a task that
         // follows the run (however long it takes) instead of a bounded wait.
         if call.context.client_capabilities().is_some_and(|c| c.supports_tasks()) {
+            let asks = elicit::can_elicit(&call.context);
             return match start_template(&core, self, &call.name, arguments).await {
-                Ok(id) => Ok(CallToolResponse::Task(CreateTaskResult::new(follow_as_task(&core, id)))),
+                Ok(id) => Ok(CallToolResponse::Task(CreateTaskResult::new(follow_as_task(&core, id, asks)))),
                 Err(e) => e.into_call_tool_result(),
             };
         }
-        match run_template(&core, self, &call.name, arguments, &call).await {
-            Ok(out) => Ok(result_of(&out).into()),
-            Err(e) => e.into_call_tool_result(),
-        }
+        reply(run_template(&core, self, &call.name, arguments, &call).await)
     }
 }
 
-/// The tool result of a run: structured `RunStartOut`, `isError` when the
-/// run finished other than `completed`.
-fn result_of(out: &RunStartOut) -> CallToolResult {
-    let failed = out.finished && out.state != "completed";
-    let value = serde_json::to_value(out).expect("RunStartOut serializes");
-    let mut result = CallToolResult::structured(value);
-    if failed {
-        result.is_error = Some(true);
-        let why = out.error.as_ref().map(|e| format!(": {}: {}", e.kind, e.message)).unwrap_or_default();
-        result.content = vec![ContentBlock::text(format!("run {} {}{why}; {}", out.run_id, out.state, out.note))];
+/// The tool result of a waiting call: the run (`isError` when it finished
+/// other than `completed`), or a question (2026-07-28).
+fn reply(r: Result<Outcome, ToolError>) -> Result<CallToolResponse, ErrorData> {
+    match r {
+        Ok(Outcome::Run(out)) => Ok(out.result().into()),
+        Ok(Outcome::Ask(ask)) => Ok(CallToolResponse::InputRequired(ask)),
+        Err(e) => e.into_call_tool_result(),
     }
-    result
 }
 
-/// A task that ends when run `id` ends (or waits for input), with the
-/// run's result; `tasks/cancel` cancels the run.
-fn follow_as_task(core: &Arc<Core>, id: weft_engine::RunId) -> rmcp::model::Task {
+/// A task that ends when run `id` ends (or waits for input nobody here can
+/// give), with the run's result; `tasks/cancel` cancels the run. With
+/// `asks`, a signal wait turns the task `input_required`.
+fn follow_as_task(core: &Arc<Core>, id: weft_engine::RunId, asks: bool) -> rmcp::model::Task {
     let core = core.clone();
     let options = TaskOptions::new().with_poll_interval_ms(500);
-    core.clone().tasks.spawn(options, move |ctx| {
-        Box::pin(async move {
-            let never = tokio_util::sync::CancellationToken::new();
-            let forever = std::time::Duration::from_secs(365 * 24 * 3600);
-            tokio::select! {
-                _ = ctx.cancelled() => {
-                    let _ = crate::app::cancel_run(&core.engine, &id).await;
-                    Err(TaskExit::Cancelled)
-                }
-                r = core.wait_run(&id, forever, None, &never) => match r {
-                    Ok(rec) => Ok(result_of(&RunStartOut::of(&rec))),
-                    Err(e) => Err(TaskExit::Error(ErrorData::internal_error(e.to_string(), None))),
-                },
-            }
-        })
-    })
+    core.clone().tasks.spawn(options, move |ctx| Box::pin(elicit::follow_task(core, id, asks, ctx)))
 }
 
 /// Validates and starts a run of the template behind tool `tool`.
@@ -165,7 +154,7 @@ async fn run_template(
     tool: &str,
     arguments: JsonObject,
     call: &SourceCall,
-) -> Result<RunStartOut, ToolError> {
+) -> Result<Outcome, ToolError> {
     let (definition, opts) = template_of(core, tools, tool).await?;
     core.start_and_wait(definition, Value::Object(arguments), opts, MAX_WAIT_MS, &call.context).await
 }

@@ -14,6 +14,7 @@ mod serve;
 mod serve_proxy;
 mod serve_recording;
 mod serve_tasks;
+mod serve_waits;
 mod sleep;
 mod step_cli;
 mod tools;

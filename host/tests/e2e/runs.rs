@@ -97,9 +97,11 @@ fn the_example_runs_branches_a_when_a_retry_a_failure_handler_and_a_for_each() {
             "steps",
             "template",
             "updated_at",
-            "version"
+            "version",
+            "waits"
         ]
     );
+    assert_eq!(run["waits"], json!([]), "a finished run waits for nothing");
     assert_eq!(run["id"], id.as_str());
     assert_eq!(run["version"], 1);
     assert_eq!(run["state"], "completed");
@@ -200,11 +202,19 @@ fn invalid_definitions_and_inputs_exit_2_and_store_nothing() {
     out.expect_code(2);
     assert_eq!(runs(&w), Vec::<Value>::new());
 
-    // Actions the engine does not execute yet are refused before anything is stored.
-    let waiter = write(&w, "wait.json", &json!({"name": "zz", "steps": [{"name": "ask", "wait": {"event": "e"}}]}));
+    // Broken waits and sleeps are refused before anything is stored.
+    let waiter = write(
+        &w,
+        "wait.json",
+        &json!({"name": "zz", "steps": [
+            {"name": "ask", "wait": {"schema": {"type": "nope"}}},
+            {"name": "nap", "sleep": {}}
+        ]}),
+    );
     let out = w.run(&["run", waiter.to_str().unwrap()]);
     out.expect_code(2);
-    assert!(out.stderr.contains("wait"), "{}", out.stderr);
+    assert!(out.stderr.contains("/steps/0/wait/schema"), "{}", out.stderr);
+    assert!(out.stderr.contains("/steps/1/sleep"), "{}", out.stderr);
     assert_eq!(runs(&w), Vec::<Value>::new());
 
     // Unknown runs and templates.
