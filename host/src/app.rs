@@ -116,13 +116,15 @@ impl App {
         let limits = &self.settings.file.limits;
         let runner = Runners::new(code, ToolRunner::new(self.upstreams.clone()))
             .with_default_timeouts(limits.code_timeout_ms, limits.tool_timeout_ms);
-        Engine::new(
+        let engine = Engine::new(
             self.dyn_store(),
             Arc::new(runner),
             Arc::new(SystemClock),
             Arc::new(SeededRng::from_entropy()),
             EngineConfig::default(),
-        )
+        );
+        engine.set_planner(Arc::new(PinCode { registry: crate::guests::registry(&self.settings) }));
+        engine
     }
 
     /// Closes the connections to upstream MCP servers (stdio children get
@@ -137,9 +139,25 @@ impl App {
     }
 }
 
-/// What a store's owner (`weft worker`, `weft serve`) does every poll:
-/// start the unfinished runs it is not driving yet (created by other
-/// processes), and stop the attempts of runs another process canceled.
+/// How runs the engine creates itself (child runs, scheduled runs) pin
+/// their template's code: like `weft run` does for a run it creates.
+struct PinCode {
+    registry: Registry,
+}
+
+impl weft_engine::Planner for PinCode {
+    fn prepare(&self, mut definition: Value) -> Result<Value, String> {
+        pin_code(&mut definition, &self.registry, Path::new("."), false)
+            .map_err(|ps| ps.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))?;
+        Ok(definition)
+    }
+}
+
+/// What a store's owner (`weft worker`, `weft serve`, a foreground `weft
+/// run`) does every poll: answer the signals and events other processes
+/// left in the inbox, start the unfinished runs it is not driving yet
+/// (created by other processes), and stop the attempts of runs another
+/// process canceled.
 #[derive(Default)]
 pub struct Poller {
     started: HashSet<RunId>,
@@ -155,6 +173,11 @@ impl Poller {
     /// through a partial index: cheap even with a long history. A store
     /// error starts nothing (poll again when it `is_retryable()`).
     pub async fn poll(&mut self, engine: &Engine, store: &dyn Store) -> Result<usize, StoreError> {
+        match engine.process_inbox().await {
+            Ok(_) => {}
+            Err(EngineError::Store(e)) => return Err(e),
+            Err(e) => tracing::warn!(error = %e, "cannot handle the inbox"),
+        }
         let unfinished: HashSet<RunId> = store.unfinished_runs().await?.into_iter().collect();
         let gone: Vec<RunId> = self.started.difference(&unfinished).cloned().collect();
         if !gone.is_empty() {

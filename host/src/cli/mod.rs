@@ -23,6 +23,7 @@ mod run;
 mod runs;
 mod schedule;
 mod serve;
+mod signal;
 mod step;
 mod templates;
 mod tools;
@@ -82,6 +83,10 @@ enum Command {
     /// Cron schedules that start runs of a template (fired by the store's owner).
     #[command(subcommand)]
     Schedule(schedule::ScheduleCommand),
+    /// Answer a run's `wait` step with data (validated against the wait's schema).
+    Signal(signal::SignalArgs),
+    /// Deliver an event to every `wait` step whose `match` holds.
+    Emit(signal::EmitArgs),
 }
 
 /// An error the user can fix: exit code 2.
@@ -143,6 +148,8 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Tools(c) => tools::run(&settings, c),
         Command::Bench(a) => bench::run(a),
         Command::Schedule(c) => schedule::run(&settings, c),
+        Command::Signal(a) => signal::signal(&settings, a),
+        Command::Emit(a) => signal::emit(&settings, a),
     }
 }
 

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::Args;
 use serde_json::Value;
+use weft_engine::outside::WaitKind;
 use weft_engine::{Engine, EngineError, RunId, RunOptions, RunRecord, RunState, Store, view};
 use weft_model::{Definition, NoSchemas, Problem};
 use weft_store_sqlite::SchedulerLock;
@@ -54,6 +55,10 @@ pub struct RunArgs {
     /// inject known data): `--preset fetch='{"id": 7}'`. Repeatable.
     #[arg(long, value_name = "STEP=JSON")]
     preset: Vec<String>,
+    /// A concurrency key: runs with the same key execute one at a time, in
+    /// the order they were created (the others stay `submitted`).
+    #[arg(long, value_name = "KEY")]
+    key: Option<String>,
 }
 
 /// `STEP=JSON` pairs of `--preset`, refusing malformed ones.
@@ -196,6 +201,12 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
         return Err(input_problems(&problems));
     }
     opts.presets = presets;
+    if let Some(k) = &args.key {
+        if k.trim().is_empty() {
+            return Err(bad(anyhow::anyhow!("--key: the concurrency key is empty")));
+        }
+        opts.concurrency_key = Some(k.clone());
+    }
     check_tools_online(settings, &app, &doc, &args.target)?;
     Engine::check_supported(&def).map_err(bad)?;
     app::pin_code(&mut doc, &registry, &base, false).map_err(|p| pin_problems(&args.target, &p))?;
@@ -276,6 +287,13 @@ pub fn follow(
                     anyhow::bail!("interrupted");
                 }
             }
+            if lock.is_some() {
+                // This process owns the store: signals and events other
+                // processes leave in the inbox are answered here.
+                if let Err(e) = engine.process_inbox().await {
+                    tracing::warn!(error = %e, "cannot handle the inbox");
+                }
+            }
             let rec = app.store.run(id).await?.with_context(|| format!("run {id} disappeared from the store"))?;
             progress.update(&rec);
             let done = rec.state.is_terminal() || matches!(rec.state, RunState::InputRequired | RunState::AuthRequired);
@@ -305,9 +323,20 @@ pub fn print_result(rec: &RunRecord, json: bool) -> Exit {
         match rec.state {
             RunState::Completed => output::json(&rec.output.clone().unwrap_or(Value::Null)),
             RunState::InputRequired | RunState::AuthRequired => {
+                let steps: Vec<&str> = rec
+                    .waits
+                    .iter()
+                    .filter(|w| matches!(w.kind, WaitKind::Signal { .. }))
+                    .map(|w| w.step.as_str())
+                    .collect();
+                let step = if steps.len() == 1 { steps[0] } else { "STEP" };
                 eprintln!(
-                    "run {} waits for input ({}); answer it with `weft signal {} STEP --data JSON`",
-                    rec.id, rec.state, rec.id
+                    "run {} waits for input ({}{}); answer it with `weft signal {} {step} --data JSON` (`weft runs show {}` shows the prompt and schema)",
+                    rec.id,
+                    rec.state,
+                    if steps.is_empty() { String::new() } else { format!(": {}", steps.join(", ")) },
+                    rec.id,
+                    rec.id
                 );
             }
             _ => {

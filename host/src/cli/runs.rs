@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use weft_engine::clock::rfc3339;
+use weft_engine::outside::WaitKind;
 use weft_engine::store::{RunFilter, RunSummary};
 use weft_engine::{RunId, RunRecord, RunState, Seq, Store, view};
 
@@ -183,6 +184,42 @@ pub fn print_human(r: &RunRecord) {
                 let err = a.error.as_ref().map(|e| format!(": {e}")).unwrap_or_default();
                 outln!("  {:<w$}    attempt {}{item}: {}{took}{err}", "", a.attempt, a.state.as_str());
             }
+        }
+    }
+    print_waits(r);
+}
+
+/// The `waits:` section of `runs show`: what each parked step waits for and
+/// how to answer it.
+fn print_waits(r: &RunRecord) {
+    if r.waits.is_empty() {
+        return;
+    }
+    outln!("waits:");
+    for wt in &r.waits {
+        let until = wt.until.map(|u| format!(", until {}", rfc3339(u))).unwrap_or_default();
+        match &wt.kind {
+            WaitKind::Signal { prompt, schema, reason } => {
+                outln!("  {}  a signal ({reason}) since {}{until}", wt.step, rfc3339(wt.since));
+                if let Some(p) = prompt {
+                    outln!("    prompt: {p}");
+                }
+                if let Some(s) = schema {
+                    outln!("    schema: {}", short(s, 300));
+                }
+                outln!("    answer: weft signal {} {} --data JSON", r.id, wt.step);
+            }
+            WaitKind::Event { event, matches } => {
+                let m = if matches.is_empty() {
+                    String::new()
+                } else {
+                    format!(" matching {}", short(&Value::Object(matches.clone()), 200))
+                };
+                outln!("  {}  the event `{event}`{m} since {}{until}", wt.step, rfc3339(wt.since));
+                outln!("    answer: weft emit {event} --data JSON");
+            }
+            WaitKind::Child { run } => outln!("  {}  the child run {run} (weft runs show {run})", wt.step),
+            WaitKind::Sleep => outln!("  {}  a timer{until}", wt.step),
         }
     }
 }

@@ -126,20 +126,22 @@ pub fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<Exit> {
         stop.cancel();
         schedules.abort();
         let _ = owner.await;
-        let active = engine.active_runs();
+        let active = engine.busy_runs();
         if active > 0 {
             let until = Instant::now() + GRACE;
-            while engine.active_runs() > 0 && Instant::now() < until {
+            while engine.busy_runs() > 0 && Instant::now() < until {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            let left = engine.active_runs();
+            let left = engine.busy_runs();
             if left > 0 {
-                engine.abort_all();
                 eprintln!(
                     "weft serve: stopped; {left} unfinished run(s) resume when weft serve or weft worker starts again"
                 );
             }
         }
+        // Parked runs (waiting for a signal or an event) write nothing when
+        // their drivers stop; the next owner parks them again.
+        engine.abort_all();
         result
     });
     app.shutdown_upstreams();

@@ -73,27 +73,29 @@ pub fn run(settings: &Settings, args: WorkerArgs) -> anyhow::Result<Exit> {
                 Err(e) if e.is_retryable() => continue,
                 Err(e) => return Err(e.into()),
             };
-            if args.until_idle && fresh == 0 && engine.active_runs() == 0 {
+            if args.until_idle && fresh == 0 && engine.busy_runs() == 0 {
                 return Ok(());
             }
         };
-        let active = engine.active_runs();
+        let active = engine.busy_runs();
         if active > 0 {
             eprintln!("weft worker: {stop}: waiting up to {} s for {active} run(s) in flight", GRACE.as_secs());
             let until = Instant::now() + GRACE;
-            while engine.active_runs() > 0 && Instant::now() < until {
+            while engine.busy_runs() > 0 && Instant::now() < until {
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_millis(20)) => {}
                     _ = tokio::signal::ctrl_c() => break,
                     _ = term.recv() => break,
                 }
             }
-            let left = engine.active_runs();
+            let left = engine.busy_runs();
             if left > 0 {
-                engine.abort_all();
                 eprintln!("weft worker: stopped; {left} unfinished run(s) resume when a worker starts again");
             }
         }
+        // Parked runs (waiting for a signal or an event) write nothing when
+        // their drivers stop; the next owner parks them again.
+        engine.abort_all();
         schedules.abort();
         eprintln!("weft worker: stopped ({stop})");
         Ok::<_, anyhow::Error>(())

@@ -20,3 +20,4 @@ mod step_cli;
 mod tools;
 mod tools_chaos;
 mod validate;
+mod waits;
