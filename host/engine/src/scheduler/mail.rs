@@ -2,7 +2,7 @@
 //!
 //! A signal or event for a run this engine drives goes to the run's driver
 //! as [`Mail`], so it is decided and committed in the same order as every
-//! other transition of the run. A run nobody drives (the store's owner is
+//! other transition of the run; a run hibernated here is woken to take it. A run nobody drives (the store's owner is
 //! a short-lived `weft signal`, or the run is not loaded) is answered
 //! directly in the store; its writes carry the states they expect, so two
 //! answers can never both win. Other processes leave their signals and
@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 
 use super::{Engine, EngineError, Shared};
 use crate::ids::{RunId, Seq};
-use crate::model_glue::{Action, Problem, Step, parse_definition};
+use crate::model_glue::{Action, Problem, Step};
 use crate::outside::{InboxKind, InboxRecord, WaitKind};
 use crate::state::{RunEvent, RunState, StepState};
 use crate::store::{Batch, NewEvent, StoreError, Write};
@@ -139,11 +139,6 @@ impl Engine {
             }
         }
         Err(EngineError::Store(StoreError::Busy(format!("run {run} kept changing while step `{step}` was signaled"))))
-    }
-
-    fn mailbox(&self, run: &RunId) -> Option<tokio::sync::mpsc::UnboundedSender<Mail>> {
-        let active = self.sh.active.lock().unwrap();
-        active.get(run).filter(|a| !*a.done.borrow()).map(|a| a.mail.clone())
     }
 
     /// Emits an event (store owner): every wait for `name` whose `match`
@@ -342,7 +337,7 @@ async fn signal_undriven(
     let Some(rec) = sh.store.run(run).await? else {
         return Ok(SignalAnswer::NotFound { message: format!("no run {run}") });
     };
-    let def = parse_definition(&rec.definition).map_err(|p| EngineError::Plan(p.to_string()))?;
+    let def = sh.plans.get(&rec).map_err(|p| EngineError::Plan(p.to_string()))?;
     let found = def.steps.iter().zip(&rec.steps).find(|(s, _)| s.name == step);
     let answer = match found {
         None => SignalAnswer::NotFound { message: format!("run {run} has no step `{step}`") },
@@ -364,7 +359,7 @@ async fn signal_undriven(
 
 async fn event_undriven(sh: &Shared, run: &RunId, step: &str, name: &str, data: &Value) -> Result<bool, EngineError> {
     let Some(rec) = sh.store.run(run).await? else { return Ok(false) };
-    let def = parse_definition(&rec.definition).map_err(|p| EngineError::Plan(p.to_string()))?;
+    let def = sh.plans.get(&rec).map_err(|p| EngineError::Plan(p.to_string()))?;
     let ok = def.steps.iter().zip(&rec.steps).any(|(s, r)| s.name == step && waits_for_event(s, r.state, name));
     if ok {
         resolve_undriven(sh, run, step, data, vec![]).await?;

@@ -1,11 +1,20 @@
 //! The scheduler: creates runs, drives each unfinished run with one task
 //! (`driver`), recovers after a crash, cancels. It sees only the [`Store`],
 //! [`StepRunner`], [`Clock`] and [`Rng`] traits.
+//!
+//! A driven run whose only unfinished steps wait for outside input (a
+//! signal or an event `wait`; no attempt, child run, sleep or retry in
+//! flight) *hibernates*: its driver ends and the engine keeps a small
+//! entry (plus a timer when a wait timeout or the run's deadline is due
+//! some day). A signal, an event, a cancel or the timer starts the driver
+//! again (see `hibernate.rs`).
 
 mod attempt;
 mod children;
 mod driver;
+mod hibernate;
 mod mail;
+mod plans;
 mod schedules;
 
 pub use mail::{Delivered, EmitAnswer, SignalAnswer};
@@ -14,7 +23,6 @@ mod scope;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
@@ -103,6 +111,7 @@ pub trait Planner: Send + Sync + 'static {
     fn prepare(&self, definition: Value) -> Result<Value, String>;
 }
 
+/// A run driven by a task of this engine.
 struct Active {
     generation: u64,
     mail: mpsc::UnboundedSender<mail::Mail>,
@@ -119,13 +128,17 @@ pub(crate) struct Shared {
     pub rng: Arc<dyn Rng>,
     pub config: EngineConfig,
     pub permits: Arc<Semaphore>,
-    active: Mutex<HashMap<RunId, Active>>,
+    /// Driven and hibernated runs (one lock: a run moves between the two
+    /// atomically, so a signal never finds it in neither).
+    active: Mutex<hibernate::Runs>,
     generation: std::sync::atomic::AtomicU64,
     planner: std::sync::OnceLock<Arc<dyn Planner>>,
     /// One inbox message is handled at a time.
     inbox: tokio::sync::Mutex<()>,
     /// Wakes the schedule loop when a schedule changes in this process.
     schedules_changed: tokio::sync::Notify,
+    /// Parsed plans shared by the runs of one definition.
+    plans: plans::Plans,
 }
 
 /// The scheduler. Cheap to clone; clones share everything.
@@ -151,11 +164,12 @@ impl Engine {
                 rng,
                 config,
                 permits,
-                active: Mutex::new(HashMap::new()),
+                active: Mutex::default(),
                 generation: Default::default(),
                 planner: Default::default(),
                 inbox: Default::default(),
                 schedules_changed: Default::default(),
+                plans: Default::default(),
             }),
         }
     }
@@ -266,18 +280,30 @@ impl Engine {
         Ok(id)
     }
 
-    /// Start driving a stored run (no-op when it is already driven).
+    /// Start driving a stored run (no-op when it is already driven, or
+    /// hibernated here: outside input or its timer wakes it).
     pub fn start(&self, id: &RunId) {
         self.start_with(id, None);
     }
 
     fn start_with(&self, id: &RunId, def: Option<Arc<Definition>>) {
-        let mut active = self.sh.active.lock().unwrap();
-        if let Some(a) = active.get(id)
+        let mut runs = self.sh.active.lock().unwrap();
+        if runs.hibernated.contains_key(id) {
+            return;
+        }
+        self.start_locked(&mut runs, id, def);
+    }
+
+    /// Starts a driver unless one runs; a hibernated run wakes. Called
+    /// with the `active` lock held.
+    fn start_locked(&self, runs: &mut hibernate::Runs, id: &RunId, def: Option<Arc<Definition>>) {
+        if let Some(a) = runs.driven.get(id)
             && !*a.done.borrow()
         {
             return;
         }
+        // Dropping the entry aborts its timer and wakes its waiters.
+        runs.hibernated.remove(id);
         let cancel = CancelToken::new();
         let (tx, rx) = watch::channel(false);
         let (mail_tx, mail_rx) = mpsc::unbounded_channel();
@@ -286,21 +312,22 @@ impl Engine {
         let c = cancel.clone();
         let generation = self.sh.generation.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let parked = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let link = driver::Link { mail: mail_rx, parked: parked.clone() };
+        let link = driver::Link { mail: mail_rx, parked: parked.clone(), generation };
         let task = tokio::spawn(async move {
             if let Err(e) = driver::drive(sh.clone(), run.clone(), def, c, link).await {
                 tracing::error!(run = %run, error = %e, "run driver stopped");
             }
-            // Forget the finished driver (waiters fall back to the store).
+            // Forget the finished driver (waiters fall back to the store;
+            // a hibernating driver already moved its entry).
             {
-                let mut active = sh.active.lock().unwrap();
-                if active.get(&run).is_some_and(|a| a.generation == generation) {
-                    active.remove(&run);
+                let mut runs = sh.active.lock().unwrap();
+                if runs.driven.get(&run).is_some_and(|a| a.generation == generation) {
+                    runs.driven.remove(&run);
                 }
             }
             let _ = tx.send(true);
         });
-        active.insert(id.clone(), Active { generation, mail: mail_tx, parked, cancel, done: rx, task });
+        runs.driven.insert(id.clone(), Active { generation, mail: mail_tx, parked, cancel, done: rx, task });
     }
 
     /// After a restart: drive every unfinished run. Running attempts of the
@@ -314,25 +341,50 @@ impl Engine {
         Ok(ids)
     }
 
-    /// Wait until the run's driver stops, then return the stored run.
+    /// Wait until the run's driver stops for good (the run ended, or this
+    /// engine does not drive it), then return the stored run. A run that
+    /// hibernates is waited for across its hibernation: this returns when
+    /// it ends, as when its driver stayed.
     pub async fn wait(&self, id: &RunId) -> Result<RunRecord, EngineError> {
-        let done = self.sh.active.lock().unwrap().get(id).map(|a| a.done.clone());
-        if let Some(mut d) = done {
-            let _ = d.wait_for(|v| *v).await;
+        loop {
+            let w = {
+                let mut runs = self.sh.active.lock().unwrap();
+                match runs.driven.get(id) {
+                    Some(a) => Some(Ok(a.done.clone())),
+                    None => runs.hibernated.get_mut(id).map(|h| Err(h.subscribe())),
+                }
+            };
+            match w {
+                None => break,
+                Some(Ok(mut done)) => {
+                    if done.wait_for(|v| *v).await.is_err() {
+                        break; // the driver panicked
+                    }
+                }
+                // Resolves (as an error) when the entry goes: the run woke.
+                Some(Err(mut woke)) => while woke.changed().await.is_ok() {},
+            }
         }
         self.sh.store.run(id).await?.ok_or_else(|| EngineError::NotFound(id.clone()))
     }
 
     /// Cancel a run: running attempts get their cancel token fired and are
     /// recorded `canceled`, like every unfinished step; the run ends `canceled`.
+    /// A hibernated run wakes to be canceled by its driver.
     pub async fn cancel(&self, id: &RunId) -> Result<RunRecord, EngineError> {
         let driven = {
-            let active = self.sh.active.lock().unwrap();
-            active.get(id).filter(|a| !*a.done.borrow()).map(|a| (a.cancel.clone(), a.done.clone()))
+            let mut runs = self.sh.active.lock().unwrap();
+            if runs.hibernated.contains_key(id) {
+                self.start_locked(&mut runs, id, None);
+            }
+            // Fired under the lock: a driver deciding to hibernate sees it.
+            runs.driven.get(id).filter(|a| !*a.done.borrow()).map(|a| {
+                a.cancel.cancel();
+                a.done.clone()
+            })
         };
         match driven {
-            Some((cancel, mut done)) => {
-                cancel.cancel();
+            Some(mut done) => {
                 let _ = done.wait_for(|v| *v).await;
             }
             None => driver::cancel_undriven(&self.sh, id).await?,
@@ -340,36 +392,47 @@ impl Engine {
         self.sh.store.run(id).await?.ok_or_else(|| EngineError::NotFound(id.clone()))
     }
 
-    /// Runs being driven now.
+    /// Runs with a driver task now (hibernated runs are not counted: see
+    /// [`Engine::hibernated_runs`]).
     pub fn active_runs(&self) -> usize {
-        self.sh.active.lock().unwrap().values().filter(|a| !*a.done.borrow()).count()
+        self.sh.active.lock().unwrap().driven.values().filter(|a| !*a.done.borrow()).count()
+    }
+
+    /// Runs hibernated here: they wait only for outside input, keep no
+    /// driver, and wake when it comes (or when a timeout is due).
+    pub fn hibernated_runs(&self) -> usize {
+        self.sh.active.lock().unwrap().hibernated.len()
+    }
+
+    /// Whether run `id` is hibernated in this engine.
+    pub fn is_hibernated(&self, id: &RunId) -> bool {
+        self.sh.active.lock().unwrap().hibernated.contains_key(id)
     }
 
     /// Runs being driven that do not just wait for outside input (a
     /// signal, an event, a child run): what `worker --until-idle` awaits.
+    /// Hibernated runs are never busy.
     pub fn busy_runs(&self) -> usize {
-        let active = self.sh.active.lock().unwrap();
-        active.values().filter(|a| !*a.done.borrow() && !a.parked.load(std::sync::atomic::Ordering::Relaxed)).count()
+        let runs = self.sh.active.lock().unwrap();
+        runs.driven
+            .values()
+            .filter(|a| !*a.done.borrow() && !a.parked.load(std::sync::atomic::Ordering::Relaxed))
+            .count()
     }
 
     /// Stop every driver at once, writing nothing (what a crash does; also
-    /// a hard shutdown). Running attempts keep their leases in the store.
+    /// a hard shutdown). Running attempts keep their leases in the store;
+    /// hibernated runs are forgotten (with their timers).
     pub fn abort_all(&self) {
-        let mut active = self.sh.active.lock().unwrap();
-        for (_, a) in active.drain() {
-            // Not the run's cancel token: that would record a cancel.
-            // Dropping the driver drops its attempt tasks.
-            a.task.abort();
-        }
+        let mut runs = self.sh.active.lock().unwrap();
+        runs.abort_all();
     }
 }
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        if let Ok(mut a) = self.active.lock() {
-            for (_, a) in a.drain() {
-                a.task.abort();
-            }
+        if let Ok(mut runs) = self.active.lock() {
+            runs.abort_all();
         }
     }
 }

@@ -18,7 +18,7 @@ use super::{Engine, EngineError, Shared};
 use crate::cancel::CancelToken;
 use crate::error::{ErrorKind, StepError};
 use crate::ids::{AttemptNo, ItemIndex, RunId, Seq, idempotency_key};
-use crate::model_glue::{Action, Definition, EdgeOn, Graph, Join, parse_definition};
+use crate::model_glue::{Action, Definition, EdgeOn, Graph, Join};
 use crate::outside::{WaitKind, WaitRecord};
 use crate::retry::{RetryDecision, decide};
 use crate::runner::{EventSink, StepOutput, StepRequest};
@@ -141,7 +141,7 @@ enum Wake {
     Permit(OwnedSemaphorePermit),
     Timer,
     Mail(Mail),
-    Child(usize, Result<RunRecord, StepError>),
+    Child(usize, Box<Result<RunRecord, StepError>>),
 }
 
 /// An answer sent once the batch that decided it is durable.
@@ -156,6 +156,8 @@ pub(super) struct Link {
     /// True while the run only waits for outside input (signals, events,
     /// child runs): `weft worker --until-idle` does not wait for it.
     pub parked: Arc<std::sync::atomic::AtomicBool>,
+    /// Which start of the run this driver is (its entry in `active`).
+    pub generation: u64,
 }
 
 struct Driver {
@@ -214,8 +216,8 @@ pub(super) async fn drive(
     }
     let def = match def {
         Some(d) => d,
-        None => match parse_definition(&rec.definition) {
-            Ok(d) => Arc::new(d),
+        None => match sh.plans.get(&rec) {
+            Ok(d) => d,
             Err(p) => return fail_unloadable(&sh, &rec, p.to_string()).await,
         },
     };
@@ -487,6 +489,14 @@ impl Driver {
             if self.state.is_terminal() {
                 return Ok(());
             }
+            if self.can_hibernate() {
+                let (sh, until) = (self.sh.clone(), self.next_timer());
+                let (mail, sink, cancel) = (&self.link.mail, &self.sink_rx, &self.cancel);
+                let idle = || mail.is_empty() && sink.is_empty() && !cancel.is_canceled();
+                if sh.hibernate(&self.id, self.link.generation, idle, until) {
+                    return Ok(());
+                }
+            }
             self.link.parked.store(self.is_parked(), std::sync::atomic::Ordering::Relaxed);
             match self.next_wake().await {
                 Wake::Canceled => {
@@ -504,7 +514,7 @@ impl Driver {
                 }
                 Wake::Timer => {}
                 Wake::Mail(m) => self.on_mail(m)?,
-                Wake::Child(i, r) => self.on_child(i, r)?,
+                Wake::Child(i, r) => self.on_child(i, *r)?,
             }
         }
     }
@@ -529,7 +539,7 @@ impl Driver {
             Some(m) = self.sink_rx.recv() => Wake::Sink(m),
             Some(m) = self.link.mail.recv() => Wake::Mail(m),
             Some(r) = self.children.join_next(), if !self.children.is_empty() => match r {
-                Ok((i, r)) => Wake::Child(i, r),
+                Ok((i, r)) => Wake::Child(i, Box::new(r)),
                 Err(e) if e.is_cancelled() => Wake::Timer,
                 Err(e) => std::panic::resume_unwind(e.into_panic()),
             },

@@ -246,4 +246,27 @@ impl Driver {
                 _ => true,
             })
     }
+
+    /// Whether the driver may end and leave the run hibernated: it is not
+    /// ended, everything decided is committed and answered, nothing is in
+    /// flight or due, and every unfinished step is a signal or event `wait`
+    /// that waits (or a step that is not ready).
+    pub(super) fn can_hibernate(&self) -> bool {
+        !self.state.is_terminal()
+            && self.batch.is_empty()
+            && self.replies.is_empty()
+            && self.inflight.is_empty()
+            && self.children.is_empty()
+            && self.to_launch.is_empty()
+            && self.to_spawn.is_empty()
+            && self.to_cancel.is_empty()
+            && !self.want_permit
+            && self.steps.iter().any(|s| s.state == StepState::Waiting)
+            && self.def.steps.iter().zip(&self.steps).all(|(d, s)| match s.state {
+                StepState::Pending => !s.activated,
+                StepState::Waiting => matches!(d.action, Action::Wait(_)),
+                StepState::Running | StepState::Retrying => false,
+                _ => true,
+            })
+    }
 }

@@ -535,5 +535,6 @@ async fn a_guest_can_reject_the_run() {
 
 mod children;
 mod graph_and_items;
+mod hibernate;
 mod sleep;
 mod waits;
