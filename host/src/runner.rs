@@ -1,9 +1,18 @@
 //! [`CodeRunner`]: the engine's [`StepRunner`] for code steps, over the
 //! sandbox. It resolves the step's guest (a plugin name, a file, or — for
 //! runs that pinned their code at creation — a digest), loads it (compiled
-//! once per digest), invokes it on a blocking thread with the step's limits
-//! and the attempt's deadline, forwards its logs and progress to the run's
-//! event log, and maps the outcome to the engine's vocabulary.
+//! once per digest), invokes it with the step's limits and the attempt's
+//! deadline, forwards its logs and progress to the run's event log, and
+//! maps the outcome to the engine's vocabulary.
+//!
+//! Where a guest runs: a guest is synchronous code, so by default it gets
+//! a thread of its own (`block_in_place`: the async worker's other tasks
+//! move to another thread meanwhile). That hand-off costs about as much as
+//! a short guest itself (~80 µs on the 2-core VM of performance.md), so a
+//! pinned guest whose recent calls all finished quickly (see [`FAST`]) runs
+//! in place on the async worker instead. A guest that suddenly runs long
+//! then holds that worker until it ends or its deadline interrupts it, and
+//! its next calls go back to a thread of their own.
 //!
 //! Other actions (tool, ...) are refused with a failure saying so: tool
 //! steps get their own runner with the MCP client pool.
@@ -31,7 +40,13 @@ pub struct CodeRunner {
     inner: Arc<Inner>,
 }
 
+/// A pinned guest whose recent calls took less than this (a decaying
+/// average that jumps up at once on a slow call) runs in place.
+pub const FAST: Duration = Duration::from_micros(300);
+
 struct Inner {
+    /// Recent call durations (µs) of pinned guests, by digest (hex).
+    recent: Mutex<HashMap<String, f64>>,
     sandbox: Arc<Sandbox>,
     registry: Registry,
     /// Limits of a step that sets none (weft.toml `[limits]`).
@@ -47,7 +62,16 @@ impl CodeRunner {
     /// A runner over `sandbox` and `registry`, with `defaults` for steps
     /// that set no limits and relative paths resolved against `base_dir`.
     pub fn new(sandbox: Arc<Sandbox>, registry: Registry, defaults: weft_sandbox::Limits, base_dir: PathBuf) -> Self {
-        CodeRunner { inner: Arc::new(Inner { sandbox, registry, defaults, base_dir, by_digest: Mutex::default() }) }
+        CodeRunner {
+            inner: Arc::new(Inner {
+                recent: Mutex::default(),
+                sandbox,
+                registry,
+                defaults,
+                base_dir,
+                by_digest: Mutex::default(),
+            }),
+        }
     }
 
     /// A runner with the configured sandbox, registry and `[limits]`.
@@ -58,6 +82,27 @@ impl CodeRunner {
 }
 
 impl Inner {
+    /// Whether `code` is a pinned guest known to finish quickly.
+    fn is_fast(&self, code: &CodeRef) -> bool {
+        let CodeRef::Sha256(hex) = code else { return false };
+        let recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        recent.get(hex.as_str()).is_some_and(|us| *us < FAST.as_micros() as f64)
+    }
+
+    /// Records how long a call of `code` took.
+    fn took(&self, code: &CodeRef, d: Duration) {
+        let CodeRef::Sha256(hex) = code else { return };
+        let us = d.as_secs_f64() * 1e6;
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        match recent.get_mut(hex.as_str()) {
+            Some(avg) if us <= *avg => *avg = 0.8 * *avg + 0.2 * us,
+            Some(avg) => *avg = us,
+            None => {
+                recent.insert(hex.clone(), us);
+            }
+        }
+    }
+
     /// The loaded guest of `code`.
     fn guest(&self, code: &CodeRef) -> Result<Arc<Guest>, StepError> {
         if let CodeRef::Sha256(hex) = code
@@ -176,29 +221,26 @@ impl Observer for ToEvents {
 }
 
 /// Owns the bridge from the engine's cancel token to the guest's cancel
-/// handle. Dropped when the call ends — normally, or because the engine
-/// stopped waiting and dropped the call, in which case the guest is told
-/// to stop too (nobody will read its result).
+/// handle: a callback the token calls on the canceling thread, so it
+/// reaches a guest even while the guest holds an async worker. Dropped when
+/// the call ends — normally, or because the engine stopped waiting and
+/// dropped the call, in which case the guest is told to stop too (nobody
+/// will read its result).
 struct Bridge {
-    task: tokio::task::JoinHandle<()>,
+    _on_cancel: weft_engine::cancel::OnCancel,
     handle: CancelHandle,
     finished: bool,
 }
 
 impl Bridge {
-    fn new(cancel: CancelToken, handle: CancelHandle) -> Self {
+    fn new(cancel: &CancelToken, handle: CancelHandle) -> Self {
         let h = handle.clone();
-        let task = tokio::spawn(async move {
-            cancel.canceled().await;
-            h.cancel();
-        });
-        Bridge { task, handle, finished: false }
+        Bridge { _on_cancel: cancel.on_cancel(move || h.cancel()), handle, finished: false }
     }
 }
 
 impl Drop for Bridge {
     fn drop(&mut self) {
-        self.task.abort();
         if !self.finished {
             self.handle.cancel();
         }
@@ -222,17 +264,19 @@ impl StepRunner for CodeRunner {
             return Err(StepError::canceled("canceled before the guest started"));
         }
         let handle = CancelHandle::new();
-        let mut bridge = Bridge::new(cancel, handle.clone());
+        let mut bridge = Bridge::new(&cancel, handle.clone());
         let inner = self.inner.clone();
-        // Most invocations take tens of microseconds: on a multi-thread
-        // runtime, run in place (the worker's other tasks move to another
-        // thread) rather than pay a hand-off to the blocking pool and back.
-        let joined = if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
-        {
+        let start = std::time::Instant::now();
+        let joined = if inner.is_fast(&code) {
+            Ok(inner.run_blocking(&code, &req, handle))
+        } else if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+            // The worker's other tasks move to another thread meanwhile.
             Ok(tokio::task::block_in_place(|| inner.run_blocking(&code, &req, handle)))
         } else {
+            let (inner, code) = (inner.clone(), code.clone());
             tokio::task::spawn_blocking(move || inner.run_blocking(&code, &req, handle)).await
         };
+        inner.took(&code, start.elapsed());
         bridge.finished = true;
         drop(bridge);
         match joined {
@@ -384,5 +428,57 @@ mod tests {
         let mut req = request(hostile, json!({"mode": "alloc"}), events.clone());
         req.limits = Some(weft_model::Limits { fuel: None, memory_mb: Some(16) });
         assert_eq!(r.run(req, CancelToken::new()).await.unwrap_err().kind, ErrorKind::MemoryLimit);
+    }
+    #[test]
+    fn only_pinned_guests_with_fast_recent_calls_run_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = runner(dir.path());
+        let pinned = CodeRef::Sha256("ab".repeat(32));
+        let plugin = CodeRef::Plugin("json-select".into());
+        assert!(!r.inner.is_fast(&pinned), "unknown guests get a thread of their own");
+        r.inner.took(&pinned, Duration::from_micros(40));
+        r.inner.took(&plugin, Duration::from_micros(40));
+        assert!(r.inner.is_fast(&pinned));
+        assert!(!r.inner.is_fast(&plugin), "only pinned code is tracked");
+        // One slow call sends it back to a thread at once ...
+        r.inner.took(&pinned, Duration::from_millis(5));
+        assert!(!r.inner.is_fast(&pinned));
+        // ... and it takes a run of fast calls to come back.
+        r.inner.took(&pinned, Duration::from_micros(40));
+        assert!(!r.inner.is_fast(&pinned));
+        for _ in 0..20 {
+            r.inner.took(&pinned, Duration::from_micros(40));
+        }
+        assert!(r.inner.is_fast(&pinned));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fast_guest_that_turns_slow_in_place_is_still_canceled() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = runner(dir.path());
+        let bytes = std::fs::read(weft_test_artifacts::HOSTILE).unwrap();
+        let hostile = CodeRef::Sha256(weft_sandbox::Digest::of(&bytes).hex());
+        // Load it (by path) so the digest resolves, and call it fast.
+        let by_path = Action::Code(CodeRef::Path(weft_test_artifacts::HOSTILE.into()));
+        let _ = r.run(request(by_path, json!({"mode": "ok"}), Arc::new(NoEvents)), CancelToken::new()).await.unwrap();
+        r.inner.took(&hostile, Duration::from_micros(20));
+        assert!(r.inner.is_fast(&hostile));
+
+        let mut req = request(Action::Code(hostile.clone()), json!({"mode": "loop"}), Arc::new(NoEvents));
+        req.limits = Some(weft_model::Limits { fuel: Some(100_000_000_000), memory_mb: None });
+        let cancel = CancelToken::new();
+        let c2 = cancel.clone();
+        let started = std::time::Instant::now();
+        let fire = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            c2.cancel();
+        });
+        // On a worker thread, as the engine calls it.
+        let r2 = r.clone();
+        let e = tokio::spawn(async move { r2.run(req, cancel).await }).await.unwrap().unwrap_err();
+        fire.join().unwrap();
+        assert_eq!(e.kind, ErrorKind::Canceled, "{e}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        assert!(!r.inner.is_fast(&hostile), "its next call gets a thread of its own");
     }
 }
