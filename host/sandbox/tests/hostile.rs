@@ -42,11 +42,7 @@ fn fails_with(g: &Guest, r: &InvokeResult, kind: GuestErrorKind) -> String {
         Ok(o) => panic!("expected {kind}, got {o:?}"),
     };
     assert_eq!(e.kind, kind, "{}", e.message);
-    let next = if g.kind() == weft_sandbox::GuestKindName::Component {
-        call(g, json!({"mode": "ok"}), Limits::default())
-    } else {
-        call(g, json!({"mode": "ok"}), Limits::default())
-    };
+    let next = call(g, json!({"mode": "ok"}), Limits::default());
     assert!(next.outcome.is_ok(), "the next invocation must work: {:?}", next.outcome);
     e.message
 }

@@ -109,7 +109,7 @@ pub fn run(runs: usize, out: &mut Figures) -> anyhow::Result<()> {
     })?;
     // The signaled runs finish (their output is the answer).
     rt.block_on(async {
-        let last = ids.iter().take(SIGNALS).last().cloned();
+        let last = ids.iter().take(SIGNALS).next_back().cloned();
         if let Some(id) = last {
             let rec = engine.wait(&id).await?;
             anyhow::ensure!(rec.state == RunState::Completed, "a signaled W7 run ended {}", rec.state);
@@ -150,10 +150,10 @@ async fn park(
             engine.start(&id);
             anyhow::Ok(id)
         });
-        if batch.len() >= 64 {
-            if let Some(r) = batch.join_next().await {
-                ids.push(r??);
-            }
+        if batch.len() >= 64
+            && let Some(r) = batch.join_next().await
+        {
+            ids.push(r??);
         }
     }
     while let Some(r) = batch.join_next().await {

@@ -208,7 +208,6 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
         opts.concurrency_key = Some(k.clone());
     }
     check_tools_online(settings, &app, &doc, &args.target)?;
-    Engine::check_supported(&def).map_err(bad)?;
     app::pin_code(&mut doc, &registry, &base, false).map_err(|p| pin_problems(&args.target, &p))?;
     let pinned = weft_model::from_value(&doc, &NoSchemas).map_err(|p| pin_problems(&args.target, &p))?;
 
@@ -248,7 +247,6 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
 fn create(app: &App, engine: &Engine, def: &Definition, input: Value, opts: RunOptions) -> anyhow::Result<RunId> {
     app.block_on(engine.create_run(def, input, opts)).map_err(|e| match e {
         EngineError::Invalid(p) => input_problems(&p.0),
-        EngineError::Unsupported(_) => bad(e),
         other => other.into(),
     })
 }

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use weft_engine::{Engine, RunOptions};
+use weft_engine::RunOptions;
 use weft_model::{Definition, NoSchemas, Problem};
 
 use super::Core;
@@ -114,8 +114,6 @@ pub async fn for_run(core: &Arc<Core>, doc: Value, input: Value, opts: RunOption
         if let Err(problems) = weft_model::validate_input(&def, &input) {
             return Err(invalid_input(&problems, &def));
         }
-        Engine::check_supported(&def)
-            .map_err(|e| ToolError::new(e.to_string()).fix("use only code, tool and return steps for now"))?;
         Ok(doc)
     })
     .await?;

@@ -201,7 +201,6 @@ impl Core {
         let p = prepare::for_run(self, doc, input.clone(), opts).await?;
         let id = self.engine.create_run(&p.plan, input, p.opts).await.map_err(|e| match e {
             weft_engine::EngineError::Invalid(problems) => prepare::invalid_input(&problems.0, &p.plan),
-            weft_engine::EngineError::Unsupported(_) => ToolError::new(e.to_string()),
             other => ToolError::internal(other),
         })?;
         self.engine.start(&id);

@@ -53,7 +53,7 @@ fn script() -> PathBuf {
 }
 
 /// Runs the client script with `args`; asserts it passed and returns what it saw.
-fn client(py: &PathBuf, args: &[&str]) -> Value {
+fn client(py: &std::path::Path, args: &[&str]) -> Value {
     run_script(py, &script(), args)
 }
 

@@ -51,7 +51,7 @@ fn python(test: &str) -> Option<PathBuf> {
 }
 
 /// Runs waits_check.py against `weft serve --stdio` on `w`'s data directory.
-fn check(w: &Weft, py: &PathBuf, mode: &str, scenario: &str) -> Value {
+fn check(w: &Weft, py: &std::path::Path, mode: &str, scenario: &str) -> Value {
     std::fs::create_dir_all(w.data_dir()).unwrap();
     let args = [
         "--mode".to_string(),

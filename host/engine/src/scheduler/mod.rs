@@ -32,7 +32,7 @@ use tokio::task::JoinHandle;
 use crate::cancel::CancelToken;
 use crate::clock::Clock;
 use crate::ids::{RunId, Seq};
-use crate::model_glue::{Action, Definition, Problem, Problems, check_input};
+use crate::model_glue::{Definition, Problem, Problems, check_input};
 use crate::rng::Rng;
 use crate::runner::StepRunner;
 use crate::state::{RunState, TransitionRefused};
@@ -92,9 +92,6 @@ pub enum EngineError {
     /// The input does not match `input_schema` (nothing was stored).
     #[error("invalid input: {0}")]
     Invalid(Problems),
-    /// A definition uses something this engine does not run yet.
-    #[error("not yet supported: {0}")]
-    Unsupported(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("no run {0}")]
@@ -188,21 +185,6 @@ impl Engine {
         Engine { sh }
     }
 
-    /// Refuse what this engine cannot execute yet (before anything is stored).
-    pub fn check_supported(def: &Definition) -> Result<(), EngineError> {
-        for s in &def.steps {
-            match &s.action {
-                Action::Code(_)
-                | Action::Tool(_)
-                | Action::Return
-                | Action::Sleep(_)
-                | Action::Wait(_)
-                | Action::Workflow(_) => {}
-            }
-        }
-        Ok(())
-    }
-
     /// Validate the input, then commit the run (`submitted`) with every step
     /// `pending` in one batch. Returns its id; nothing runs until [`Engine::start`].
     pub async fn create_run(&self, def: &Definition, input: Value, opts: RunOptions) -> Result<RunId, EngineError> {
@@ -218,7 +200,6 @@ impl Engine {
         input: Value,
         opts: RunOptions,
     ) -> Result<(RunId, Batch), EngineError> {
-        Self::check_supported(def)?;
         check_input(def, &input).map_err(EngineError::Invalid)?;
         let now = self.sh.clock.now_ms();
         let id = opts.id.clone().unwrap_or_else(|| RunId::generate(now, self.sh.rng.as_ref()));
