@@ -7,6 +7,9 @@
 //!   batch waiting for it in one transaction, each batch in a savepoint so
 //!   a refused batch leaves no trace (see `writer`).
 //! - Reads use a small pool of separate connections.
+//! - Every statement, `BEGIN` and `COMMIT` included, is prepared once per
+//!   connection and cached (see `cache_statements`); a batch bumps each
+//!   run's `updated_at` / `last_seq` once, not once per write (see `writer`).
 //! - Schema migrations by `PRAGMA user_version` (see `schema`).
 //! - [`SchedulerLock`]: one process owns a store's scheduler at a time.
 
@@ -103,6 +106,17 @@ fn configure(conn: &Connection, durability: Durability) -> Result<(), StoreError
     conn.pragma_update(None, "synchronous", sync).map_err(map_err)?;
     // Sub-journals and sorts in memory, not in temp files.
     conn.pragma_update(None, "temp_store", "MEMORY").map_err(map_err)?;
+    cache_statements(conn)
+}
+
+/// Keep prepared statements across uses: every statement runs through
+/// `prepare_cached`, with room for all of them. The query-planner
+/// stability guarantee keeps them prepared: without it SQLite makes a plan
+/// depend on the values bound to some parameters (`col = ?`, `LIMIT ?`),
+/// and the statement cache clearing the bindings of a statement it takes
+/// back then forces a re-prepare (a full parse and plan) at every use.
+fn cache_statements(conn: &Connection) -> Result<(), StoreError> {
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true).map_err(map_err)?;
     conn.set_prepared_statement_cache_capacity(64);
     Ok(())
 }
@@ -180,8 +194,8 @@ impl SqliteStore {
                 }
             }
         };
-        if let Some(mut conn) = leader {
-            self.w.drain(&mut conn);
+        if let Some(conn) = leader {
+            self.w.drain(&conn);
         }
         Ok(())
     }
@@ -197,7 +211,7 @@ impl SqliteStore {
                 let c = Connection::open_with_flags(&self.path, flags).map_err(map_err)?;
                 c.busy_timeout(BUSY_TIMEOUT).map_err(map_err)?;
                 c.pragma_update(None, "query_only", true).map_err(map_err)?;
-                c.set_prepared_statement_cache_capacity(32);
+                cache_statements(&c)?;
                 c
             }
         };
@@ -216,8 +230,8 @@ impl SqliteStore {
             let _ = h.join();
         }
         // Anything queued by a caller that raced the close.
-        let mut c = self.w.conn.lock().unwrap();
-        self.w.drain(&mut c);
+        let c = self.w.conn.lock().unwrap();
+        self.w.drain(&c);
     }
 }
 

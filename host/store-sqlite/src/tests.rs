@@ -263,6 +263,69 @@ async fn refused_writes_match_the_reference() {
     assert_eq!(sql.run(&id).await.unwrap(), mem.run(&id).await.unwrap());
 }
 
+/// A run's `updated_at` and `last_seq`, written once per batch, come out
+/// as if each write had set them in order: a run transition overrides the
+/// touches before it, the touches after it override it, `last_seq` is the
+/// highest seq; an event of a run that does not exist is refused in any
+/// position of its batch.
+#[tokio::test]
+async fn run_bumps_of_a_batch_match_the_reference() {
+    let (_d, p) = tmp();
+    let sql = SqliteStore::open(&p, Durability::Normal).unwrap();
+    let mem = MemStore::new();
+    let (id, other) = (rid(5), rid(6));
+    let to_working = |at| Write::RunState {
+        run: id.clone(),
+        from: RunState::Submitted,
+        to: RunState::Working,
+        output: None,
+        error: None,
+        at,
+    };
+    for s in [&sql as &dyn Store, &mem] {
+        s.commit(b(vec![create(&id, &["a", "b"]), create(&other, &["a"])])).await.unwrap();
+        // touches, then the run's transition (earlier than the touches)
+        s.commit(b(vec![
+            event(&id, 3, "e"),
+            step_to(&id, "a", StepState::Pending, StepState::Running, None, 500),
+            start(&id, "a", None, 1, 9_000),
+            event(&id, 1, "e"),
+            to_working(450),
+            event(&id, 2, "e"),
+            step_to(&other, "a", StepState::Pending, StepState::Running, None, 700),
+        ]))
+        .await
+        .unwrap();
+        let r = s.run(&id).await.unwrap().unwrap();
+        assert_eq!((r.updated_at, r.last_seq), (450, Seq(3)));
+        assert_eq!(s.run(&other).await.unwrap().unwrap().updated_at, 700);
+        // the transition's time, then a touch after it
+        s.commit(b(vec![
+            finish(&id, "a", None, 1, AttemptState::Succeeded, None, None),
+            step_to(&id, "a", StepState::Running, StepState::Succeeded, None, 650),
+            event(&id, 4, "e"),
+        ]))
+        .await
+        .unwrap();
+        let r = s.run(&id).await.unwrap().unwrap();
+        assert_eq!((r.updated_at, r.last_seq), (650, Seq(4)));
+        for bad in [
+            vec![event(&rid(99), 1, "x"), event(&id, 5, "e")],
+            vec![
+                event(&id, 5, "e"),
+                step_to(&id, "b", StepState::Pending, StepState::Running, None, 1),
+                event(&rid(99), 1, "x"),
+            ],
+        ] {
+            assert!(matches!(s.commit(b(bad)).await, Err(StoreError::Conflict(_))));
+        }
+        let r = s.run(&id).await.unwrap().unwrap();
+        assert_eq!((r.updated_at, r.last_seq), (650, Seq(4)), "a refused batch bumps nothing");
+    }
+    assert_eq!(sql.run(&id).await.unwrap(), mem.run(&id).await.unwrap());
+    assert_eq!(sql.run(&other).await.unwrap(), mem.run(&other).await.unwrap());
+}
+
 #[tokio::test]
 async fn a_failed_batch_leaves_no_trace() {
     let (_d, p) = tmp();
@@ -658,4 +721,45 @@ async fn waits_inbox_schedules_and_queues_agree_with_the_reference() {
     let sql = SqliteStore::open(&path, Durability::Normal).unwrap();
     assert_eq!(sql.run(&a).await.unwrap().unwrap().waits.len(), 2);
     assert_eq!(sql.schedules().await.unwrap().len(), 1);
+}
+
+/// How often each prepared statement of `c` was re-prepared.
+fn reprepares(c: &Connection) -> Vec<(i32, String)> {
+    let mut out = vec![];
+    #[allow(unsafe_code)]
+    // SAFETY: walks the statements of an open connection this thread holds.
+    unsafe {
+        let db = c.handle();
+        let mut st = rusqlite::ffi::sqlite3_next_stmt(db, std::ptr::null_mut());
+        while !st.is_null() {
+            let n = rusqlite::ffi::sqlite3_stmt_status(st, rusqlite::ffi::SQLITE_STMTSTATUS_REPREPARE, 0);
+            let sql = std::ffi::CStr::from_ptr(rusqlite::ffi::sqlite3_sql(st)).to_string_lossy().into_owned();
+            out.push((n, sql));
+            st = rusqlite::ffi::sqlite3_next_stmt(db, st);
+        }
+    }
+    out
+}
+
+/// Cached statements stay prepared: reading and writing runs in turn
+/// re-prepares none (a re-prepare is a full parse and plan).
+#[tokio::test]
+async fn cached_statements_are_not_reprepared() {
+    let (_d, p) = tmp();
+    let sql = SqliteStore::open(&p, Durability::Normal).unwrap();
+    let (a, z) = (rid(1), rid(2));
+    apply_all(&sql, &life(&a)).await;
+    apply_all(&sql, &life(&z)).await;
+    for k in 0..6u64 {
+        let id = if k % 2 == 0 { &a } else { &z };
+        sql.commit(b(vec![event(id, 10 + k, "x")])).await.unwrap();
+        assert!(sql.run(id).await.unwrap().is_some());
+        assert!(!sql.events_after(id, Seq(k), 1 + k as usize).await.unwrap().is_empty());
+    }
+    let reader = sql.read(|c| Ok(reprepares(c))).unwrap();
+    let writer = reprepares(&sql.w.conn.lock().unwrap());
+    assert!(reader.len() >= 5 && writer.len() >= 5, "{reader:?} {writer:?}");
+    for (n, stmt) in reader.iter().chain(&writer) {
+        assert_eq!(*n, 0, "re-prepared {n} times: {stmt}");
+    }
 }

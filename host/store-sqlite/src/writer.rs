@@ -49,7 +49,7 @@ pub(crate) struct Writer {
 impl Writer {
     /// Commit everything queued, group by group, until the queue is empty.
     /// Called with the connection locked.
-    pub fn drain(&self, conn: &mut Connection) {
+    pub fn drain(&self, conn: &Connection) {
         loop {
             let group: Vec<Msg> = {
                 let mut q = self.queue.lock().unwrap();
@@ -73,33 +73,30 @@ impl Writer {
 pub(crate) fn run(w: Arc<Writer>, wake: Receiver<()>) {
     while wake.recv().is_ok() {
         while wake.try_recv().is_ok() {}
-        let mut c = w.conn.lock().unwrap();
-        w.drain(&mut c);
+        let c = w.conn.lock().unwrap();
+        w.drain(&c);
     }
-    let mut c = w.conn.lock().unwrap();
-    w.drain(&mut c);
+    let c = w.conn.lock().unwrap();
+    w.drain(&c);
 }
 
-fn commit_group(conn: &mut Connection, group: &[Msg]) -> Vec<Result<u32, StoreError>> {
+fn commit_group(conn: &Connection, group: &[Msg]) -> Vec<Result<u32, StoreError>> {
     if group.len() == 1 {
         return vec![commit_one(conn, &group[0])];
     }
     let mut results = Vec::with_capacity(group.len());
-    let outcome = (|| -> Result<(), StoreError> {
-        let mut tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(map_err)?;
+    let outcome = in_transaction(conn, || {
         for m in group {
-            let sp = tx.savepoint().map_err(map_err)?;
-            let r = apply_op(&sp, &m.op);
-            if r.is_ok() {
-                sp.commit().map_err(map_err)?;
-            } else {
-                // dropping a savepoint rolls it back and releases it
-                drop(sp);
+            exec(conn, "SAVEPOINT batch")?;
+            let r = apply_op(conn, &m.op);
+            if r.is_err() {
+                exec(conn, "ROLLBACK TO batch")?;
             }
+            exec(conn, "RELEASE batch")?;
             results.push(r);
         }
-        tx.commit().map_err(map_err)
-    })();
+        Ok(())
+    });
     match outcome {
         Ok(()) => results,
         // The transaction itself failed: nothing of the group is durable.
@@ -109,11 +106,26 @@ fn commit_group(conn: &mut Connection, group: &[Msg]) -> Vec<Result<u32, StoreEr
 
 /// A group of one: no savepoint (SQLite copies every page a savepoint
 /// touches to its sub-journal); a refused batch rolls the transaction back.
-fn commit_one(conn: &mut Connection, m: &Msg) -> Result<u32, StoreError> {
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(map_err)?;
-    let r = apply_op(&tx, &m.op)?;
-    tx.commit().map_err(map_err)?;
-    Ok(r)
+fn commit_one(conn: &Connection, m: &Msg) -> Result<u32, StoreError> {
+    in_transaction(conn, || apply_op(conn, &m.op))
+}
+
+/// Run one of the transaction-control statements. Through the statement
+/// cache, like every statement of a transition: parsed once per
+/// connection, not once per transaction.
+fn exec(c: &Connection, sql: &str) -> Result<(), StoreError> {
+    c.prepare_cached(sql).and_then(|mut s| s.execute([])).map(|_| ()).map_err(map_err)
+}
+
+/// `f` inside `BEGIN IMMEDIATE` .. `COMMIT`; rolled back if `f` or the
+/// commit fails.
+fn in_transaction<T>(conn: &Connection, f: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    exec(conn, "BEGIN IMMEDIATE")?;
+    let r = f().and_then(|v| exec(conn, "COMMIT").map(|()| v));
+    if r.is_err() && !conn.is_autocommit() {
+        let _ = exec(conn, "ROLLBACK");
+    }
+    r
 }
 
 fn conflict(what: String) -> StoreError {
@@ -128,19 +140,70 @@ fn item_col(i: Option<weft_engine::ItemIndex>) -> i64 {
     i.map(|i| i.0 as i64).unwrap_or(-1)
 }
 
-fn touch(c: &Connection, run: &str, at: i64) -> Result<(), StoreError> {
-    c.prepare_cached("UPDATE runs SET updated_at = ?2 WHERE id = ?1")
-        .and_then(|mut s| s.execute(params![run, at]))
-        .map_err(map_err)?;
-    Ok(())
+/// What a batch's writes do to the `runs` columns every transition bumps
+/// (`updated_at`, `last_seq`), written once per run when the batch ends
+/// ([`RunBumps::flush`]) instead of by an `UPDATE runs` per write.
+#[derive(Default)]
+struct RunBumps<'a> {
+    runs: Vec<Bump<'a>>,
+}
+
+struct Bump<'a> {
+    run: &'a str,
+    /// The row is known to exist (a write of this batch found or made it).
+    /// Rows of `runs` are never deleted, and this store inserts `steps`
+    /// and `attempts` rows only with or after their run's row.
+    exists: bool,
+    /// The last `updated_at` of the batch not yet written.
+    at: Option<i64>,
+    /// The highest event `seq` of the batch not yet written.
+    seq: Option<i64>,
+}
+
+impl<'a> RunBumps<'a> {
+    fn get(&mut self, run: &'a str) -> &mut Bump<'a> {
+        let i = match self.runs.iter().position(|b| b.run == run) {
+            Some(i) => i,
+            None => {
+                self.runs.push(Bump { run, exists: false, at: None, seq: None });
+                self.runs.len() - 1
+            }
+        };
+        &mut self.runs[i]
+    }
+
+    /// A write of `run` at `at` succeeded (it found the run's rows).
+    fn touch(&mut self, run: &'a str, at: i64) {
+        let b = self.get(run);
+        b.exists = true;
+        b.at = Some(at);
+    }
+
+    fn flush(&self, c: &Connection) -> Result<(), StoreError> {
+        for b in self.runs.iter().filter(|b| b.at.is_some() || b.seq.is_some()) {
+            let n = c
+                .prepare_cached(
+                    "UPDATE runs SET updated_at = COALESCE(?2, updated_at),
+                        last_seq = MAX(last_seq, COALESCE(?3, last_seq)) WHERE id = ?1",
+                )
+                .and_then(|mut s| s.execute(params![b.run, b.at, b.seq]))
+                .map_err(map_err)?;
+            if n == 0 && b.seq.is_some() {
+                return Err(conflict(format!("run {} does not exist", b.run)));
+            }
+        }
+        Ok(())
+    }
 }
 
 fn apply_op(c: &Connection, op: &Op) -> Result<u32, StoreError> {
     match op {
         Op::Batch(b) => {
+            let mut bumps = RunBumps::default();
             for w in &b.writes {
-                apply_write(c, w)?;
+                apply_write(c, w, &mut bumps)?;
             }
+            bumps.flush(c)?;
             Ok(0)
         }
         Op::SaveTemplate { name, definition, at } => {
@@ -161,7 +224,7 @@ fn apply_op(c: &Connection, op: &Op) -> Result<u32, StoreError> {
     }
 }
 
-fn apply_write(c: &Connection, w: &Write) -> Result<(), StoreError> {
+fn apply_write<'a>(c: &Connection, w: &'a Write, bumps: &mut RunBumps<'a>) -> Result<(), StoreError> {
     if crate::outside::apply(c, w)? {
         return Ok(());
     }
@@ -200,6 +263,7 @@ fn apply_write(c: &Connection, w: &Write) -> Result<(), StoreError> {
             for (i, name) in steps.iter().enumerate() {
                 s.execute(params![run.id.as_str(), name, i as i64]).map_err(map_err)?;
             }
+            bumps.get(run.id.as_str()).exists = true;
         }
         Write::RunState { run, from, to, output, error, at } => {
             let n = c
@@ -213,6 +277,10 @@ fn apply_write(c: &Connection, w: &Write) -> Result<(), StoreError> {
             if n == 0 {
                 return Err(conflict(format!("run {run} is not {from}")));
             }
+            // It wrote `updated_at`: an earlier write's is overwritten.
+            let b = bumps.get(run.as_str());
+            b.exists = true;
+            b.at = None;
         }
         Write::StepState { run, step, from, to, output, error, next_attempt_at, at } => {
             let n = c
@@ -239,7 +307,7 @@ fn apply_write(c: &Connection, w: &Write) -> Result<(), StoreError> {
             if n == 0 {
                 return Err(conflict(format!("step {run}/{step} is not {from}")));
             }
-            touch(c, run.as_str(), *at)?;
+            bumps.touch(run.as_str(), *at);
         }
         Write::StartAttempt { run, step, item, attempt, lease_until, at } => {
             let n = c
@@ -255,7 +323,7 @@ fn apply_write(c: &Connection, w: &Write) -> Result<(), StoreError> {
             )
             .and_then(|mut s| s.execute(params![run.as_str(), step, item_col(*item), attempt.get(), lease_until, at]))
             .map_err(map_err)?;
-            touch(c, run.as_str(), *at)?;
+            bumps.touch(run.as_str(), *at);
         }
         Write::FinishAttempt { run, step, item, attempt, state, output, error, at } => {
             let n = c
@@ -279,15 +347,22 @@ fn apply_write(c: &Connection, w: &Write) -> Result<(), StoreError> {
             if n == 0 || *state == weft_engine::state::AttemptState::Running {
                 return Err(conflict(format!("attempt {attempt} of {run}/{step} is not running")));
             }
-            touch(c, run.as_str(), *at)?;
+            bumps.touch(run.as_str(), *at);
         }
         Write::Event(e) => {
-            let n = c
-                .prepare_cached("UPDATE runs SET last_seq = MAX(last_seq, ?2) WHERE id = ?1")
-                .and_then(|mut s| s.execute(params![e.run.as_str(), e.seq.0 as i64]))
-                .map_err(map_err)?;
-            if n == 0 {
-                return Err(conflict(format!("run {} does not exist", e.run)));
+            let seq = e.seq.0 as i64;
+            let b = bumps.get(e.run.as_str());
+            if b.exists {
+                b.seq = Some(b.seq.map_or(seq, |s| s.max(seq)));
+            } else {
+                let n = c
+                    .prepare_cached("UPDATE runs SET last_seq = MAX(last_seq, ?2) WHERE id = ?1")
+                    .and_then(|mut s| s.execute(params![e.run.as_str(), seq]))
+                    .map_err(map_err)?;
+                if n == 0 {
+                    return Err(conflict(format!("run {} does not exist", e.run)));
+                }
+                b.exists = true;
             }
             c.prepare_cached(
                 "INSERT INTO events (run_id, seq, at, kind, step, item, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
