@@ -211,8 +211,15 @@ impl Runner {
     }
 }
 
-/// `wasm`, then `native` unless `WEFT_BENCH_NATIVE=0`.
+/// `wasm`, then `native` unless `WEFT_BENCH_NATIVE=0`; just one of them
+/// with `WEFT_BENCH_RUNNER=wasm|native`.
 fn runners() -> Vec<Runner> {
+    match std::env::var("WEFT_BENCH_RUNNER").as_deref() {
+        Ok("wasm") => return vec![Runner::Wasm],
+        Ok("native") => return vec![Runner::Native],
+        Ok(other) => panic!("WEFT_BENCH_RUNNER: unknown runner {other:?} (wasm or native)"),
+        Err(_) => {}
+    }
     if std::env::var("WEFT_BENCH_NATIVE").as_deref() == Ok("0") {
         vec![Runner::Wasm]
     } else {
@@ -231,7 +238,13 @@ fn in_proc(durability: Durability, config: EngineConfig, runner: Runner) -> InPr
     let dir = tempfile::tempdir().expect("temp dir");
     let settings = settings(dir.path());
     let hex = pin_hostile(&settings);
-    let store = Arc::new(SqliteStore::open(dir.path().join("bench.db"), durability).expect("open the store"));
+    // `WEFT_BENCH_STORE=mem`: the engine's in-memory store instead of
+    // SQLite, to split the engine's own overhead from the store's.
+    let store: Arc<dyn weft_engine::store::Store> = if std::env::var("WEFT_BENCH_STORE").as_deref() == Ok("mem") {
+        Arc::new(weft_engine::MemStore::new())
+    } else {
+        Arc::new(SqliteStore::open(dir.path().join("bench.db"), durability).expect("open the store"))
+    };
     let runner: Arc<dyn StepRunner> = match runner {
         Runner::Wasm => Arc::new(CodeRunner::from_settings(&settings, dir.path().to_path_buf()).expect("the sandbox")),
         Runner::Native => Arc::new(Native),

@@ -176,6 +176,8 @@ struct Driver {
     batch: Batch,
     inflight: JoinSet<Done>,
     to_launch: Vec<Launch>,
+    /// Attempts that finished while being launched (see `launch`).
+    done_now: Vec<Done>,
     permits: Vec<OwnedSemaphorePermit>,
     want_permit: bool,
     failures: u32,
@@ -368,6 +370,7 @@ impl Driver {
             batch: Batch::new(),
             inflight: JoinSet::new(),
             to_launch: vec![],
+            done_now: vec![],
             permits: vec![],
             want_permit: false,
             failures: 0,
@@ -489,6 +492,21 @@ impl Driver {
             if self.state.is_terminal() {
                 return Ok(());
             }
+            if self.cancel.is_canceled() {
+                // As for a task's outcome: the run's cancel comes first,
+                // and records the attempt canceled.
+                self.done_now.clear();
+            }
+            if !self.done_now.is_empty() {
+                self.drain_sink();
+                for d in std::mem::take(&mut self.done_now) {
+                    self.on_done(d)?;
+                }
+                // A chain of such attempts never waits: let the worker's
+                // other tasks in now and then.
+                tokio::task::consume_budget().await;
+                continue;
+            }
             if self.can_hibernate() {
                 let (sh, until) = (self.sh.clone(), self.next_timer());
                 let (mail, sink, cancel) = (&self.link.mail, &self.sink_rx, &self.cancel);
@@ -503,6 +521,7 @@ impl Driver {
                     self.end_run(RunEvent::Cancel, None, StepError::canceled("the run was canceled"), true)?
                 }
                 Wake::Done(done) => {
+                    self.drain_sink();
                     for d in done {
                         self.on_done(d)?;
                     }
@@ -516,6 +535,14 @@ impl Driver {
                 Wake::Mail(m) => self.on_mail(m)?,
                 Wake::Child(i, r) => self.on_child(i, *r)?,
             }
+        }
+    }
+
+    /// Record the logs and progress attempts sent so far, so that those of
+    /// an attempt come before its outcome in the run's event log.
+    fn drain_sink(&mut self) {
+        while let Ok(m) = self.sink_rx.try_recv() {
+            self.on_sink(m);
         }
     }
 
@@ -585,8 +612,25 @@ impl Driver {
     }
 
     fn launch(&mut self) {
+        // The only attempt of its run: polled once right here, before it
+        // becomes a task. A runner that finishes without waiting (a guest
+        // running in place, a native runner) is done without a task spawn
+        // and a wake-up; any other goes on as a task, from where it stopped.
+        // The driver cannot watch the run's cancel meanwhile, so the run's
+        // token fires the attempt's directly while it is polled here.
+        let alone = self.to_launch.len() == 1 && self.inflight.is_empty();
         for l in self.to_launch.drain(..) {
-            self.inflight.spawn(run_attempt(self.sh.runner.clone(), self.sh.clock.clone(), l));
+            let token = l.token.clone();
+            let mut attempt = Box::pin(run_attempt(self.sh.runner.clone(), self.sh.clock.clone(), l));
+            if alone {
+                let _linked = self.cancel.on_cancel(move || token.cancel());
+                let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+                if let std::task::Poll::Ready(done) = attempt.as_mut().poll(&mut cx) {
+                    self.done_now.push(done);
+                    continue;
+                }
+            }
+            self.inflight.spawn(attempt);
         }
         for c in self.to_spawn.drain(..) {
             self.children.spawn(children::run_child(self.sh.clone(), c));

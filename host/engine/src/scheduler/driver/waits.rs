@@ -258,6 +258,7 @@ impl Driver {
             && self.inflight.is_empty()
             && self.children.is_empty()
             && self.to_launch.is_empty()
+            && self.done_now.is_empty()
             && self.to_spawn.is_empty()
             && self.to_cancel.is_empty()
             && !self.want_permit

@@ -27,6 +27,9 @@ enum Act {
     Hang,
     /// Wait for a permit of the semaphore, then succeed with the value.
     Gate(Arc<Semaphore>, Value),
+    /// Hold the thread (like a guest running in place) until canceled, or
+    /// give up after 10 s.
+    Spin,
 }
 
 type Behave = Arc<dyn Fn(&StepRequest) -> Act + Send + Sync>;
@@ -72,6 +75,13 @@ impl StepRunner for Fake {
             Act::Hang => {
                 cancel.canceled().await;
                 self.canceled.lock().unwrap().push(req.idempotency_key.clone());
+                Err(StepError::canceled("stopped"))
+            }
+            Act::Spin => {
+                let t = std::time::Instant::now();
+                while !cancel.is_canceled() && t.elapsed() < Duration::from_secs(10) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
                 Err(StepError::canceled("stopped"))
             }
             Act::Gate(s, v) => tokio::select! {
@@ -465,6 +475,26 @@ async fn cancel_a_running_run() {
     let again = h.engine.cancel(&id).await.unwrap();
     assert_eq!(again.updated_at, r.updated_at);
     check_log(&h, &r);
+}
+
+/// A run's only attempt is polled by its driver before it becomes a task:
+/// one that holds the thread meanwhile (a guest running in place) still
+/// hears the run's cancel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_reaches_an_attempt_that_holds_its_thread() {
+    let h = harness();
+    h.fake.on("a", |_| Act::Spin);
+    let id = h
+        .engine
+        .submit(&def(json!({"name": "w", "steps": [code("a")]})), json!({}), RunOptions::default())
+        .await
+        .unwrap();
+    h.until_calls("a", 1).await;
+    let t = std::time::Instant::now();
+    let r = tokio::time::timeout(Duration::from_secs(8), h.engine.cancel(&id)).await.expect("cancel hangs").unwrap();
+    assert!(t.elapsed() < Duration::from_secs(5), "the attempt heard the cancel late: {:?}", t.elapsed());
+    assert_eq!(r.state, RunState::Canceled);
+    assert_eq!(r.attempts[0].state, AttemptState::Canceled);
 }
 
 #[tokio::test]
