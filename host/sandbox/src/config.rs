@@ -69,10 +69,14 @@ impl SandboxConfig {
                 .max_core_instance_size(4 << 20)
                 .table_elements(200_000)
                 .max_memory_size((self.max_memory_mb as usize) << 20)
-                // Reset the first 128 KiB of a memory (64 KiB of a table) by memset rather
-                // than madvise: cheaper for short invocations of small guests.
-                .linear_memory_keep_resident(128 << 10)
-                .table_keep_resident(64 << 10);
+                // Reset a freed memory (table) by rewriting what the guest
+                // dirtied rather than by madvise, which unmaps the pages and
+                // flushes every core's TLB. With PAGEMAP_SCAN (Linux 6.7+)
+                // only the dirty pages of the first 1 MiB are rewritten:
+                // a fib(10) call 28 -> 17 us, W4 +22% (see README).
+                .linear_memory_keep_resident(1 << 20)
+                .table_keep_resident(64 << 10)
+                .pagemap_scan(wasmtime::Enabled::Auto);
             config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         }
         let engine = Engine::new(&config).map_err(|e| HostError::Engine(format!("{e:#}")))?;
