@@ -185,6 +185,10 @@ fn fib(n: u64) -> u64 {
 
 #[async_trait::async_trait]
 impl StepRunner for Native {
+    fn finishes_in_place(&self, _: &StepRequest) -> bool {
+        true
+    }
+
     async fn run(&self, req: StepRequest, _: CancelToken) -> Result<StepOutput, StepError> {
         Ok(StepOutput::Done(match req.input["mode"].as_str() {
             Some("fib") => json!(fib(std::hint::black_box(req.input["n"].as_u64().unwrap_or(10)))),
@@ -232,6 +236,16 @@ struct InProc {
     dir: tempfile::TempDir,
     engine: Engine,
     hex: String,
+    /// The SQLite store (absent with `WEFT_BENCH_STORE=mem`), for its counters.
+    sqlite: Option<Arc<SqliteStore>>,
+}
+
+impl InProc {
+    /// (transactions, batches) the store's writer committed so far.
+    fn commits(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.sqlite.as_ref().map_or((0, 0), |s| (s.stats().transactions.load(Relaxed), s.stats().batches.load(Relaxed)))
+    }
 }
 
 fn in_proc(durability: Durability, config: EngineConfig, runner: Runner) -> InProc {
@@ -240,17 +254,19 @@ fn in_proc(durability: Durability, config: EngineConfig, runner: Runner) -> InPr
     let hex = pin_hostile(&settings);
     // `WEFT_BENCH_STORE=mem`: the engine's in-memory store instead of
     // SQLite, to split the engine's own overhead from the store's.
-    let store: Arc<dyn weft_engine::store::Store> = if std::env::var("WEFT_BENCH_STORE").as_deref() == Ok("mem") {
-        Arc::new(weft_engine::MemStore::new())
-    } else {
-        Arc::new(SqliteStore::open(dir.path().join("bench.db"), durability).expect("open the store"))
-    };
+    let (store, sqlite): (Arc<dyn weft_engine::store::Store>, _) =
+        if std::env::var("WEFT_BENCH_STORE").as_deref() == Ok("mem") {
+            (Arc::new(weft_engine::MemStore::new()), None)
+        } else {
+            let s = Arc::new(SqliteStore::open(dir.path().join("bench.db"), durability).expect("open the store"));
+            (s.clone(), Some(s))
+        };
     let runner: Arc<dyn StepRunner> = match runner {
         Runner::Wasm => Arc::new(CodeRunner::from_settings(&settings, dir.path().to_path_buf()).expect("the sandbox")),
         Runner::Native => Arc::new(Native),
     };
     let engine = Engine::new(store, runner, Arc::new(SystemClock), Arc::new(SeededRng::from_entropy()), config);
-    InProc { dir, engine, hex }
+    InProc { dir, engine, hex, sqlite }
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -413,6 +429,7 @@ fn w3(report: &mut Report) {
             );
             // Throughput: `inflight` runs submitted at once, until all are done.
             let mut rates = vec![];
+            let before = p.commits();
             for _ in 0..rounds {
                 let t = Instant::now();
                 rt.block_on(async {
@@ -428,12 +445,16 @@ fn w3(report: &mut Report) {
                 rates.push(inflight as f64 / t.elapsed().as_secs_f64());
             }
             let (r50, rmin) = (pct(&rates, 0.5), rates.iter().cloned().fold(f64::INFINITY, f64::min));
+            // Group commit at work: batches per SQLite transaction.
+            let after = p.commits();
+            let group = (after.1 - before.1) as f64 / (after.0 - before.0).max(1) as f64;
             report.figure(
             format!(
-                "W3 trivial-3 durability={label} throughput in_flight={inflight} runs_per_s={r50:.0} runs_per_s_min={rmin:.0} rounds={rounds} runner={rl}"
+                "W3 trivial-3 durability={label} throughput in_flight={inflight} runs_per_s={r50:.0} runs_per_s_min={rmin:.0} batches_per_txn={group:.1} rounds={rounds} runner={rl}"
             ),
             json!({"workload": "W3", "figure": "throughput", "durability": label, "runner": rl,
-                   "in_flight": inflight, "rounds": rounds, "runs_per_s_p50": r50, "runs_per_s_min": rmin}),
+                   "in_flight": inflight, "rounds": rounds, "runs_per_s_p50": r50, "runs_per_s_min": rmin,
+                   "batches_per_txn": group}),
         );
         }
     }

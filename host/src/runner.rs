@@ -249,6 +249,11 @@ impl Drop for Bridge {
 
 #[async_trait::async_trait]
 impl StepRunner for CodeRunner {
+    /// A pinned guest whose recent calls were all fast runs in place.
+    fn finishes_in_place(&self, req: &StepRequest) -> bool {
+        matches!(&req.action, Action::Code(c) if self.inner.is_fast(c))
+    }
+
     async fn run(&self, req: StepRequest, cancel: CancelToken) -> Result<StepOutput, StepFailure> {
         let code = match &req.action {
             Action::Code(c) => c.clone(),

@@ -121,6 +121,10 @@ impl StepRunner for Runners {
         }
     }
 
+    fn finishes_in_place(&self, req: &StepRequest) -> bool {
+        matches!(req.action, Action::Code(_)) && self.code.finishes_in_place(req)
+    }
+
     async fn run(&self, req: StepRequest, cancel: CancelToken) -> Result<StepOutput, StepFailure> {
         let tool = match &req.action {
             Action::Tool(t) => t.clone(),

@@ -89,8 +89,12 @@ pub fn run(c: &Connection, run_id: &RunId) -> Result<Option<RunRecord>, StoreErr
     };
     let steps = c
         .prepare_cached(
-            "SELECT name, state, attempts, output, error, started_at, ended_at, next_attempt_at
-             FROM steps WHERE run_id = ?1 ORDER BY idx",
+            // A step's attempts are counted, not kept on its row: a counter
+            // there made every item's claim rewrite the step's row.
+            "SELECT s.name, s.state,
+                    (SELECT COUNT(*) FROM attempts a WHERE a.run_id = s.run_id AND a.step = s.name),
+                    s.output, s.error, s.started_at, s.ended_at, s.next_attempt_at
+             FROM steps s WHERE s.run_id = ?1 ORDER BY s.idx",
         )
         .and_then(|mut s| {
             s.query_map([run_id.as_str()], |r| {
@@ -122,11 +126,14 @@ pub fn run(c: &Connection, run_id: &RunId) -> Result<Option<RunRecord>, StoreErr
             })
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
-    let attempts = c
+    let mut attempts = c
         .prepare_cached(
-            "SELECT a.step, a.item, a.attempt, a.state, a.lease_until, a.started_at, a.ended_at, a.output, a.error
-             FROM attempts a JOIN steps s ON s.run_id = a.run_id AND s.name = a.step
-             WHERE a.run_id = ?1 ORDER BY s.idx, a.item, a.attempt",
+            // In key order, sorted by step position below: a join with
+            // `steps` to order them would look up the step's row once per
+            // attempt, and a finished `for_each` step's row carries every
+            // item's output (read whole, overflow pages and all, per lookup).
+            "SELECT step, item, attempt, state, lease_until, started_at, ended_at, output, error
+             FROM attempts WHERE run_id = ?1 ORDER BY step, item, attempt",
         )
         .and_then(|mut s| {
             s.query_map([run_id.as_str()], |r| {
@@ -160,6 +167,10 @@ pub fn run(c: &Connection, run_id: &RunId) -> Result<Option<RunRecord>, StoreErr
             })
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
+    // Steps in definition order (a stable sort keeps item and attempt order).
+    let position: std::collections::HashMap<&str, usize> =
+        steps.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
+    attempts.sort_by_key(|a| position.get(a.step.as_str()).copied().unwrap_or(usize::MAX));
     Ok(Some(RunRecord {
         id: run_id.clone(),
         template,

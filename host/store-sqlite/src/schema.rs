@@ -125,6 +125,14 @@ const MIGRATIONS: &[&str] = &[
         WHERE concurrency_key IS NOT NULL AND state NOT IN ('completed', 'failed', 'canceled', 'rejected');
     CREATE INDEX runs_parent ON runs(parent) WHERE parent IS NOT NULL;
     "#,
+    // 4: fewer pages written per transition. Running attempts are few and
+    // `attempts_one_running` lists them, so a lease index only cost one more
+    // page per claim and per outcome; `steps.attempts` is no longer kept
+    // (readers count the step's attempts), so an item's claim leaves its
+    // step's row alone.
+    r#"
+    DROP INDEX attempts_leases;
+    "#,
 ];
 
 /// The schema version this build writes.
@@ -175,5 +183,27 @@ mod tests {
         let state: String = c.query_row("SELECT state FROM runs WHERE id = 'r_1'", [], |r| r.get(0)).unwrap();
         assert_eq!(state, "working");
         assert!(c.prepare("SELECT definition FROM runs").is_err(), "the column moved");
+    }
+
+    /// Version 4 drops the lease index; the index of running attempts
+    /// (what recovery and `expired_leases` read) stays.
+    #[test]
+    fn version_4_drops_the_lease_index_only() {
+        let mut c = Connection::open_in_memory().unwrap();
+        for sql in &MIGRATIONS[..3] {
+            c.execute_batch(sql).unwrap();
+        }
+        c.pragma_update(None, "user_version", 3).unwrap();
+        let index = |c: &Connection, name: &str| -> bool {
+            c.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?1", [name], |r| {
+                r.get::<_, i64>(0)
+            })
+            .unwrap()
+                == 1
+        };
+        assert!(index(&c, "attempts_leases"));
+        assert_eq!(migrate(&mut c).unwrap(), SCHEMA_VERSION);
+        assert!(!index(&c, "attempts_leases"));
+        assert!(index(&c, "attempts_one_running"));
     }
 }

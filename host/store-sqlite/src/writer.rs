@@ -44,6 +44,9 @@ pub(crate) struct Writer {
     pub stats: Arc<crate::Stats>,
     /// Callers may commit on their own thread (Durability::Normal).
     pub inline: bool,
+    /// A caller is elected to commit the queue shortly (it lets its
+    /// thread's other ready tasks queue their batches first).
+    pub electing: std::sync::atomic::AtomicBool,
 }
 
 impl Writer {
@@ -310,11 +313,13 @@ fn apply_write<'a>(c: &Connection, w: &'a Write, bumps: &mut RunBumps<'a>) -> Re
             bumps.touch(run.as_str(), *at);
         }
         Write::StartAttempt { run, step, item, attempt, lease_until, at } => {
-            let n = c
-                .prepare_cached("UPDATE steps SET attempts = attempts + 1 WHERE run_id = ?1 AND name = ?2")
-                .and_then(|mut s| s.execute(params![run.as_str(), step]))
+            // Checked by a read: the step's row is not rewritten per attempt
+            // (the count of its attempts is read from `attempts`).
+            let exists = c
+                .prepare_cached("SELECT 1 FROM steps WHERE run_id = ?1 AND name = ?2")
+                .and_then(|mut s| s.exists(params![run.as_str(), step]))
                 .map_err(map_err)?;
-            if n == 0 {
+            if !exists {
                 return Err(conflict(format!("step {run}/{step} does not exist")));
             }
             c.prepare_cached(

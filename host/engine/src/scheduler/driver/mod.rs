@@ -612,17 +612,19 @@ impl Driver {
     }
 
     fn launch(&mut self) {
-        // The only attempt of its run: polled once right here, before it
-        // becomes a task. A runner that finishes without waiting (a guest
-        // running in place, a native runner) is done without a task spawn
-        // and a wake-up; any other goes on as a task, from where it stopped.
-        // The driver cannot watch the run's cancel meanwhile, so the run's
-        // token fires the attempt's directly while it is polled here.
+        // The only attempt of its run, and any attempt its runner expects
+        // to finish in place (a short guest, a native runner): polled once
+        // right here, before it becomes a task. One that finishes without
+        // waiting is done without a task spawn and a wake-up; any other
+        // goes on as a task, from where it stopped. The driver cannot
+        // watch the run's cancel meanwhile, so the run's token fires the
+        // attempt's directly while it is polled here.
         let alone = self.to_launch.len() == 1 && self.inflight.is_empty();
         for l in self.to_launch.drain(..) {
             let token = l.token.clone();
+            let in_place = alone || self.sh.runner.finishes_in_place(&l.req);
             let mut attempt = Box::pin(run_attempt(self.sh.runner.clone(), self.sh.clock.clone(), l));
-            if alone {
+            if in_place {
                 let _linked = self.cancel.on_cancel(move || token.cancel());
                 let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
                 if let std::task::Poll::Ready(done) = attempt.as_mut().poll(&mut cx) {

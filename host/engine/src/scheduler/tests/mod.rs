@@ -41,6 +41,8 @@ struct Fake {
     canceled: Mutex<Vec<String>>,
     running: AtomicUsize,
     max_running: AtomicUsize,
+    /// What `finishes_in_place` says (every attempt polled by its driver).
+    in_place: std::sync::atomic::AtomicBool,
 }
 
 impl Fake {
@@ -58,6 +60,10 @@ impl Fake {
 
 #[async_trait::async_trait]
 impl StepRunner for Fake {
+    fn finishes_in_place(&self, _: &StepRequest) -> bool {
+        self.in_place.load(Ordering::SeqCst)
+    }
+
     async fn run(&self, req: StepRequest, cancel: CancelToken) -> Result<StepOutput, StepError> {
         self.calls.lock().unwrap().push(req.clone());
         let n = self.running.fetch_add(1, Ordering::SeqCst) + 1;
@@ -495,6 +501,88 @@ async fn cancel_reaches_an_attempt_that_holds_its_thread() {
     assert!(t.elapsed() < Duration::from_secs(5), "the attempt heard the cancel late: {:?}", t.elapsed());
     assert_eq!(r.state, RunState::Canceled);
     assert_eq!(r.attempts[0].state, AttemptState::Canceled);
+}
+
+/// Attempts a runner says finish in place are polled by the driver:
+/// those that finish do (their logs before their outcome), and those that
+/// wait after all go on as tasks, still side by side.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attempts_polled_in_place_finish_or_go_on_as_tasks() {
+    let h = harness();
+    h.fake.in_place.store(true, Ordering::SeqCst);
+    let r = h
+        .run(
+            json!({"name": "w", "steps": [
+                {"name": "each", "for_each": "@input.items", "concurrency": 3, "code": {"plugin": "p"}, "input": "@item"}
+            ]}),
+            json!({"items": [1, 2, 3, 4, 5, 6, 7]}),
+        )
+        .await;
+    assert_eq!(r.state, RunState::Completed, "{:?}", r.error);
+    let out: Vec<Value> = step(&r, "each").output.clone().unwrap().as_array().unwrap().clone();
+    assert_eq!(out.len(), 7);
+    assert_eq!(out[6]["input"], json!(7));
+    let events = h.store.events_after(&r.id, crate::ids::Seq(0), 1000).await.unwrap();
+    for k in 0..7u32 {
+        let at = |kind: &str| {
+            events.iter().position(|e| e.kind == kind && e.item == Some(crate::ids::ItemIndex(k))).unwrap_or_else(
+                || {
+                    panic!("no {kind} of item {k}");
+                },
+            )
+        };
+        assert!(at("progress") < at("item.succeeded"), "item {k}: its progress after its outcome");
+    }
+
+    // Gated attempts return Pending when polled: they become tasks, and
+    // three run at once as the step's concurrency allows.
+    let gate = Arc::new(Semaphore::new(0));
+    let g = gate.clone();
+    h.fake.on("slow", move |r| Act::Gate(g.clone(), r.input.clone()));
+    let id = h
+        .engine
+        .submit(
+            &def(json!({"name": "g", "steps": [
+                {"name": "slow", "for_each": "@input.items", "concurrency": 3, "code": {"plugin": "p"}, "input": "@item"}
+            ]})),
+            json!({"items": [1, 2, 3, 4, 5]}),
+            RunOptions::default(),
+        )
+        .await
+        .unwrap();
+    h.until_calls("slow", 3).await;
+    assert_eq!(h.fake.max_running.load(Ordering::SeqCst), 3);
+    gate.add_permits(5);
+    let r = tokio::time::timeout(Duration::from_secs(10), h.engine.wait(&id)).await.expect("run hangs").unwrap();
+    assert_eq!(r.state, RunState::Completed, "{:?}", r.error);
+    assert_eq!(step(&r, "slow").output, Some(json!([1, 2, 3, 4, 5])));
+}
+
+/// The run's cancel reaches attempts polled in place that hold the thread,
+/// also when several were launched together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_reaches_attempts_held_in_place() {
+    let h = harness();
+    h.fake.in_place.store(true, Ordering::SeqCst);
+    h.fake.on("each", |_| Act::Spin);
+    let id = h
+        .engine
+        .submit(
+            &def(json!({"name": "w", "steps": [
+                {"name": "each", "for_each": "@input.items", "concurrency": 2, "code": {"plugin": "p"}}
+            ]})),
+            json!({"items": [1, 2, 3]}),
+            RunOptions::default(),
+        )
+        .await
+        .unwrap();
+    h.until_calls("each", 1).await;
+    let t = std::time::Instant::now();
+    let r = tokio::time::timeout(Duration::from_secs(20), h.engine.cancel(&id)).await.expect("cancel hangs").unwrap();
+    assert!(t.elapsed() < Duration::from_secs(5), "the attempts heard the cancel late: {:?}", t.elapsed());
+    assert_eq!(r.state, RunState::Canceled);
+    assert!(!r.attempts.is_empty());
+    assert!(r.attempts.iter().all(|a| a.state == AttemptState::Canceled), "{:?}", r.attempts);
 }
 
 #[tokio::test]
