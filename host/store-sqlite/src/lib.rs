@@ -55,35 +55,6 @@ pub struct Stats {
     pub batches: AtomicU64,
 }
 
-/// The leader of the next commit (see `SqliteStore::send`).
-struct Lead<'a> {
-    store: &'a SqliteStore,
-    done: bool,
-}
-
-impl Lead<'_> {
-    /// Commit the queue on this thread if the connection is free; else the
-    /// writer thread, which holds it, is woken to.
-    fn commit(mut self) {
-        self.done = true;
-        let w = &self.store.w;
-        w.electing.store(false, Ordering::SeqCst);
-        match w.conn.try_lock() {
-            Ok(conn) => w.drain(&conn),
-            Err(_) => self.store.wake_writer(),
-        }
-    }
-}
-
-impl Drop for Lead<'_> {
-    fn drop(&mut self) {
-        if !self.done {
-            self.store.w.electing.store(false, Ordering::SeqCst);
-            self.store.wake_writer();
-        }
-    }
-}
-
 /// See the crate docs.
 pub struct SqliteStore {
     path: PathBuf,
@@ -168,7 +139,6 @@ impl SqliteStore {
             queue: Mutex::new(Default::default()),
             stats: stats.clone(),
             inline: durability == Durability::Normal,
-            electing: Default::default(),
         });
         let w2 = w.clone();
         let writer = std::thread::Builder::new()
@@ -205,50 +175,29 @@ impl SqliteStore {
 
     async fn send(&self, op: Op) -> Result<u32, StoreError> {
         let (reply, rx) = oneshot::channel();
-        if self.enqueue(Msg { op, reply })? {
-            // This caller leads the next commit. First it lets the tasks
-            // ready on its thread run, so that the batches they are about
-            // to queue go into the same transaction (with many runs in
-            // flight, a transaction carries tens of batches instead of a
-            // few); then it commits the queue, or leaves it to the writer
-            // thread if that holds the connection (also if this future is
-            // dropped meanwhile).
-            let lead = Lead { store: self, done: false };
-            tokio::task::yield_now().await;
-            lead.commit();
-        }
+        self.enqueue(Msg { op, reply })?;
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
-    /// Queue a message. True if the caller is to lead the commit of the
-    /// queue (see [`send`](Self::send)); otherwise a leader or the writer
-    /// thread commits it.
-    fn enqueue(&self, m: Msg) -> Result<bool, StoreError> {
-        let tx = self.tx.lock().unwrap();
-        let tx = tx.as_ref().ok_or(StoreError::Closed)?;
-        self.w.queue.lock().unwrap().push_back(m);
-        if !self.w.inline {
-            tx.send(()).map_err(|_| StoreError::Closed)?;
-            return Ok(false);
+    /// Queue a message, then commit the queue here (if allowed and the
+    /// connection is free) or wake the writer thread.
+    fn enqueue(&self, m: Msg) -> Result<(), StoreError> {
+        let leader = {
+            let tx = self.tx.lock().unwrap();
+            let tx = tx.as_ref().ok_or(StoreError::Closed)?;
+            self.w.queue.lock().unwrap().push_back(m);
+            match self.w.inline.then(|| self.w.conn.try_lock().ok()).flatten() {
+                Some(conn) => Some(conn),
+                None => {
+                    tx.send(()).map_err(|_| StoreError::Closed)?;
+                    None
+                }
+            }
+        };
+        if let Some(conn) = leader {
+            self.w.drain(&conn);
         }
-        // A leader elected before this message was queued clears the flag
-        // only after, and drains the queue then: it takes this one too.
-        if self.w.electing.load(Ordering::SeqCst) {
-            return Ok(false);
-        }
-        if self.w.conn.try_lock().is_ok() && !self.w.electing.swap(true, Ordering::SeqCst) {
-            return Ok(true);
-        }
-        tx.send(()).map_err(|_| StoreError::Closed)?;
-        Ok(false)
-    }
-
-    /// Wake the writer thread (it commits whatever is queued). After a
-    /// close, the close commits what is left.
-    fn wake_writer(&self) {
-        if let Some(tx) = self.tx.lock().unwrap().as_ref() {
-            let _ = tx.send(());
-        }
+        Ok(())
     }
 
     /// Run `f` on a reader connection (taken from the pool or opened).

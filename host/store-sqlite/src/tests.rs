@@ -353,33 +353,6 @@ async fn a_failed_batch_leaves_no_trace() {
     }
 }
 
-/// A caller elected to lead a commit that is dropped before it does (its
-/// task aborted while it let others queue) strands nothing: its own batch
-/// and those queued behind it are committed by the writer thread.
-#[tokio::test(flavor = "current_thread")]
-async fn a_dropped_leader_strands_no_batch() {
-    let (_d, p) = tmp();
-    let s = Arc::new(SqliteStore::open(&p, Durability::Normal).unwrap());
-    let (a, f) = (rid(7001), rid(7002));
-    let mut leader = Box::pin(s.commit(b(vec![create(&a, &["x"]), event(&a, 1, "run.submitted")])));
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    // Polled once: queued, elected, now letting others queue.
-    assert!(leader.as_mut().poll(&mut cx).is_pending());
-    let mut follower = Box::pin(s.commit(b(vec![create(&f, &["x"]), event(&f, 1, "run.submitted")])));
-    assert!(follower.as_mut().poll(&mut cx).is_pending());
-    drop(leader);
-    tokio::time::timeout(std::time::Duration::from_secs(5), follower)
-        .await
-        .expect("the follower's batch was stranded")
-        .unwrap();
-    let started = std::time::Instant::now();
-    while s.run(&a).await.unwrap().is_none() {
-        assert!(started.elapsed() < std::time::Duration::from_secs(5), "the dropped leader's batch was stranded");
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
-    assert!(s.run(&f).await.unwrap().is_some());
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn group_commit_under_concurrent_callers() {
     let (_d, p) = tmp();

@@ -44,9 +44,6 @@ pub(crate) struct Writer {
     pub stats: Arc<crate::Stats>,
     /// Callers may commit on their own thread (Durability::Normal).
     pub inline: bool,
-    /// A caller is elected to commit the queue shortly (it lets its
-    /// thread's other ready tasks queue their batches first).
-    pub electing: std::sync::atomic::AtomicBool,
 }
 
 impl Writer {

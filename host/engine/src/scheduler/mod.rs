@@ -256,8 +256,13 @@ impl Engine {
 
     /// Create a run and start driving it.
     pub async fn submit(&self, def: &Definition, input: Value, opts: RunOptions) -> Result<RunId, EngineError> {
-        let id = self.create_run(def, input, opts).await?;
-        self.start_with(&id, Some(Arc::new(def.clone())));
+        let presets = !opts.presets.is_empty();
+        let (id, batch) = self.run_batch(def, input, opts).await?;
+        // The driver starts from the record just written instead of
+        // reading it back (a read transaction per run saved).
+        let rec = if presets { None } else { driver::fresh_record(&batch) };
+        self.sh.store.commit(batch).await?;
+        self.start_with(&id, Some(driver::Known { def: Arc::new(def.clone()), rec }));
         Ok(id)
     }
 
@@ -267,7 +272,7 @@ impl Engine {
         self.start_with(id, None);
     }
 
-    fn start_with(&self, id: &RunId, def: Option<Arc<Definition>>) {
+    fn start_with(&self, id: &RunId, def: Option<driver::Known>) {
         let mut runs = self.sh.active.lock().unwrap();
         if runs.hibernated.contains_key(id) {
             return;
@@ -277,7 +282,7 @@ impl Engine {
 
     /// Starts a driver unless one runs; a hibernated run wakes. Called
     /// with the `active` lock held.
-    fn start_locked(&self, runs: &mut hibernate::Runs, id: &RunId, def: Option<Arc<Definition>>) {
+    fn start_locked(&self, runs: &mut hibernate::Runs, id: &RunId, def: Option<driver::Known>) {
         if let Some(a) = runs.driven.get(id)
             && !*a.done.borrow()
         {

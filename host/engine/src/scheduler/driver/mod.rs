@@ -193,17 +193,81 @@ struct Driver {
     to_spawn: Vec<ChildSpec>,
     /// Children to cancel once the batch that ended their step is durable.
     to_cancel: Vec<RunId>,
+    /// A batch of this driver is durable.
+    committed: bool,
+}
+
+/// What the starter of a driver knows already: the run's plan, and for a
+/// run it has just created, its record.
+pub(super) struct Known {
+    pub def: Arc<Definition>,
+    pub rec: Option<RunRecord>,
+}
+
+/// The record of a run the batch creates, as the store will hold it once
+/// the batch commits (no steps preset).
+pub(super) fn fresh_record(batch: &Batch) -> Option<RunRecord> {
+    let mut created = None;
+    let mut last_seq = Seq(0);
+    for w in &batch.writes {
+        match w {
+            Write::CreateRun { run, steps } => created = Some((run, steps)),
+            Write::Event(e) => last_seq = last_seq.max(e.seq),
+            _ => return None,
+        }
+    }
+    let (run, steps) = created?;
+    Some(RunRecord {
+        id: run.id.clone(),
+        template: run.template.clone(),
+        version: run.version,
+        state: RunState::Submitted,
+        definition: run.definition.clone(),
+        input: run.input.clone(),
+        output: None,
+        error: None,
+        parent: run.parent.clone(),
+        depth: run.depth,
+        concurrency_key: run.concurrency_key.clone(),
+        created_at: run.created_at,
+        updated_at: run.created_at,
+        deadline_at: run.deadline_at,
+        steps: steps
+            .iter()
+            .map(|name| crate::store::StepRecord {
+                name: name.clone(),
+                state: StepState::Pending,
+                attempts: 0,
+                output: None,
+                error: None,
+                started_at: None,
+                ended_at: None,
+                next_attempt_at: None,
+            })
+            .collect(),
+        attempts: vec![],
+        last_seq,
+        waits: vec![],
+    })
 }
 
 /// Drive one run to its end (or until the task is aborted).
 pub(super) async fn drive(
     sh: Arc<Shared>,
     id: RunId,
-    def: Option<Arc<Definition>>,
+    known: Option<Known>,
     cancel: CancelToken,
     link: Link,
 ) -> Result<(), EngineError> {
-    let rec = sh.store.run(&id).await?.ok_or_else(|| EngineError::NotFound(id.clone()))?;
+    let (def, rec) = match known {
+        Some(k) => (Some(k.def), k.rec),
+        None => (None, None),
+    };
+    let from_memory = rec.is_some();
+    let rec = match rec {
+        Some(r) => r,
+        None => sh.store.run(&id).await?.ok_or_else(|| EngineError::NotFound(id.clone()))?,
+    };
     if rec.state.is_terminal() {
         return Ok(());
     }
@@ -223,8 +287,17 @@ pub(super) async fn drive(
             Err(p) => return fail_unloadable(&sh, &rec, p.to_string()).await,
         },
     };
-    let mut d = Driver::new(sh.clone(), rec, def, cancel, link)?;
+    let mut d = Driver::new(sh.clone(), rec, def.clone(), cancel.clone(), link)?;
     let r = d.main().await;
+    if from_memory
+        && !d.committed
+        && let Err(EngineError::Store(crate::store::StoreError::Conflict(_))) = &r
+    {
+        // The run changed between its creation and this start (canceled
+        // by id meanwhile): start again from what the store holds.
+        let link = d.into_link();
+        return Box::pin(drive(sh, id, Some(Known { def, rec: None }), cancel, link)).await;
+    }
     d.stop_inflight().await;
     // The run's end lets the next run of its queue go.
     if let Some(k) = key
@@ -384,6 +457,7 @@ impl Driver {
             children: JoinSet::new(),
             to_spawn: vec![],
             to_cancel: vec![],
+            committed: false,
         };
         d.load(&rec)?;
         Ok(d)
@@ -391,6 +465,11 @@ impl Driver {
 
     fn now(&self) -> i64 {
         self.sh.clock.now_ms()
+    }
+
+    /// The engine's link to this run, for a driver that starts over.
+    fn into_link(self) -> Link {
+        self.link
     }
 
     // ---- loading and recovery -------------------------------------------
@@ -601,7 +680,10 @@ impl Driver {
         let mut tries = 0;
         loop {
             match self.sh.store.commit(batch.clone()).await {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    self.committed = true;
+                    return Ok(());
+                }
                 Err(e) if e.is_retryable() && tries < self.sh.config.commit_retries => {
                     tries += 1;
                     tokio::time::sleep(std::time::Duration::from_millis(5 << tries)).await;

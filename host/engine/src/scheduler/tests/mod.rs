@@ -585,6 +585,19 @@ async fn cancel_reaches_attempts_held_in_place() {
     assert!(r.attempts.iter().all(|a| a.state == AttemptState::Canceled), "{:?}", r.attempts);
 }
 
+/// A submitted run's driver starts from the record it just wrote, not
+/// from a read: that record is exactly what the store holds.
+#[tokio::test]
+async fn a_fresh_record_is_what_the_store_holds() {
+    let h = harness();
+    let d = def(json!({"name": "w", "timeout_ms": 5000, "steps": [code("a"), code("b")]}));
+    let opts = RunOptions { concurrency_key: Some("k".into()), ..RunOptions::default() };
+    let (id, batch) = h.engine.run_batch(&d, json!({"x": 1}), opts).await.unwrap();
+    let fresh = driver::fresh_record(&batch).expect("a batch that creates a run");
+    h.store.commit(batch).await.unwrap();
+    assert_eq!(fresh, h.rec(&id).await);
+}
+
 #[tokio::test]
 async fn cancel_a_run_that_was_never_started() {
     let h = harness();
