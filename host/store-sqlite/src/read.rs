@@ -269,7 +269,8 @@ pub fn events_after(c: &Connection, run: &RunId, after: Seq, limit: usize) -> Re
 pub fn unfinished_runs(c: &Connection) -> Result<Vec<RunId>, StoreError> {
     let rows = c
         .prepare_cached(
-            "SELECT id FROM runs WHERE state NOT IN ('completed', 'failed', 'canceled', 'rejected') ORDER BY id",
+            // Through the `runs_state` index: the states that are not terminal.
+            "SELECT id FROM runs WHERE state IN ('submitted', 'working', 'input-required', 'auth-required') ORDER BY id",
         )
         .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect::<Raw<Vec<_>>>())
         .map_err(map_err)?;

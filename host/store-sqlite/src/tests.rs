@@ -763,3 +763,26 @@ async fn cached_statements_are_not_reprepared() {
         assert_eq!(*n, 0, "re-prepared {n} times: {stmt}");
     }
 }
+
+/// The unfinished runs are exactly those in a state that is not terminal
+/// (the query names those states; a new state must be added there).
+#[tokio::test]
+async fn unfinished_runs_are_those_in_every_state_that_is_not_terminal() {
+    let (_d, p) = tmp();
+    let s = SqliteStore::open(&p, Durability::Normal).unwrap();
+    let raw = rusqlite::Connection::open(&p).unwrap();
+    let mut want = vec![];
+    for (n, state) in RunState::ALL.iter().enumerate() {
+        let id = rid(9000 + n as i64);
+        raw.execute(
+            "INSERT INTO runs (id, template, state, created_at, updated_at) VALUES (?1, 't', ?2, 1, 1)",
+            rusqlite::params![id.as_str(), state.as_str()],
+        )
+        .unwrap();
+        if !state.is_terminal() {
+            want.push(id);
+        }
+    }
+    want.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    assert_eq!(s.unfinished_runs().await.unwrap(), want);
+}
