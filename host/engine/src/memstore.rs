@@ -148,38 +148,7 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut Vec<NewEvent>,
             if slot.is_some() {
                 return Err(StoreError::Conflict(format!("run {} exists", run.id)));
             }
-            *slot = Some(RunRecord {
-                id: run.id.clone(),
-                template: run.template.clone(),
-                version: run.version,
-                state: crate::state::RunState::Submitted,
-                definition: run.definition.clone(),
-                input: run.input.clone(),
-                output: None,
-                error: None,
-                parent: run.parent.clone(),
-                depth: run.depth,
-                concurrency_key: run.concurrency_key.clone(),
-                created_at: run.created_at,
-                updated_at: run.created_at,
-                deadline_at: run.deadline_at,
-                steps: steps
-                    .iter()
-                    .map(|n| StepRecord {
-                        name: n.clone(),
-                        state: crate::state::StepState::Pending,
-                        attempts: 0,
-                        output: None,
-                        error: None,
-                        started_at: None,
-                        ended_at: None,
-                        next_attempt_at: None,
-                    })
-                    .collect(),
-                attempts: vec![],
-                last_seq: Seq::ZERO,
-                waits: vec![],
-            });
+            *slot = Some(RunRecord::submitted(run, steps));
         }
         Write::RunState { run, from, to, output, error, at } => {
             let r = slot.as_mut().ok_or_else(|| missing(&format!("run {run}")))?;

@@ -175,6 +175,45 @@ pub struct RunRecord {
     pub waits: Vec<WaitRecord>,
 }
 
+impl RunRecord {
+    /// A run as its creation leaves it: `submitted`, every step `pending`,
+    /// no attempts and no events yet.
+    pub fn submitted(run: &NewRun, steps: &[String]) -> RunRecord {
+        RunRecord {
+            id: run.id.clone(),
+            template: run.template.clone(),
+            version: run.version,
+            state: RunState::Submitted,
+            definition: run.definition.clone(),
+            input: run.input.clone(),
+            output: None,
+            error: None,
+            parent: run.parent.clone(),
+            depth: run.depth,
+            concurrency_key: run.concurrency_key.clone(),
+            created_at: run.created_at,
+            updated_at: run.created_at,
+            deadline_at: run.deadline_at,
+            steps: steps
+                .iter()
+                .map(|n| StepRecord {
+                    name: n.clone(),
+                    state: StepState::Pending,
+                    attempts: 0,
+                    output: None,
+                    error: None,
+                    started_at: None,
+                    ended_at: None,
+                    next_attempt_at: None,
+                })
+                .collect(),
+            attempts: vec![],
+            last_seq: Seq::ZERO,
+            waits: vec![],
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepRecord {
     pub name: String,

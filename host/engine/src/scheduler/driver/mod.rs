@@ -217,38 +217,7 @@ pub(super) fn fresh_record(batch: &Batch) -> Option<RunRecord> {
         }
     }
     let (run, steps) = created?;
-    Some(RunRecord {
-        id: run.id.clone(),
-        template: run.template.clone(),
-        version: run.version,
-        state: RunState::Submitted,
-        definition: run.definition.clone(),
-        input: run.input.clone(),
-        output: None,
-        error: None,
-        parent: run.parent.clone(),
-        depth: run.depth,
-        concurrency_key: run.concurrency_key.clone(),
-        created_at: run.created_at,
-        updated_at: run.created_at,
-        deadline_at: run.deadline_at,
-        steps: steps
-            .iter()
-            .map(|name| crate::store::StepRecord {
-                name: name.clone(),
-                state: StepState::Pending,
-                attempts: 0,
-                output: None,
-                error: None,
-                started_at: None,
-                ended_at: None,
-                next_attempt_at: None,
-            })
-            .collect(),
-        attempts: vec![],
-        last_seq,
-        waits: vec![],
-    })
+    Some(RunRecord { last_seq, ..RunRecord::submitted(run, steps) })
 }
 
 /// Drive one run to its end (or until the task is aborted).
