@@ -94,7 +94,24 @@ impl App {
     /// Takes the scheduler lock: `Ok(None)` when another process holds it
     /// (with its pid when known).
     pub fn try_lock(&self) -> anyhow::Result<Result<SchedulerLock, Option<u32>>> {
-        match self.store.lock_scheduler() {
+        Self::locked(self.store.lock_scheduler())
+    }
+
+    /// As [`try_lock`](Self::try_lock), for a command that owns the store
+    /// only for a moment: a worker starting meanwhile waits for it.
+    pub fn try_lock_briefly(&self) -> anyhow::Result<Result<SchedulerLock, Option<u32>>> {
+        Self::locked(self.store.lock_scheduler_briefly())
+    }
+
+    /// As [`try_lock`](Self::try_lock), for a long-lived owner (worker,
+    /// server): a short command holding the lock is waited for (a few
+    /// seconds at most); another owner is refused at once.
+    pub fn lock_for_good(&self) -> anyhow::Result<Result<SchedulerLock, Option<u32>>> {
+        Self::locked(self.store.lock_scheduler_patiently(std::time::Duration::from_secs(10)))
+    }
+
+    fn locked(r: Result<SchedulerLock, StoreError>) -> anyhow::Result<Result<SchedulerLock, Option<u32>>> {
+        match r {
             Ok(l) => Ok(Ok(l)),
             Err(StoreError::Locked { pid, .. }) => Ok(Err(pid)),
             Err(e) => Err(anyhow::Error::new(e).context("cannot take the store's scheduler lock")),

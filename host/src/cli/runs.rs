@@ -275,7 +275,7 @@ fn cancel(app: &App, id: &str) -> anyhow::Result<Exit> {
         return Ok(Exit::Success);
     }
     // Hold the lock when it is free, so no worker starts the run meanwhile.
-    let _lock = app.try_lock()?.ok();
+    let _lock = app.try_lock_briefly()?.ok();
     let engine = app.engine()?;
     let rec = app.block_on(crate::app::cancel_run(&engine, &rec.id))?;
     eprintln!("run {} {}", rec.id, rec.state);

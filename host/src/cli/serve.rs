@@ -80,7 +80,7 @@ pub fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<Exit> {
         }
     };
     let app = App::open(settings)?;
-    let _lock = match app.try_lock()? {
+    let _lock = match app.lock_for_good()? {
         Ok(l) => l,
         Err(pid) => {
             return Err(bad(anyhow::anyhow!(

@@ -91,7 +91,7 @@ pub fn signal(settings: &Settings, args: SignalArgs) -> anyhow::Result<Exit> {
     let app = App::open(settings)?;
     let _rt = app.rt.enter();
     let engine = app.engine()?;
-    let answer: SignalAnswer = match app.try_lock()? {
+    let answer: SignalAnswer = match app.try_lock_briefly()? {
         Ok(_lock) => {
             let a = app.block_on(engine.signal(&run, &args.step, data))?;
             // Answer what others queued while this process held the lock.
@@ -142,7 +142,7 @@ pub fn emit(settings: &Settings, args: EmitArgs) -> anyhow::Result<Exit> {
     let app = App::open(settings)?;
     let _rt = app.rt.enter();
     let engine = app.engine()?;
-    let answer: EmitAnswer = match app.try_lock()? {
+    let answer: EmitAnswer = match app.try_lock_briefly()? {
         Ok(_lock) => {
             let a = app.block_on(engine.emit(&args.event, data, args.id))?;
             app.block_on(engine.process_inbox())?;
@@ -178,7 +178,7 @@ fn owner_answer(app: &App, engine: &Engine, id: &str, pid: Option<u32>) -> anyho
             }
             if last_try.elapsed() > Duration::from_millis(200) {
                 last_try = Instant::now();
-                if let Ok(_lock) = app.try_lock()? {
+                if let Ok(_lock) = app.try_lock_briefly()? {
                     engine.process_inbox().await?;
                     continue;
                 }

@@ -38,7 +38,7 @@ const GRACE: Duration = Duration::from_secs(3);
 
 pub fn run(settings: &Settings, args: WorkerArgs) -> anyhow::Result<Exit> {
     let app = App::open(settings)?;
-    let _lock = match app.try_lock()? {
+    let _lock = match app.lock_for_good()? {
         Ok(l) => l,
         Err(pid) => {
             anyhow::bail!(

@@ -164,6 +164,17 @@ impl SqliteStore {
         SchedulerLock::acquire(&self.path)
     }
 
+    /// Own the store for a moment (see [`SchedulerLock::acquire_briefly`]).
+    pub fn lock_scheduler_briefly(&self) -> Result<SchedulerLock, StoreError> {
+        SchedulerLock::acquire_briefly(&self.path)
+    }
+
+    /// Own the store for good, waiting out a short command that holds it
+    /// (see [`SchedulerLock::acquire_patiently`]).
+    pub fn lock_scheduler_patiently(&self, patience: std::time::Duration) -> Result<SchedulerLock, StoreError> {
+        SchedulerLock::acquire_patiently(&self.path, patience)
+    }
+
     pub fn stats(&self) -> &Stats {
         &self.stats
     }

@@ -488,6 +488,44 @@ fn the_scheduler_lock_refuses_a_second_owner() {
     drop(again);
 }
 
+/// A worker starting while a short command (`weft signal`) owns the store
+/// for a moment waits for it; another long-lived owner refuses it at once.
+#[test]
+fn an_owner_waits_out_a_brief_holder_but_not_another_owner() {
+    let (_d, p) = tmp();
+    let s = SqliteStore::open(&p, Durability::Normal).unwrap();
+    let s2 = SqliteStore::open(&p, Durability::Normal).unwrap();
+    let brief = s.lock_scheduler_briefly().unwrap();
+    let holder = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        drop(brief);
+    });
+    let t = std::time::Instant::now();
+    let owner = s2.lock_scheduler_patiently(std::time::Duration::from_secs(10)).expect("waited for the brief holder");
+    assert!(t.elapsed() >= std::time::Duration::from_millis(250), "it did not wait: {:?}", t.elapsed());
+    holder.join().unwrap();
+    // A brief holder's pid is still named when a plain attempt is refused.
+    match s.lock_scheduler_briefly() {
+        Err(StoreError::Locked { pid, .. }) => assert_eq!(pid, Some(std::process::id())),
+        other => panic!("expected Locked, got {other:?}"),
+    }
+    let t = std::time::Instant::now();
+    assert!(matches!(s.lock_scheduler_patiently(std::time::Duration::from_secs(10)), Err(StoreError::Locked { .. })));
+    assert!(t.elapsed() < std::time::Duration::from_secs(1), "it waited for an owner: {:?}", t.elapsed());
+    drop(owner);
+
+    // An owner killed by SIGKILL leaves its pid in the file; whoever holds
+    // the lock next has not rewritten it yet: that holder is waited for.
+    let brief = s.lock_scheduler_briefly().unwrap();
+    std::fs::write(SchedulerLock::path_for(&p), "999999999").unwrap();
+    let holder = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        drop(brief);
+    });
+    s2.lock_scheduler_patiently(std::time::Duration::from_secs(10)).expect("waited for the new holder");
+    holder.join().unwrap();
+}
+
 #[test]
 fn error_mapping_splits_retryable() {
     let busy = rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY), None);
