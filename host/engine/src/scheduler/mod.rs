@@ -256,11 +256,11 @@ impl Engine {
 
     /// Create a run and start driving it.
     pub async fn submit(&self, def: &Definition, input: Value, opts: RunOptions) -> Result<RunId, EngineError> {
-        let presets = !opts.presets.is_empty();
         let (id, batch) = self.run_batch(def, input, opts).await?;
         // The driver starts from the record just written instead of
-        // reading it back (a read transaction per run saved).
-        let rec = if presets { None } else { driver::fresh_record(&batch) };
+        // reading it back (a read transaction per run saved); a run with
+        // preset steps is read back.
+        let rec = driver::fresh_record(&batch);
         self.sh.store.commit(batch).await?;
         self.start_with(&id, Some(driver::Known { def: Arc::new(def.clone()), rec }));
         Ok(id)

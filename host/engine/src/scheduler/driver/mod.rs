@@ -205,7 +205,8 @@ pub(super) struct Known {
 }
 
 /// The record of a run the batch creates, as the store will hold it once
-/// the batch commits (no steps preset).
+/// the batch commits; `None` for any other batch, such as one that also
+/// presets steps.
 pub(super) fn fresh_record(batch: &Batch) -> Option<RunRecord> {
     let mut created = None;
     let mut last_seq = Seq(0);

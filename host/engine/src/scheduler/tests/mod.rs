@@ -596,6 +596,10 @@ async fn a_fresh_record_is_what_the_store_holds() {
     let fresh = driver::fresh_record(&batch).expect("a batch that creates a run");
     h.store.commit(batch).await.unwrap();
     assert_eq!(fresh, h.rec(&id).await);
+    // A run with a preset step is read back instead.
+    let opts = RunOptions { presets: vec![("a".into(), json!({"done": true}))], ..RunOptions::default() };
+    let (_, batch) = h.engine.run_batch(&d, json!({"x": 1}), opts).await.unwrap();
+    assert!(driver::fresh_record(&batch).is_none());
 }
 
 #[tokio::test]
