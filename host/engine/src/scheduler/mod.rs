@@ -257,13 +257,47 @@ impl Engine {
     /// Create a run and start driving it.
     pub async fn submit(&self, def: &Definition, input: Value, opts: RunOptions) -> Result<RunId, EngineError> {
         let (id, batch) = self.run_batch(def, input, opts).await?;
-        // The driver starts from the record just written instead of
+        // The driver starts from the record the batch writes instead of
         // reading it back (a read transaction per run saved); a run with
         // preset steps is read back.
         let rec = driver::fresh_record(&batch);
-        self.sh.store.commit(batch).await?;
-        self.start_with(&id, Some(driver::Known { def: Arc::new(def.clone()), rec }));
+        let def = Arc::new(def.clone());
+        let mut known = driver::Known { def, rec, create: None };
+        // A run of no queue is created by its driver's first commit, with
+        // its start (see `driver::Creation`).
+        if known.rec.as_ref().is_some_and(|r| r.concurrency_key.is_none()) {
+            let (done, created) = tokio::sync::oneshot::channel();
+            known.create = Some(driver::Creation { batch, done });
+            known = match self.start_creating(&id, known) {
+                Ok(()) => {
+                    return match created.await {
+                        Ok(r) => r.map(|()| id).map_err(EngineError::from),
+                        Err(_) => Err(EngineError::Plan("the run could not start; nothing was stored".into())),
+                    };
+                }
+                // A run of this id is driven here: the store's refusal says so.
+                Err(mut known) => {
+                    let batch = known.create.take().expect("given").batch;
+                    self.sh.store.commit(batch).await?;
+                    *known
+                }
+            };
+        } else {
+            self.sh.store.commit(batch).await?;
+        }
+        self.start_with(&id, Some(known));
         Ok(id)
+    }
+
+    /// Start the driver that creates a run, unless a run of that id is
+    /// driven or hibernated here (then `known` comes back).
+    fn start_creating(&self, id: &RunId, known: driver::Known) -> Result<(), Box<driver::Known>> {
+        let mut runs = self.sh.active.lock().unwrap();
+        if runs.hibernated.contains_key(id) || runs.driven.get(id).is_some_and(|a| !*a.done.borrow()) {
+            return Err(Box::new(known));
+        }
+        self.start_locked(&mut runs, id, Some(known));
+        Ok(())
     }
 
     /// Start driving a stored run (no-op when it is already driven, or

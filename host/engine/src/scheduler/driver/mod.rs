@@ -28,7 +28,11 @@ use weft_model::type_name;
 
 mod outcome;
 mod ready;
+mod undriven;
 mod waits;
+
+pub(super) use undriven::cancel_undriven;
+use undriven::fail_unloadable;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum UnitState {
@@ -195,6 +199,9 @@ struct Driver {
     to_cancel: Vec<RunId>,
     /// A batch of this driver is durable.
     committed: bool,
+    /// Told the outcome of the first commit, which creates the run (see
+    /// [`Creation`]).
+    created: Option<tokio::sync::oneshot::Sender<Result<(), crate::store::StoreError>>>,
 }
 
 /// What the starter of a driver knows already: the run's plan, and for a
@@ -202,6 +209,19 @@ struct Driver {
 pub(super) struct Known {
     pub def: Arc<Definition>,
     pub rec: Option<RunRecord>,
+    /// The run is not stored yet: the driver's first commit creates it.
+    pub create: Option<Creation>,
+}
+
+/// A run created by its driver's first commit, together with the run's
+/// start and its first claims: one transaction where two were (the
+/// creation, then the start), and the same pages written once. The run's
+/// submitter learns the outcome through `done` before it hands the id out,
+/// so nobody can know the run before it is stored; if that commit fails,
+/// nothing of the run is stored.
+pub(super) struct Creation {
+    pub batch: Batch,
+    pub done: tokio::sync::oneshot::Sender<Result<(), crate::store::StoreError>>,
 }
 
 /// The record of a run the batch creates, as the store will hold it once
@@ -229,10 +249,11 @@ pub(super) async fn drive(
     cancel: CancelToken,
     link: Link,
 ) -> Result<(), EngineError> {
-    let (def, rec) = match known {
-        Some(k) => (Some(k.def), k.rec),
-        None => (None, None),
+    let (def, rec, create) = match known {
+        Some(k) => (Some(k.def), k.rec, k.create),
+        None => (None, None, None),
     };
+    let creating = create.is_some();
     let from_memory = rec.is_some();
     let rec = match rec {
         Some(r) => r,
@@ -258,15 +279,26 @@ pub(super) async fn drive(
         },
     };
     let mut d = Driver::new(sh.clone(), rec, def.clone(), cancel.clone(), link)?;
+    if let Some(c) = create {
+        // The creation comes first in the run's first batch.
+        let start = std::mem::replace(&mut d.batch, c.batch);
+        d.batch.writes.extend(start.writes);
+        d.created = Some(c.done);
+    }
     let r = d.main().await;
+    if creating && !d.committed && matches!(r, Err(EngineError::Store(_))) {
+        // The run was not created: its submitter has the error.
+        return Ok(());
+    }
     if from_memory
+        && !creating
         && !d.committed
         && let Err(EngineError::Store(crate::store::StoreError::Conflict(_))) = &r
     {
         // The run changed between its creation and this start (canceled
         // by id meanwhile): start again from what the store holds.
         let link = d.into_link();
-        return Box::pin(drive(sh, id, Some(Known { def, rec: None }), cancel, link)).await;
+        return Box::pin(drive(sh, id, Some(Known { def, rec: None, create: None }), cancel, link)).await;
     }
     d.stop_inflight().await;
     // The run's end lets the next run of its queue go.
@@ -277,92 +309,6 @@ pub(super) async fn drive(
         Engine::from_shared(sh).start(&next);
     }
     r
-}
-
-/// A run whose stored plan no longer loads fails with a validation error.
-async fn fail_unloadable(sh: &Shared, rec: &RunRecord, why: String) -> Result<(), EngineError> {
-    let now = sh.clock.now_ms();
-    let to = rec.state.apply(RunEvent::Fail)?;
-    let err = StepError::new(ErrorKind::Validation, format!("the stored plan does not load: {why}"), false);
-    let mut b = Batch::new();
-    b.push(Write::RunState {
-        run: rec.id.clone(),
-        from: rec.state,
-        to,
-        output: None,
-        error: Some(err.clone()),
-        at: now,
-    });
-    b.push(Write::Event(NewEvent {
-        run: rec.id.clone(),
-        seq: rec.last_seq.next(),
-        at: now,
-        kind: format!("run.{to}"),
-        step: None,
-        item: None,
-        data: json!({"state": to, "error": err}),
-    }));
-    sh.store.commit(b).await?;
-    Ok(())
-}
-
-/// Cancel a run no task drives (e.g. still `submitted`).
-pub(super) async fn cancel_undriven(sh: &Arc<Shared>, id: &RunId) -> Result<(), EngineError> {
-    let rec = sh.store.run(id).await?.ok_or_else(|| EngineError::NotFound(id.clone()))?;
-    if rec.state.is_terminal() {
-        return Ok(());
-    }
-    let now = sh.clock.now_ms();
-    let mut b = Batch::new();
-    let mut seq = rec.last_seq;
-    let mut ev = |b: &mut Batch, kind: String, step: Option<String>, data: Value| {
-        seq = seq.next();
-        b.push(Write::Event(NewEvent { run: id.clone(), seq, at: now, kind, step, item: None, data }));
-    };
-    for a in rec.attempts.iter().filter(|a| a.state == AttemptState::Running) {
-        b.push(Write::FinishAttempt {
-            run: id.clone(),
-            step: a.step.clone(),
-            item: a.item,
-            attempt: a.attempt,
-            state: AttemptState::Canceled,
-            output: None,
-            error: Some(StepError::canceled("the run was canceled")),
-            at: now,
-        });
-    }
-    for w in &rec.waits {
-        b.push(Write::CloseWait { run: id.clone(), step: w.step.clone() });
-    }
-    for s in rec.steps.iter().filter(|s| !s.state.is_terminal()) {
-        let to = s.state.apply(StepEvent::Cancel)?;
-        b.push(Write::StepState {
-            run: id.clone(),
-            step: s.name.clone(),
-            from: s.state,
-            to,
-            output: None,
-            error: None,
-            next_attempt_at: None,
-            at: now,
-        });
-        ev(&mut b, format!("step.{to}"), Some(s.name.clone()), json!({"state": to}));
-    }
-    let to = rec.state.apply(RunEvent::Cancel)?;
-    let err = StepError::canceled("the run was canceled");
-    b.push(Write::RunState { run: id.clone(), from: rec.state, to, output: None, error: Some(err.clone()), at: now });
-    ev(&mut b, format!("run.{to}"), None, json!({"state": to, "error": err}));
-    sh.store.commit(b).await?;
-    // Its children go with it.
-    let engine = Engine::from_shared(sh.clone());
-    for w in &rec.waits {
-        if let WaitKind::Child { run } = &w.kind
-            && let Err(e) = Box::pin(crate::scheduler::cancel_with_retries(&engine, run)).await
-        {
-            tracing::warn!(run = %run, error = %e, "cannot cancel a child run");
-        }
-    }
-    Ok(())
 }
 
 impl Driver {
@@ -428,6 +374,7 @@ impl Driver {
             to_spawn: vec![],
             to_cancel: vec![],
             committed: false,
+            created: None,
         };
         d.load(&rec)?;
         Ok(d)
@@ -648,19 +595,23 @@ impl Driver {
         }
         let batch = std::mem::take(&mut self.batch);
         let mut tries = 0;
-        loop {
+        let r = loop {
             match self.sh.store.commit(batch.clone()).await {
                 Ok(()) => {
                     self.committed = true;
-                    return Ok(());
+                    break Ok(());
                 }
                 Err(e) if e.is_retryable() && tries < self.sh.config.commit_retries => {
                     tries += 1;
                     tokio::time::sleep(std::time::Duration::from_millis(5 << tries)).await;
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => break Err(e),
             }
+        };
+        if let Some(done) = self.created.take() {
+            let _ = done.send(r.clone());
         }
+        Ok(r?)
     }
 
     fn launch(&mut self) {

@@ -672,4 +672,5 @@ mod children;
 mod graph_and_items;
 mod hibernate;
 mod sleep;
+mod submit;
 mod waits;

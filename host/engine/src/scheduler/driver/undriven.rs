@@ -1,0 +1,99 @@
+//! Runs no driver holds: one whose stored plan no longer loads (failed
+//! without a driver), and one canceled before any driver took it.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::super::{Engine, EngineError, Shared};
+use crate::error::{ErrorKind, StepError};
+use crate::ids::RunId;
+use crate::outside::WaitKind;
+use crate::state::{AttemptState, RunEvent, StepEvent};
+use crate::store::{Batch, NewEvent, RunRecord, Write};
+
+/// A run whose stored plan no longer loads fails with a validation error.
+pub(super) async fn fail_unloadable(sh: &Shared, rec: &RunRecord, why: String) -> Result<(), EngineError> {
+    let now = sh.clock.now_ms();
+    let to = rec.state.apply(RunEvent::Fail)?;
+    let err = StepError::new(ErrorKind::Validation, format!("the stored plan does not load: {why}"), false);
+    let mut b = Batch::new();
+    b.push(Write::RunState {
+        run: rec.id.clone(),
+        from: rec.state,
+        to,
+        output: None,
+        error: Some(err.clone()),
+        at: now,
+    });
+    b.push(Write::Event(NewEvent {
+        run: rec.id.clone(),
+        seq: rec.last_seq.next(),
+        at: now,
+        kind: format!("run.{to}"),
+        step: None,
+        item: None,
+        data: json!({"state": to, "error": err}),
+    }));
+    sh.store.commit(b).await?;
+    Ok(())
+}
+
+/// Cancel a run no task drives (e.g. still `submitted`).
+pub(in crate::scheduler) async fn cancel_undriven(sh: &Arc<Shared>, id: &RunId) -> Result<(), EngineError> {
+    let rec = sh.store.run(id).await?.ok_or_else(|| EngineError::NotFound(id.clone()))?;
+    if rec.state.is_terminal() {
+        return Ok(());
+    }
+    let now = sh.clock.now_ms();
+    let mut b = Batch::new();
+    let mut seq = rec.last_seq;
+    let mut ev = |b: &mut Batch, kind: String, step: Option<String>, data: Value| {
+        seq = seq.next();
+        b.push(Write::Event(NewEvent { run: id.clone(), seq, at: now, kind, step, item: None, data }));
+    };
+    for a in rec.attempts.iter().filter(|a| a.state == AttemptState::Running) {
+        b.push(Write::FinishAttempt {
+            run: id.clone(),
+            step: a.step.clone(),
+            item: a.item,
+            attempt: a.attempt,
+            state: AttemptState::Canceled,
+            output: None,
+            error: Some(StepError::canceled("the run was canceled")),
+            at: now,
+        });
+    }
+    for w in &rec.waits {
+        b.push(Write::CloseWait { run: id.clone(), step: w.step.clone() });
+    }
+    for s in rec.steps.iter().filter(|s| !s.state.is_terminal()) {
+        let to = s.state.apply(StepEvent::Cancel)?;
+        b.push(Write::StepState {
+            run: id.clone(),
+            step: s.name.clone(),
+            from: s.state,
+            to,
+            output: None,
+            error: None,
+            next_attempt_at: None,
+            at: now,
+        });
+        ev(&mut b, format!("step.{to}"), Some(s.name.clone()), json!({"state": to}));
+    }
+    let to = rec.state.apply(RunEvent::Cancel)?;
+    let err = StepError::canceled("the run was canceled");
+    b.push(Write::RunState { run: id.clone(), from: rec.state, to, output: None, error: Some(err.clone()), at: now });
+    ev(&mut b, format!("run.{to}"), None, json!({"state": to, "error": err}));
+    sh.store.commit(b).await?;
+    // Its children go with it.
+    let engine = Engine::from_shared(sh.clone());
+    for w in &rec.waits {
+        if let WaitKind::Child { run } = &w.kind
+            && let Err(e) = Box::pin(crate::scheduler::cancel_with_retries(&engine, run)).await
+        {
+            tracing::warn!(run = %run, error = %e, "cannot cancel a child run");
+        }
+    }
+    Ok(())
+}
