@@ -26,6 +26,7 @@ struct Inner {
 pub struct MemStore {
     inner: Mutex<Inner>,
     commits: AtomicU64,
+    run_reads: AtomicU64,
     fail_next: Mutex<Option<StoreError>>,
 }
 
@@ -37,6 +38,11 @@ impl MemStore {
     /// How many batches were committed.
     pub fn commits(&self) -> u64 {
         self.commits.load(Ordering::SeqCst)
+    }
+
+    /// How many times a run was read (`Store::run`).
+    pub fn run_reads(&self) -> u64 {
+        self.run_reads.load(Ordering::SeqCst)
     }
 
     /// Make the next commit fail with `err` (nothing applied).
@@ -261,6 +267,7 @@ impl Store for MemStore {
     }
 
     async fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
+        self.run_reads.fetch_add(1, Ordering::SeqCst);
         Ok(self.inner.lock().unwrap().runs.get(id).cloned())
     }
 

@@ -115,6 +115,8 @@ struct Active {
     parked: Arc<std::sync::atomic::AtomicBool>,
     cancel: CancelToken,
     done: watch::Receiver<bool>,
+    /// The run's record once its driver ended it (see `driver::Link`).
+    ended: Arc<std::sync::OnceLock<RunRecord>>,
     task: JoinHandle<()>,
 }
 
@@ -332,7 +334,8 @@ impl Engine {
         let c = cancel.clone();
         let generation = self.sh.generation.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let parked = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let link = driver::Link { mail: mail_rx, parked: parked.clone(), generation };
+        let ended = Arc::new(std::sync::OnceLock::new());
+        let link = driver::Link { mail: mail_rx, parked: parked.clone(), generation, ended: ended.clone() };
         let task = tokio::spawn(async move {
             if let Err(e) = driver::drive(sh.clone(), run.clone(), def, c, link).await {
                 tracing::error!(run = %run, error = %e, "run driver stopped");
@@ -347,7 +350,7 @@ impl Engine {
             }
             let _ = tx.send(true);
         });
-        runs.driven.insert(id.clone(), Active { generation, mail: mail_tx, parked, cancel, done: rx, task });
+        runs.driven.insert(id.clone(), Active { generation, mail: mail_tx, parked, cancel, done: rx, ended, task });
     }
 
     /// After a restart: drive every unfinished run. Running attempts of the
@@ -362,23 +365,29 @@ impl Engine {
     }
 
     /// Wait until the run's driver stops for good (the run ended, or this
-    /// engine does not drive it), then return the stored run. A run that
-    /// hibernates is waited for across its hibernation: this returns when
-    /// it ends, as when its driver stayed.
+    /// engine does not drive it), then return the stored run: the record
+    /// its driver kept when it ended the run here (the same, without a read
+    /// transaction; see `driver::mirror`), else a read of the store. A run
+    /// that hibernates is waited for across its hibernation: this returns
+    /// when it ends, as when its driver stayed.
     pub async fn wait(&self, id: &RunId) -> Result<RunRecord, EngineError> {
         loop {
             let w = {
                 let mut runs = self.sh.active.lock().unwrap();
                 match runs.driven.get(id) {
-                    Some(a) => Some(Ok(a.done.clone())),
+                    Some(a) => Some(Ok((a.done.clone(), a.ended.clone()))),
                     None => runs.hibernated.get_mut(id).map(|h| Err(h.subscribe())),
                 }
             };
             match w {
                 None => break,
-                Some(Ok(mut done)) => {
+                Some(Ok((mut done, ended))) => {
                     if done.wait_for(|v| *v).await.is_err() {
                         break; // the driver panicked
+                    }
+                    // The run ended: as its driver committed it.
+                    if let Some(r) = ended.get() {
+                        return Ok(r.clone());
                     }
                 }
                 // Resolves (as an error) when the entry goes: the run woke.

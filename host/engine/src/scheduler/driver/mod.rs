@@ -26,6 +26,7 @@ use crate::state::{AttemptState, RunEvent, RunState, StepEvent, StepState};
 use crate::store::{AttemptRecord, Batch, NewEvent, RunRecord, Write};
 use weft_model::type_name;
 
+mod mirror;
 mod outcome;
 mod ready;
 mod undriven;
@@ -162,6 +163,8 @@ pub(super) struct Link {
     pub parked: Arc<std::sync::atomic::AtomicBool>,
     /// Which start of the run this driver is (its entry in `active`).
     pub generation: u64,
+    /// The run's record once it ended, for `Engine::wait` (see [`mirror`]).
+    pub ended: Arc<std::sync::OnceLock<RunRecord>>,
 }
 
 struct Driver {
@@ -202,6 +205,7 @@ struct Driver {
     /// Told the outcome of the first commit, which creates the run (see
     /// [`Creation`]).
     created: Option<tokio::sync::oneshot::Sender<Result<(), crate::store::StoreError>>>,
+    mirror: mirror::Mirror,
 }
 
 /// What the starter of a driver knows already: the run's plan, and for a
@@ -278,7 +282,9 @@ pub(super) async fn drive(
             Err(p) => return fail_unloadable(&sh, &rec, p.to_string()).await,
         },
     };
+    let mirror = mirror::Mirror::of(&rec, creating);
     let mut d = Driver::new(sh.clone(), rec, def.clone(), cancel.clone(), link)?;
+    d.mirror = mirror;
     if let Some(c) = create {
         // The creation comes first in the run's first batch.
         let start = std::mem::replace(&mut d.batch, c.batch);
@@ -301,6 +307,11 @@ pub(super) async fn drive(
         return Box::pin(drive(sh, id, Some(Known { def, rec: None, create: None }), cancel, link)).await;
     }
     d.stop_inflight().await;
+    if r.is_ok()
+        && let Some(rec) = std::mem::replace(&mut d.mirror, mirror::Mirror::off()).ended()
+    {
+        let _ = d.link.ended.set(rec);
+    }
     // The run's end lets the next run of its queue go.
     if let Some(k) = key
         && d.state.is_terminal()
@@ -375,6 +386,7 @@ impl Driver {
             to_cancel: vec![],
             committed: false,
             created: None,
+            mirror: mirror::Mirror::off(),
         };
         d.load(&rec)?;
         Ok(d)
@@ -599,6 +611,7 @@ impl Driver {
             match self.sh.store.commit(batch.clone()).await {
                 Ok(()) => {
                     self.committed = true;
+                    self.mirror.committed(&batch);
                     break Ok(());
                 }
                 Err(e) if e.is_retryable() && tries < self.sh.config.commit_retries => {

@@ -60,3 +60,39 @@ async fn a_second_run_of_the_same_id_is_refused() {
     assert_eq!((r.state, &r.input), (RunState::Canceled, &json!({"n": 1})), "the first run is untouched");
     assert_eq!(h.fake.calls_of("slow").len(), 1);
 }
+
+/// A run's waiters get the record its driver kept (`driver::mirror`): no
+/// read of the run, and the same record as the store's.
+#[tokio::test]
+async fn waiters_get_the_ended_run_without_a_read() {
+    let h = harness();
+    let gate = Arc::new(Semaphore::new(0));
+    let g = gate.clone();
+    h.fake.on("b", move |_| Act::Gate(g.clone(), json!({"b": true})));
+    h.fake.on("flaky", |r| {
+        if r.attempt == crate::ids::AttemptNo::FIRST { fail(ErrorKind::Transport, true) } else { Act::Ok(json!(2)) }
+    });
+    let d = def(json!({"name": "w", "steps": [code("a"), code("b"),
+        {"name": "flaky", "code": {"plugin": "p"}, "retry": {"max_attempts": 2, "initial_delay_ms": 10, "jitter": false}},
+        {"name": "items", "code": {"plugin": "p"}, "for_each": [1, 2], "input": "@item", "after": ["b"]},
+        {"name": "never", "code": {"plugin": "p"}, "when": {"ref": "@input.go", "eq": true}}]}));
+    let id = h.engine.submit(&d, json!({"go": false}), RunOptions::default()).await.unwrap();
+    let waiter = {
+        let e = h.engine.clone();
+        let id = id.clone();
+        tokio::spawn(async move { e.wait(&id).await })
+    };
+    h.until_calls("b", 1).await;
+    h.until(&id, |r| step(r, "flaky").state == StepState::Retrying).await;
+    h.clock.advance(10);
+    h.until_calls("flaky", 2).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let reads = h.store.run_reads();
+    gate.add_permits(1);
+    let got = waiter.await.unwrap().unwrap();
+    assert_eq!(h.store.run_reads(), reads, "answered from the driver's record");
+    assert_eq!(got.state, RunState::Completed, "{:?}", got.error);
+    assert_eq!(step(&got, "flaky").attempts, 2);
+    assert_eq!(step(&got, "never").state, StepState::Skipped);
+    assert_eq!(got, h.rec(&id).await, "the record is the store's");
+}

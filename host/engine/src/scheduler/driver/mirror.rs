@@ -1,0 +1,58 @@
+//! The run as the store holds it, kept by its driver: each committed batch
+//! is applied to it with the reference semantics of a write
+//! (`memstore::apply_write`), so that `Engine::wait` answers a finished
+//! run from memory instead of reading it back (a read transaction per run,
+//! about a tenth of W3's time). Off for runs with many attempts (keeping
+//! their record would cost more than reading it once), and as soon as a
+//! write does not apply: the store is then the answer, as without it.
+
+use crate::ids::RunId;
+use crate::store::{Batch, NewEvent, RunRecord};
+
+/// Attempts above which a run's record is not kept.
+const MAX_ATTEMPTS: usize = 64;
+
+pub(super) struct Mirror {
+    run: RunId,
+    /// `None` before the batch that creates the run.
+    slot: Option<RunRecord>,
+    on: bool,
+    /// The events of the batch being applied (checked for duplicates).
+    scratch: Vec<NewEvent>,
+}
+
+impl Mirror {
+    /// Of a stored run as read (`rec`), or of one that the driver's first
+    /// batch creates (`creating`).
+    pub fn of(rec: &RunRecord, creating: bool) -> Mirror {
+        let on = creating || rec.attempts.len() <= MAX_ATTEMPTS;
+        let slot = (on && !creating).then(|| rec.clone());
+        Mirror { run: rec.id.clone(), slot, on, scratch: vec![] }
+    }
+
+    pub fn off() -> Mirror {
+        Mirror { run: RunId::derive(0, ""), slot: None, on: false, scratch: vec![] }
+    }
+
+    /// `batch` is durable.
+    pub fn committed(&mut self, batch: &Batch) {
+        if !self.on {
+            return;
+        }
+        for w in batch.writes.iter().filter(|w| w.run_id() == Some(&self.run)) {
+            if crate::memstore::apply_write(&mut self.slot, &mut self.scratch, w).is_err() {
+                *self = Mirror::off();
+                return;
+            }
+        }
+        self.scratch.clear();
+        if self.slot.as_ref().is_some_and(|r| r.attempts.len() > MAX_ATTEMPTS) {
+            *self = Mirror::off();
+        }
+    }
+
+    /// The record of the run, if kept and ended.
+    pub fn ended(self) -> Option<RunRecord> {
+        self.slot.filter(|r| self.on && r.state.is_terminal())
+    }
+}
