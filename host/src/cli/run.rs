@@ -224,19 +224,20 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Success);
     }
     let lock = app.try_lock()?;
-    let id = create(&app, &engine, &pinned, input, opts)?;
-    let owned = match lock {
+    let (id, owned) = match lock {
         Ok(lock) => {
-            engine.start(&id);
-            Some(lock)
+            // Created and started in one commit.
+            let id = app.block_on(engine.submit(&pinned, input, opts)).map_err(create_error)?;
+            (id, Some(lock))
         }
         Err(pid) => {
+            let id = create(&app, &engine, &pinned, input, opts)?;
             eprintln!(
                 "the store {} is owned by {}; it executes run {id} (following it here)",
                 app.db_path.display(),
                 app::holder(pid)
             );
-            None
+            (id, None)
         }
     };
     let rec = follow(&app, &engine, &id, owned, Progress::new(false));
@@ -245,10 +246,14 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
 }
 
 fn create(app: &App, engine: &Engine, def: &Definition, input: Value, opts: RunOptions) -> anyhow::Result<RunId> {
-    app.block_on(engine.create_run(def, input, opts)).map_err(|e| match e {
+    app.block_on(engine.create_run(def, input, opts)).map_err(create_error)
+}
+
+fn create_error(e: EngineError) -> anyhow::Error {
+    match e {
         EngineError::Invalid(p) => input_problems(&p.0),
         other => other.into(),
-    })
+    }
 }
 
 /// Follows a run to its end (or until it waits for input), showing

@@ -199,12 +199,11 @@ impl Core {
     /// names it) and starts executing it. Nothing is stored when refused.
     pub async fn start_run(self: &Arc<Self>, doc: Value, input: Value, opts: RunOptions) -> Result<RunId, ToolError> {
         let p = prepare::for_run(self, doc, input.clone(), opts).await?;
-        let id = self.engine.create_run(&p.plan, input, p.opts).await.map_err(|e| match e {
+        // Created and started in one commit (the server owns the store).
+        self.engine.submit(&p.plan, input, p.opts).await.map_err(|e| match e {
             weft_engine::EngineError::Invalid(problems) => prepare::invalid_input(&problems.0, &p.plan),
             other => ToolError::internal(other),
-        })?;
-        self.engine.start(&id);
-        Ok(id)
+        })
     }
 
     /// Waits up to `wait` for run `id` to finish (or wait for input),
