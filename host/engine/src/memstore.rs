@@ -55,6 +55,16 @@ impl MemStore {
         self.inner.lock().unwrap().events.get(run).cloned().unwrap_or_default()
     }
 
+    fn commit_ref(&self, batch: &Batch) -> Result<(), StoreError> {
+        if let Some(e) = self.fail_next.lock().unwrap().take() {
+            return Err(e);
+        }
+        let mut inner = self.inner.lock().unwrap();
+        MemStore::apply(&mut inner, batch)?;
+        self.commits.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
     fn apply(inner: &mut Inner, batch: &Batch) -> Result<(), StoreError> {
         // Stage every touched run and log, apply, then swap in.
         let mut runs: HashMap<RunId, Option<RunRecord>> = HashMap::new();
@@ -257,13 +267,11 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut Vec<NewEvent>,
 #[async_trait::async_trait]
 impl Store for MemStore {
     async fn commit(&self, batch: Batch) -> Result<(), StoreError> {
-        if let Some(e) = self.fail_next.lock().unwrap().take() {
-            return Err(e);
-        }
-        let mut inner = self.inner.lock().unwrap();
-        MemStore::apply(&mut inner, &batch)?;
-        self.commits.fetch_add(1, Ordering::SeqCst);
-        Ok(())
+        self.commit_ref(&batch)
+    }
+
+    async fn commit_shared(&self, batch: std::sync::Arc<Batch>) -> Result<(), StoreError> {
+        self.commit_ref(&batch)
     }
 
     async fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {

@@ -328,6 +328,13 @@ pub trait Store: Send + Sync + 'static {
     /// Commit a batch atomically; returns once it is durable.
     async fn commit(&self, batch: Batch) -> Result<(), StoreError>;
 
+    /// [`Store::commit`] of a batch the caller keeps (to try it again, to
+    /// apply it to a record of its own), without copying it where the
+    /// store can avoid that.
+    async fn commit_shared(&self, batch: std::sync::Arc<Batch>) -> Result<(), StoreError> {
+        self.commit((*batch).clone()).await
+    }
+
     /// A run with its steps and attempts.
     async fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError>;
 

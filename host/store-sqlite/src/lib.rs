@@ -4,8 +4,8 @@
 //!   crash loses nothing committed) or `FULL` ([`Durability::Full`]: power
 //!   loss loses nothing committed).
 //! - One writer thread owns the write connection and group-commits every
-//!   batch waiting for it in one transaction, each batch in a savepoint so
-//!   a refused batch leaves no trace (see `writer`).
+//!   batch waiting for it in one transaction; a refused batch leaves no
+//!   trace (see `writer`).
 //! - Reads use a small pool of separate connections.
 //! - Every statement, `BEGIN` and `COMMIT` included, is prepared once per
 //!   connection and cached (see `cache_statements`); a batch bumps each
@@ -255,6 +255,13 @@ impl Drop for SqliteStore {
 #[async_trait::async_trait]
 impl Store for SqliteStore {
     async fn commit(&self, batch: Batch) -> Result<(), StoreError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.send(Op::Batch(Arc::new(batch))).await.map(|_| ())
+    }
+
+    async fn commit_shared(&self, batch: Arc<Batch>) -> Result<(), StoreError> {
         if batch.is_empty() {
             return Ok(());
         }

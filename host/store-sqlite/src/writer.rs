@@ -1,8 +1,9 @@
 //! Group commit. Callers queue their batch; one writer at a time (the
-//! holder of the write connection) takes everything queued, applies each
-//! batch inside a savepoint of one transaction (a batch that fails is
-//! rolled back alone, leaving no trace), commits once, and answers each
-//! caller. Callers await their answer, so `commit` returns once durable.
+//! holder of the write connection) takes everything queued, applies every
+//! batch in one transaction, commits once, and answers each caller. A
+//! batch that fails is rolled back alone, leaving no trace: the group goes
+//! again with each batch in a savepoint (see `commit_group`). Callers
+//! await their answer, so `commit` returns once durable.
 //!
 //! Who writes: at `Durability::Normal` a caller that finds the connection
 //! free commits the queue itself (leader/follower: no thread hand-off, a
@@ -25,7 +26,7 @@ use crate::{map_err, opt_json};
 
 /// Work for the writer.
 pub(crate) enum Op {
-    Batch(Batch),
+    Batch(Arc<Batch>),
     SaveTemplate { name: String, definition: Value, at: i64 },
     DeleteTemplate { name: String },
 }
@@ -84,6 +85,31 @@ fn commit_group(conn: &Connection, group: &[Msg]) -> Vec<Result<u32, StoreError>
     if group.len() == 1 {
         return vec![commit_one(conn, &group[0])];
     }
+    // Batches are rarely refused: first all of them in one transaction
+    // without savepoints (a savepoint copies every page its batch touches
+    // to the sub-journal); if one is refused, that transaction is rolled
+    // back and the group goes again, each batch in its own savepoint.
+    let mut results = Vec::with_capacity(group.len());
+    let mut refused = false;
+    let outcome = in_transaction(conn, || {
+        for m in group {
+            let r = apply_op(conn, &m.op);
+            refused = r.is_err();
+            results.push(Ok(r?));
+        }
+        Ok(())
+    });
+    match outcome {
+        Ok(()) => results,
+        Err(_) if refused => commit_in_savepoints(conn, group),
+        // The transaction itself failed: nothing of the group is durable.
+        Err(e) => group.iter().map(|_| Err(e.clone())).collect(),
+    }
+}
+
+/// Each batch of `group` in a savepoint of one transaction: a refused
+/// batch is rolled back alone, leaving no trace.
+fn commit_in_savepoints(conn: &Connection, group: &[Msg]) -> Vec<Result<u32, StoreError>> {
     let mut results = Vec::with_capacity(group.len());
     let outcome = in_transaction(conn, || {
         for m in group {

@@ -605,10 +605,11 @@ impl Driver {
         if self.batch.is_empty() {
             return Ok(());
         }
-        let batch = std::mem::take(&mut self.batch);
+        // Shared with the store, not copied: kept to try again and for the mirror.
+        let batch = Arc::new(std::mem::take(&mut self.batch));
         let mut tries = 0;
         let r = loop {
-            match self.sh.store.commit(batch.clone()).await {
+            match self.sh.store.commit_shared(batch.clone()).await {
                 Ok(()) => {
                     self.committed = true;
                     self.mirror.committed(&batch);
