@@ -255,10 +255,7 @@ impl Drop for SqliteStore {
 #[async_trait::async_trait]
 impl Store for SqliteStore {
     async fn commit(&self, batch: Batch) -> Result<(), StoreError> {
-        if batch.is_empty() {
-            return Ok(());
-        }
-        self.send(Op::Batch(Arc::new(batch))).await.map(|_| ())
+        self.commit_shared(Arc::new(batch)).await
     }
 
     async fn commit_shared(&self, batch: Arc<Batch>) -> Result<(), StoreError> {

@@ -270,36 +270,29 @@ impl Engine {
         if known.rec.as_ref().is_some_and(|r| r.concurrency_key.is_none()) {
             let (done, created) = tokio::sync::oneshot::channel();
             known.create = Some(driver::Creation { batch, done });
-            known = match self.start_creating(&id, known) {
-                Ok(()) => {
-                    return match created.await {
-                        Ok(r) => r.map(|()| id).map_err(EngineError::from),
-                        Err(_) => Err(EngineError::Plan("the run could not start; nothing was stored".into())),
-                    };
-                }
-                // A run of this id is driven here: the store's refusal says so.
-                Err(mut known) => {
-                    let batch = known.create.take().expect("given").batch;
-                    self.sh.store.commit(batch).await?;
-                    *known
-                }
+            if !self.start_creating(&id, known) {
+                // Driven or hibernated here (or being created): it exists.
+                return Err(StoreError::Conflict(format!("run {id} exists")).into());
+            }
+            return match created.await {
+                Ok(r) => r.map(|()| id).map_err(EngineError::from),
+                Err(_) => Err(EngineError::Plan("the run could not start; nothing was stored".into())),
             };
-        } else {
-            self.sh.store.commit(batch).await?;
         }
+        self.sh.store.commit(batch).await?;
         self.start_with(&id, Some(known));
         Ok(id)
     }
 
     /// Start the driver that creates a run, unless a run of that id is
-    /// driven or hibernated here (then `known` comes back).
-    fn start_creating(&self, id: &RunId, known: driver::Known) -> Result<(), Box<driver::Known>> {
+    /// driven or hibernated here (false).
+    fn start_creating(&self, id: &RunId, known: driver::Known) -> bool {
         let mut runs = self.sh.active.lock().unwrap();
         if runs.hibernated.contains_key(id) || runs.driven.get(id).is_some_and(|a| !*a.done.borrow()) {
-            return Err(Box::new(known));
+            return false;
         }
         self.start_locked(&mut runs, id, Some(known));
-        Ok(())
+        true
     }
 
     /// Start driving a stored run (no-op when it is already driven, or
