@@ -90,7 +90,7 @@ async fn canceling_a_parent_cancels_its_child() {
     let h = harness();
     save(&h, json!({"name": "slow", "steps": [{"name": "w", "wait": {"prompt": "go?"}}]})).await;
     let d = json!({"name": "p", "steps": [{"name": "c", "workflow": {"template": "slow"}}]});
-    let id = h.engine.submit(&def(d), json!({}), RunOptions::default()).await.unwrap();
+    let id = h.submit(d).await;
     let kid = child_id(&id, "c");
     h.until(&id, |_| true).await;
     for _ in 0..2000 {

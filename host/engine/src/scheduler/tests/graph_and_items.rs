@@ -30,7 +30,7 @@ async fn for_each_concurrency_caps_parallel_items() {
     let g = gate.clone();
     h.fake.on("each", move |_| Act::Gate(g.clone(), json!(1)));
     let d = json!({"name": "w", "steps": [{"name": "each", "code": {"plugin": "p"}, "for_each": [1, 2, 3, 4], "concurrency": 2}]});
-    let id = h.engine.submit(&def(d), json!({}), RunOptions::default()).await.unwrap();
+    let id = h.submit(d).await;
     h.until_calls("each", 2).await;
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert_eq!(h.fake.calls_of("each").len(), 2, "only 2 at once");
@@ -250,12 +250,7 @@ async fn global_concurrency_is_shared_by_runs() {
     h.fake.on("a", move |_| Act::Gate(g.clone(), json!(1)));
     let mut ids = vec![];
     for _ in 0..4 {
-        ids.push(
-            h.engine
-                .submit(&def(json!({"name": "w", "steps": [code("a")]})), json!({}), RunOptions::default())
-                .await
-                .unwrap(),
-        );
+        ids.push(h.submit(json!({"name": "w", "steps": [code("a")]})).await);
     }
     h.until_calls("a", 2).await;
     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -318,11 +313,7 @@ async fn view_has_the_runs_show_shape() {
 async fn recover_again_skips_runs_already_driven_and_finished_drivers_are_forgotten() {
     let h = harness();
     h.fake.on("a", |_| Act::Hang);
-    let id = h
-        .engine
-        .submit(&def(json!({"name": "w", "steps": [code("a")]})), json!({}), RunOptions::default())
-        .await
-        .unwrap();
+    let id = h.submit(json!({"name": "w", "steps": [code("a")]})).await;
     h.until_calls("a", 1).await;
     assert_eq!(h.engine.active_runs(), 1);
     // created elsewhere (e.g. `weft run --detach` in another process)
@@ -365,7 +356,7 @@ async fn a_due_retry_waiting_for_a_permit_runs_once_one_frees() {
     let d = json!({"name": "w", "steps": [
         {"name": "flaky", "code": {"plugin": "p"}, "priority": 9, "retry": {"max_attempts": 2, "backoff": "fixed", "initial_delay_ms": 10, "jitter": false}},
         code("hold")]});
-    let id = h.engine.submit(&def(d), json!({}), RunOptions::default()).await.unwrap();
+    let id = h.submit(d).await;
     h.until_calls("hold", 1).await;
     h.clock.advance(10);
     tokio::time::sleep(Duration::from_millis(30)).await;

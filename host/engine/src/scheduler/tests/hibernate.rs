@@ -28,7 +28,7 @@ async fn hibernated(h: &H, id: &RunId) -> RunRecord {
 }
 
 async fn submit(h: &H, d: Value) -> RunId {
-    h.engine.submit(&def(d), json!({}), RunOptions::default()).await.unwrap()
+    h.submit(d).await
 }
 
 #[tokio::test]

@@ -134,6 +134,11 @@ fn fail(kind: ErrorKind, retryable: bool) -> Act {
 }
 
 impl H {
+    /// Submit a run of `d` with `{}` as input.
+    async fn submit(&self, d: Value) -> RunId {
+        self.engine.submit(&def(d), json!({}), RunOptions::default()).await.unwrap()
+    }
+
     async fn run(&self, d: Value, input: Value) -> RunRecord {
         let id = self.engine.submit(&def(d), input, RunOptions::default()).await.unwrap();
         tokio::time::timeout(Duration::from_secs(10), self.engine.wait(&id)).await.expect("run did not finish").unwrap()
@@ -392,7 +397,7 @@ async fn retries_follow_the_policy_with_the_clock() {
     });
     let d = json!({"name": "w", "steps": [{"name": "a", "code": {"plugin": "p"},
         "retry": {"max_attempts": 3, "backoff": "fixed", "initial_delay_ms": 100, "jitter": false}}]});
-    let id = h.engine.submit(&def(d), json!({}), RunOptions::default()).await.unwrap();
+    let id = h.submit(d).await;
     let r = h.until(&id, |r| step(r, "a").state == StepState::Retrying).await;
     assert_eq!(step(&r, "a").next_attempt_at, Some(h.clock.now_ms() + 100));
     h.clock.advance(99);
@@ -430,7 +435,7 @@ async fn attempt_timeout_fails_with_timeout() {
     h.fake.on("a", |_| Act::Hang);
     let d = json!({"name": "w", "steps": [{"name": "a", "code": {"plugin": "p"}, "timeout_ms": 50},
         {"name": "h", "code": {"plugin": "p"}, "after": [{"step": "a", "on": "failure"}], "input": "@a"}]});
-    let id = h.engine.submit(&def(d), json!({}), RunOptions::default()).await.unwrap();
+    let id = h.submit(d).await;
     h.until_calls("a", 1).await;
     assert_eq!(h.fake.calls_of("a")[0].deadline_ms, Some(h.clock.now_ms() + 50));
     h.clock.advance(50);
@@ -445,7 +450,7 @@ async fn run_deadline_fails_and_cancels() {
     let h = harness();
     h.fake.on("a", |_| Act::Hang);
     let d = json!({"name": "w", "timeout_ms": 1000, "steps": [code("a"), {"name": "b", "code": {"plugin": "p"}, "input": "@a"}]});
-    let id = h.engine.submit(&def(d), json!({}), RunOptions::default()).await.unwrap();
+    let id = h.submit(d).await;
     h.until_calls("a", 1).await;
     h.clock.advance(1000);
     let r = h.wait(&id).await;
@@ -490,11 +495,7 @@ async fn cancel_a_running_run() {
 async fn cancel_reaches_an_attempt_that_holds_its_thread() {
     let h = harness();
     h.fake.on("a", |_| Act::Spin);
-    let id = h
-        .engine
-        .submit(&def(json!({"name": "w", "steps": [code("a")]})), json!({}), RunOptions::default())
-        .await
-        .unwrap();
+    let id = h.submit(json!({"name": "w", "steps": [code("a")]})).await;
     h.until_calls("a", 1).await;
     let t = std::time::Instant::now();
     let r = tokio::time::timeout(Duration::from_secs(8), h.engine.cancel(&id)).await.expect("cancel hangs").unwrap();

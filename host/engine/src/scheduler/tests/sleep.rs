@@ -9,7 +9,7 @@ async fn a_sleep_waits_for_the_clock_then_the_next_step_runs() {
     let h = harness();
     let d = json!({"name": "w", "steps": [{"name": "nap", "sleep": {"ms": 500}},
         {"name": "b", "code": {"plugin": "p"}, "input": "@nap", "after": ["nap"]}]});
-    let id = h.engine.submit(&def(d), json!({}), RunOptions::default()).await.unwrap();
+    let id = h.submit(d).await;
     let r = h.until(&id, |r| step(r, "nap").state == StepState::Waiting).await;
     let start = h.clock.now_ms();
     assert_eq!(step(&r, "nap").next_attempt_at, Some(start + 500), "the wake time is stored");
@@ -66,7 +66,7 @@ async fn a_sleep_is_rearmed_after_a_crash_and_fires_late_rather_than_never() {
 async fn canceling_a_sleeping_run_cancels_the_sleep() {
     let h = harness();
     let d = json!({"name": "w", "steps": [{"name": "nap", "sleep": {"ms": 60000}}]});
-    let id = h.engine.submit(&def(d), json!({}), RunOptions::default()).await.unwrap();
+    let id = h.submit(d).await;
     h.until(&id, |r| step(r, "nap").state == StepState::Waiting).await;
     let r = h.engine.cancel(&id).await.unwrap();
     assert_eq!(r.state, RunState::Canceled);

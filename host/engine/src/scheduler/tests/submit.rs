@@ -7,11 +7,7 @@ use super::*;
 async fn a_submitted_run_is_created_and_started_in_one_commit() {
     let h = harness();
     h.fake.on("a", |_| Act::Hang);
-    let id = h
-        .engine
-        .submit(&def(json!({"name": "w", "steps": [code("a")]})), json!({}), RunOptions::default())
-        .await
-        .unwrap();
+    let id = h.submit(json!({"name": "w", "steps": [code("a")]})).await;
     // Known to the submitter only once stored, already started.
     let r = h.rec(&id).await;
     assert_eq!(r.state, RunState::Working);

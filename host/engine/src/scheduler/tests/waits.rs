@@ -152,7 +152,7 @@ async fn join_any_over_two_approvers_cancels_the_other_wait() {
     let w = |who: &str| json!({"name": who, "wait": {"prompt": format!("{who}?")}});
     let d = json!({"name": "two", "steps": [w("ann"), w("bob"),
         {"name": "act", "code": {"plugin": "p"}, "after": ["ann", "bob"], "join": "any"}]});
-    let id = h.engine.submit(&def(d), json!({}), RunOptions::default()).await.unwrap();
+    let id = h.submit(d).await;
     h.until(&id, |r| r.waits.len() == 2).await;
     assert!(h.engine.signal(&id, "bob", json!("ok")).await.unwrap().accepted());
     let r = h.wait(&id).await;
@@ -171,7 +171,7 @@ async fn race_between_a_reply_and_a_timer() {
         {"name": "next", "code": {"plugin": "p"}, "after": ["reply", "timer"], "join": "race",
          "input": {"reply": "@reply", "timer": "@timer"}}]});
     // The timer wins.
-    let id = h.engine.submit(&def(d.clone()), json!({}), RunOptions::default()).await.unwrap();
+    let id = h.submit(d.clone()).await;
     h.until(&id, |r| r.waits.len() == 2).await;
     h.clock.advance(1000);
     let r = h.wait(&id).await;
@@ -179,7 +179,7 @@ async fn race_between_a_reply_and_a_timer() {
     assert_eq!(step(&r, "reply").state, StepState::Canceled);
     assert_eq!(step(&r, "next").state, StepState::Succeeded);
     // The reply wins.
-    let id = h.engine.submit(&def(d), json!({}), RunOptions::default()).await.unwrap();
+    let id = h.submit(d).await;
     h.until(&id, |r| r.waits.len() == 2).await;
     assert_eq!(h.engine.emit("reply", json!({"t": 1}), None).await.unwrap().delivered.len(), 1);
     let r = h.wait(&id).await;
