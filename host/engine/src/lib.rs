@@ -27,7 +27,7 @@ pub mod view;
 pub use cancel::CancelToken;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{ErrorKind, StepError};
-pub use ids::{AttemptNo, ItemIndex, RunId, Seq};
+pub use ids::{AttemptNo, ItemIndex, RunId, RunIds, Seq};
 pub use memstore::MemStore;
 pub use rng::{Rng, SeededRng};
 pub use runner::{EventSink, StepFailure, StepOutput, StepRequest, StepRunner};

@@ -125,6 +125,8 @@ pub(crate) struct Shared {
     pub runner: Arc<dyn StepRunner>,
     pub clock: Arc<dyn Clock>,
     pub rng: Arc<dyn Rng>,
+    /// New run ids, in creation order (see [`crate::ids::RunIds`]).
+    run_ids: crate::ids::RunIds,
     pub config: EngineConfig,
     pub permits: Arc<Semaphore>,
     /// Driven and hibernated runs (one lock: a run moves between the two
@@ -161,6 +163,7 @@ impl Engine {
                 runner,
                 clock,
                 rng,
+                run_ids: Default::default(),
                 config,
                 permits,
                 active: Mutex::default(),
@@ -204,7 +207,7 @@ impl Engine {
     ) -> Result<(RunId, Batch), EngineError> {
         check_input(def, &input).map_err(EngineError::Invalid)?;
         let now = self.sh.clock.now_ms();
-        let id = opts.id.clone().unwrap_or_else(|| RunId::generate(now, self.sh.rng.as_ref()));
+        let id = opts.id.clone().unwrap_or_else(|| self.sh.run_ids.next(now, self.sh.rng.as_ref()));
         let def = &children::pin_versions(self.sh.store.as_ref(), def).await?;
         let definition = serde_json::to_value(def).map_err(|e| EngineError::Plan(e.to_string()))?;
         let run = NewRun {
