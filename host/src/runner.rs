@@ -41,12 +41,53 @@ pub struct CodeRunner {
 }
 
 /// A pinned guest whose recent calls took less than this (a decaying
-/// average that jumps up at once on a slow call) runs in place.
+/// average; see [`Recent`] for how a slow call raises it) runs in place.
 pub const FAST: Duration = Duration::from_micros(300);
 
+/// How long a pinned guest's recent calls took.
+///
+/// A call that computed for [`FAST`] or more (the thread's CPU time) raises
+/// the average at once: the guest is slow now. A call that was long only
+/// by the clock on the wall — the thread was preempted, which on a busy
+/// 2-core machine happens to one call in a few dozen, or the guest waited
+/// in a host call — raises it only when the call before was long too, so
+/// that one preemption does not send the next calls to threads of their
+/// own (each such hand-off costs as much as the call, and made a busy
+/// engine slower exactly when it was busiest).
+#[derive(Debug, Clone, Copy, Default)]
+struct Recent {
+    /// Decaying average of wall time (µs).
+    avg_us: f64,
+    /// Whether the last call was long by wall time alone.
+    long_last: bool,
+}
+
+impl Recent {
+    fn new(wall_us: f64) -> Self {
+        Recent { avg_us: wall_us, long_last: false }
+    }
+
+    fn took(&mut self, wall_us: f64, cpu_us: f64) {
+        let fast = FAST.as_micros() as f64;
+        let long_by_wall = wall_us >= fast && cpu_us < fast;
+        if wall_us <= self.avg_us {
+            self.avg_us = 0.8 * self.avg_us + 0.2 * wall_us;
+        } else if !long_by_wall || self.long_last {
+            self.avg_us = wall_us;
+        }
+        self.long_last = long_by_wall;
+    }
+}
+
+/// CPU time of the calling thread.
+fn thread_cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.clamp(0, 999_999_999) as u32)
+}
+
 struct Inner {
-    /// Recent call durations (µs) of pinned guests, by digest (hex).
-    recent: Mutex<HashMap<String, f64>>,
+    /// Recent calls of pinned guests, by digest (hex).
+    recent: Mutex<HashMap<String, Recent>>,
     sandbox: Arc<Sandbox>,
     registry: Registry,
     /// Limits of a step that sets none (weft.toml `[limits]`).
@@ -86,19 +127,19 @@ impl Inner {
     fn is_fast(&self, code: &CodeRef) -> bool {
         let CodeRef::Sha256(hex) = code else { return false };
         let recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
-        recent.get(hex.as_str()).is_some_and(|us| *us < FAST.as_micros() as f64)
+        recent.get(hex.as_str()).is_some_and(|r| r.avg_us < FAST.as_micros() as f64)
     }
 
-    /// Records how long a call of `code` took.
-    fn took(&self, code: &CodeRef, d: Duration) {
+    /// Records how long a call of `code` took: `wall` by the clock, `cpu`
+    /// of its thread's CPU time.
+    fn took(&self, code: &CodeRef, wall: Duration, cpu: Duration) {
         let CodeRef::Sha256(hex) = code else { return };
-        let us = d.as_secs_f64() * 1e6;
+        let (wall_us, cpu_us) = (wall.as_secs_f64() * 1e6, cpu.as_secs_f64() * 1e6);
         let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
         match recent.get_mut(hex.as_str()) {
-            Some(avg) if us <= *avg => *avg = 0.8 * *avg + 0.2 * us,
-            Some(avg) => *avg = us,
+            Some(r) => r.took(wall_us, cpu_us),
             None => {
-                recent.insert(hex.clone(), us);
+                recent.insert(hex.clone(), Recent::new(wall_us));
             }
         }
     }
@@ -272,16 +313,25 @@ impl StepRunner for CodeRunner {
         let mut bridge = Bridge::new(&cancel, handle.clone());
         let inner = self.inner.clone();
         let start = std::time::Instant::now();
+        // The call, and the CPU time of the thread that made it.
+        let call = |inner: &Inner, code: &CodeRef, req: &StepRequest, handle| {
+            let cpu = thread_cpu();
+            let r = inner.run_blocking(code, req, handle);
+            (r, thread_cpu().saturating_sub(cpu))
+        };
         let joined = if inner.is_fast(&code) {
-            Ok(inner.run_blocking(&code, &req, handle))
+            Ok(call(&inner, &code, &req, handle))
         } else if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
             // The worker's other tasks move to another thread meanwhile.
-            Ok(tokio::task::block_in_place(|| inner.run_blocking(&code, &req, handle)))
+            Ok(tokio::task::block_in_place(|| call(&inner, &code, &req, handle)))
         } else {
             let (inner, code) = (inner.clone(), code.clone());
-            tokio::task::spawn_blocking(move || inner.run_blocking(&code, &req, handle)).await
+            tokio::task::spawn_blocking(move || call(&inner, &code, &req, handle)).await
         };
-        inner.took(&code, start.elapsed());
+        let joined = joined.map(|(r, cpu)| {
+            inner.took(&code, start.elapsed(), cpu);
+            r
+        });
         bridge.finished = true;
         drop(bridge);
         match joined {
@@ -441,20 +491,31 @@ mod tests {
         let pinned = CodeRef::Sha256("ab".repeat(32));
         let plugin = CodeRef::Plugin("json-select".into());
         assert!(!r.inner.is_fast(&pinned), "unknown guests get a thread of their own");
-        r.inner.took(&pinned, Duration::from_micros(40));
-        r.inner.took(&plugin, Duration::from_micros(40));
+        let us = Duration::from_micros;
+        r.inner.took(&pinned, us(40), us(40));
+        r.inner.took(&plugin, us(40), us(40));
         assert!(r.inner.is_fast(&pinned));
         assert!(!r.inner.is_fast(&plugin), "only pinned code is tracked");
-        // One slow call sends it back to a thread at once ...
-        r.inner.took(&pinned, Duration::from_millis(5));
+        // One call that computed long sends it back to a thread at once ...
+        r.inner.took(&pinned, us(5000), us(4900));
         assert!(!r.inner.is_fast(&pinned));
         // ... and it takes a run of fast calls to come back.
-        r.inner.took(&pinned, Duration::from_micros(40));
+        r.inner.took(&pinned, us(40), us(40));
         assert!(!r.inner.is_fast(&pinned));
         for _ in 0..20 {
-            r.inner.took(&pinned, Duration::from_micros(40));
+            r.inner.took(&pinned, us(40), us(40));
         }
         assert!(r.inner.is_fast(&pinned));
+        // A call long by the wall clock alone (preempted, or waiting in a
+        // host call) is forgiven once ...
+        r.inner.took(&pinned, us(5000), us(40));
+        assert!(r.inner.is_fast(&pinned));
+        r.inner.took(&pinned, us(40), us(40));
+        r.inner.took(&pinned, us(5000), us(40));
+        assert!(r.inner.is_fast(&pinned), "not two in a row");
+        // ... but not twice in a row: a guest that waits is not fast.
+        r.inner.took(&pinned, us(5000), us(40));
+        assert!(!r.inner.is_fast(&pinned));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -466,7 +527,7 @@ mod tests {
         // Load it (by path) so the digest resolves, and call it fast.
         let by_path = Action::Code(CodeRef::Path(weft_test_artifacts::HOSTILE.into()));
         let _ = r.run(request(by_path, json!({"mode": "ok"}), Arc::new(NoEvents)), CancelToken::new()).await.unwrap();
-        r.inner.took(&hostile, Duration::from_micros(20));
+        r.inner.took(&hostile, Duration::from_micros(20), Duration::from_micros(20));
         assert!(r.inner.is_fast(&hostile));
 
         let mut req = request(Action::Code(hostile.clone()), json!({"mode": "loop"}), Arc::new(NoEvents));
