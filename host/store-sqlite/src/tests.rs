@@ -768,3 +768,5 @@ async fn unfinished_runs_are_those_in_every_state_that_is_not_terminal() {
 mod lock;
 
 mod answers;
+
+mod checkpoint;

@@ -5,12 +5,16 @@
 //! again with each batch in a savepoint (see `commit_group`). Callers
 //! await their answer, so `commit` returns once durable.
 //!
-//! Who writes: at `Durability::Normal` a caller that finds the connection
-//! free commits the queue itself (leader/follower: no thread hand-off, a
-//! commit costs tens of µs); otherwise, and always at `Durability::Full`
-//! (whose fsync must not block an async worker), it wakes the writer
-//! thread. A caller that finds the connection busy wakes the thread too,
-//! so a batch queued just after a leader's last look is never stranded.
+//! Who writes: at `Durability::Normal` the caller that finds no leader
+//! becomes one and commits the queue itself if the connection is free (no
+//! thread hand-off, a commit costs tens of µs), else wakes the writer
+//! thread. Under load (other batches queued or being committed, or the
+//! last transaction carried more than one) the leader first yields once to
+//! the tasks ready on its worker, so those about to commit queue their
+//! batches and share the transaction (W3: ~3.5 → ~6 batches per
+//! transaction); alone (W1's one chain) it commits at once.
+//! At `Durability::Full` (whose fsync must not block an async worker) the
+//! writer thread always commits. See `Lead` in lib.rs.
 
 use std::collections::VecDeque;
 use std::sync::mpsc::Receiver;
@@ -39,9 +43,21 @@ pub(crate) struct Msg {
 /// Most messages folded into one transaction.
 const MAX_GROUP: usize = 512;
 
+/// Messages waiting for a transaction.
+#[derive(Default)]
+pub(crate) struct Queue {
+    pub msgs: VecDeque<Msg>,
+    /// A caller is about to commit the queue (see `Lead`).
+    pub leader: bool,
+    /// A group taken from the queue is being committed.
+    pub committing: bool,
+    /// Messages in the last group committed.
+    pub last_group: usize,
+}
+
 pub(crate) struct Writer {
     pub conn: Mutex<Connection>,
-    pub queue: Mutex<VecDeque<Msg>>,
+    pub queue: Mutex<Queue>,
     pub stats: Arc<crate::Stats>,
     /// Callers may commit on their own thread (Durability::Normal).
     pub inline: bool,
@@ -54,8 +70,12 @@ impl Writer {
         loop {
             let group: Vec<Msg> = {
                 let mut q = self.queue.lock().unwrap();
-                let n = q.len().min(MAX_GROUP);
-                q.drain(..n).collect()
+                let n = q.msgs.len().min(MAX_GROUP);
+                q.committing = n > 0;
+                if n > 0 {
+                    q.last_group = n;
+                }
+                q.msgs.drain(..n).collect()
             };
             if group.is_empty() {
                 return;
