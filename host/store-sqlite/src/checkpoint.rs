@@ -28,7 +28,7 @@
 //! Only at `durability = "normal"`: at `"full"` every commit waits for an
 //! fsync anyway, and the checkpointer's fsyncs competed with those.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -45,16 +45,42 @@ pub(crate) const WAKE_AT: i32 = 1000;
 /// Frames from which the writer checkpoints itself (~64 MiB of WAL).
 pub(crate) const WRITER_AT: i32 = 16_000;
 
-#[derive(Default)]
 struct Signal {
     state: Mutex<State>,
     cv: Condvar,
+    path: PathBuf,
+    stats: Arc<Stats>,
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 #[derive(Default)]
 struct State {
     pending: bool,
     stop: bool,
+    /// The thread was started (at the first wake-up: a short command that
+    /// opens the store never pays for it).
+    started: bool,
+}
+
+impl Signal {
+    /// Ask the thread for a checkpoint, starting it if need be.
+    fn wake(self: &Arc<Self>) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.stop || st.pending {
+            return;
+        }
+        st.pending = true;
+        self.cv.notify_one();
+        if !st.started {
+            st.started = true;
+            let me = self.clone();
+            // If the thread cannot start, the writer's own checkpoint past
+            // WRITER_AT still bounds the WAL.
+            if let Ok(t) = std::thread::Builder::new().name("weft-store-ckpt".into()).spawn(move || run(&me)) {
+                *self.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(t);
+            }
+        }
+    }
 }
 
 /// What the writer does after a commit that left `frames` in the WAL.
@@ -84,26 +110,24 @@ pub(crate) fn decide(frames: i32, idle: &dyn Fn() -> bool, next_wake: &mut i32) 
     }
 }
 
-/// The checkpointer thread; stopped (after a last checkpoint) by [`Checkpointer::stop`].
+/// The checkpointer thread (started when first needed); stopped by
+/// [`Checkpointer::stop`].
 pub(crate) struct Checkpointer {
     signal: Arc<Signal>,
-    thread: Option<JoinHandle<()>>,
 }
 
 impl Checkpointer {
-    /// Start the thread (with its own connection to `path`) and hook the
-    /// writer's connection to it. The hook holds the writer weakly (the
-    /// writer owns the connection that owns the hook).
+    /// Hook the writer's connection; the thread (with its own connection
+    /// to `path`) starts at the first wake-up. The hook holds the writer
+    /// weakly (the writer owns the connection that owns the hook).
     pub(crate) fn start(writer: &Arc<Writer>, path: &Path, stats: Arc<Stats>) -> Result<Checkpointer, StoreError> {
-        let conn = Connection::open(path).map_err(map_err)?;
-        crate::configure(&conn, Durability::Normal)?;
-        let signal = Arc::new(Signal::default());
-        let s2 = signal.clone();
-        let st2 = stats.clone();
-        let thread = std::thread::Builder::new()
-            .name("weft-store-ckpt".into())
-            .spawn(move || run(conn, s2, st2))
-            .map_err(|e| StoreError::Io(e.to_string()))?;
+        let signal = Arc::new(Signal {
+            state: Mutex::default(),
+            cv: Condvar::new(),
+            path: path.to_path_buf(),
+            stats: stats.clone(),
+            thread: Mutex::default(),
+        });
         let s3 = signal.clone();
         let w = Arc::downgrade(writer);
         // Idle: this transaction carried one message and none is queued
@@ -132,18 +156,18 @@ impl Checkpointer {
                             stats.writer_checkpoints.fetch_add(1, Ordering::Relaxed);
                         }
                     }
-                    Decision::Wake => {
-                        let mut st = s3.state.lock().unwrap_or_else(|p| p.into_inner());
-                        if !st.pending {
-                            st.pending = true;
-                            s3.cv.notify_one();
-                        }
-                    }
+                    Decision::Wake => s3.wake(),
                 }
                 Ok(())
             }))
             .map_err(map_err)?;
-        Ok(Checkpointer { signal, thread: Some(thread) })
+        Ok(Checkpointer { signal })
+    }
+
+    /// Whether the thread was started.
+    #[cfg(test)]
+    pub(crate) fn started(&self) -> bool {
+        self.signal.state.lock().unwrap_or_else(|p| p.into_inner()).started
     }
 
     /// Stop the thread and wait for it.
@@ -153,7 +177,8 @@ impl Checkpointer {
             st.stop = true;
             self.signal.cv.notify_one();
         }
-        if let Some(t) = self.thread.take() {
+        let thread = self.signal.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(t) = thread {
             let _ = t.join();
         }
     }
@@ -165,7 +190,19 @@ impl Drop for Checkpointer {
     }
 }
 
-fn run(conn: Connection, signal: Arc<Signal>, stats: Arc<Stats>) {
+fn run(signal: &Signal) {
+    let conn = match Connection::open(&signal.path).map_err(map_err).and_then(|c| {
+        crate::configure(&c, Durability::Normal)?;
+        Ok(c)
+    }) {
+        Ok(c) => c,
+        Err(e) => {
+            // The writer's own checkpoint past WRITER_AT bounds the WAL.
+            tracing::warn!(path = %signal.path.display(), "the checkpoint thread could not open the store: {e}");
+            return;
+        }
+    };
+    let stats = &signal.stats;
     loop {
         {
             let mut st = signal.state.lock().unwrap_or_else(|p| p.into_inner());

@@ -58,6 +58,8 @@ async fn one_writer_at_a_time_keeps_the_wal_small() {
     }
     let st = s.stats();
     assert!(st.writer_checkpoints.load(Ordering::Relaxed) >= 3, "{st:?}");
+    assert_eq!(st.checkpoints.load(Ordering::Relaxed), 0, "alone, the writer needs no thread");
+    assert!(s.checkpointer.lock().unwrap().as_ref().is_some_and(|c| !c.started()), "nor was one started");
     let wal = wal_bytes(&p);
     assert!(wal < frames_bytes(WAKE_AT + 200), "the WAL grew to {wal} bytes");
     assert_eq!(s.events_after(&id, Seq::ZERO, 5000).await.unwrap().len(), WAKE_AT as usize);
