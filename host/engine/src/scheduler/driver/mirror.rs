@@ -13,10 +13,10 @@ use crate::store::{Batch, NewEvent, RunRecord};
 const MAX_ATTEMPTS: usize = 64;
 
 pub(super) struct Mirror {
-    run: RunId,
+    /// The run kept; `None` when off.
+    run: Option<RunId>,
     /// `None` before the batch that creates the run.
     slot: Option<RunRecord>,
-    on: bool,
     /// The events of the batch being applied (checked for duplicates).
     scratch: Vec<NewEvent>,
 }
@@ -25,21 +25,21 @@ impl Mirror {
     /// Of a stored run as read (`rec`), or of one that the driver's first
     /// batch creates (`creating`).
     pub fn of(rec: &RunRecord, creating: bool) -> Mirror {
-        let on = creating || rec.attempts.len() <= MAX_ATTEMPTS;
-        let slot = (on && !creating).then(|| rec.clone());
-        Mirror { run: rec.id.clone(), slot, on, scratch: vec![] }
+        if !creating && rec.attempts.len() > MAX_ATTEMPTS {
+            return Mirror::off();
+        }
+        let slot = (!creating).then(|| rec.clone());
+        Mirror { run: Some(rec.id.clone()), slot, scratch: vec![] }
     }
 
     pub fn off() -> Mirror {
-        Mirror { run: RunId::derive(0, ""), slot: None, on: false, scratch: vec![] }
+        Mirror { run: None, slot: None, scratch: vec![] }
     }
 
     /// `batch` is durable.
     pub fn committed(&mut self, batch: &Batch) {
-        if !self.on {
-            return;
-        }
-        for w in batch.writes.iter().filter(|w| w.run_id() == Some(&self.run)) {
+        let Some(run) = &self.run else { return };
+        for w in batch.writes.iter().filter(|w| w.run_id() == Some(run)) {
             if crate::memstore::apply_write(&mut self.slot, &mut self.scratch, w).is_err() {
                 *self = Mirror::off();
                 return;
@@ -53,6 +53,6 @@ impl Mirror {
 
     /// The record of the run, if kept and ended.
     pub fn ended(self) -> Option<RunRecord> {
-        self.slot.filter(|r| self.on && r.state.is_terminal())
+        self.slot.filter(|r| self.run.is_some() && r.state.is_terminal())
     }
 }
