@@ -526,6 +526,7 @@ use crash_resume::w6;
 // ---- main -----------------------------------------------------------------
 
 fn main() {
+    weft::small_pages();
     if std::env::var("WEFT_BENCH_CHILD").as_deref() == Ok("w4") {
         w4_child();
         return;

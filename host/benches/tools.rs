@@ -9,6 +9,7 @@
 //! `WEFT_BENCH_ROUNDS` (default 30) rounds of 20 calls per path.
 
 fn main() -> anyhow::Result<()> {
+    weft::small_pages();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let json_out = args.iter().position(|a| a == "--json").and_then(|i| args.get(i + 1)).cloned();
     let rounds: usize = std::env::var("WEFT_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(30).max(1);

@@ -46,43 +46,84 @@ pub const FAST: Duration = Duration::from_micros(300);
 
 /// How long a pinned guest's recent calls took.
 ///
-/// A call that computed for [`FAST`] or more (the thread's CPU time) raises
-/// the average at once: the guest is slow now. A call that was long only
-/// by the clock on the wall — the thread was preempted, which on a busy
-/// 2-core machine happens to one call in a few dozen, or the guest waited
-/// in a host call — raises it only when the call before was long too, so
-/// that one preemption does not send the next calls to threads of their
-/// own (each such hand-off costs as much as the call, and made a busy
-/// engine slower exactly when it was busiest).
+/// What a call took is its thread's CPU time, unless the thread blocked
+/// during the call (a voluntary context switch: the guest waited in a
+/// host call, e.g. a sleep), in which case it is the time on the wall
+/// clock. Time the thread spent preempted is not the guest's: on a busy
+/// 2-core machine one call in a few dozen is preempted for a millisecond
+/// or so, and counting that sent the guest's next calls to threads of
+/// their own — each such hand-off costs as much as the call, so a busy
+/// engine got slower exactly when it was busiest (W3: ~1% of the calls,
+/// and tokio's worker cores hopping over ~17 threads).
+///
+/// A call that took [`FAST`] or more raises the average at once: the
+/// guest is slow now; faster calls bring it down gradually.
 #[derive(Debug, Clone, Copy, Default)]
 struct Recent {
-    /// Decaying average of wall time (µs).
+    /// Decaying average (µs).
     avg_us: f64,
-    /// Whether the last call was long by wall time alone.
-    long_last: bool,
 }
 
 impl Recent {
-    fn new(wall_us: f64) -> Self {
-        Recent { avg_us: wall_us, long_last: false }
+    fn new(took_us: f64) -> Self {
+        Recent { avg_us: took_us }
     }
 
-    fn took(&mut self, wall_us: f64, cpu_us: f64) {
-        let fast = FAST.as_micros() as f64;
-        let long_by_wall = wall_us >= fast && cpu_us < fast;
-        if wall_us <= self.avg_us {
-            self.avg_us = 0.8 * self.avg_us + 0.2 * wall_us;
-        } else if !long_by_wall || self.long_last {
-            self.avg_us = wall_us;
+    fn took(&mut self, took_us: f64) {
+        if took_us <= self.avg_us {
+            self.avg_us = 0.8 * self.avg_us + 0.2 * took_us;
+        } else {
+            self.avg_us = took_us;
         }
-        self.long_last = long_by_wall;
     }
 }
 
-/// CPU time of the calling thread.
-fn thread_cpu() -> Duration {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.clamp(0, 999_999_999) as u32)
+/// What the calls so far cost the thread that made them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Usage {
+    /// CPU time (user and system).
+    cpu: Duration,
+    /// Voluntary context switches: times the thread blocked.
+    waits: u64,
+}
+
+impl Usage {
+    /// The calling thread's usage so far; `None` where it cannot be read
+    /// (not Linux), and then the wall clock decides, as before.
+    fn of_thread() -> Option<Usage> {
+        #[cfg(target_os = "linux")]
+        {
+            // The CPU time from the thread's CPU clock (getrusage's is
+            // split into user and system time by tick counts, and its sum
+            // can lag and then jump by milliseconds).
+            let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+            #[allow(unsafe_code)]
+            // SAFETY: both point to valid, writable values that the calls
+            // fill; `ru` was zero-initialised in case getrusage does not.
+            let ru = unsafe {
+                if libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) != 0
+                    || libc::getrusage(libc::RUSAGE_THREAD, ru.as_mut_ptr()) != 0
+                {
+                    return None;
+                }
+                ru.assume_init()
+            };
+            let cpu = Duration::new(ts.tv_sec.max(0) as u64, ts.tv_nsec.clamp(0, 999_999_999) as u32);
+            Some(Usage { cpu, waits: ru.ru_nvcsw.max(0) as u64 })
+        }
+        #[cfg(not(target_os = "linux"))]
+        None
+    }
+}
+
+/// What a call took (see [`Recent`]), from its thread's usage before and
+/// after it and its time on the wall clock.
+fn took(before: Option<Usage>, after: Option<Usage>, wall: Duration) -> Duration {
+    match (before, after) {
+        (Some(b), Some(a)) if a.waits == b.waits => a.cpu.saturating_sub(b.cpu).min(wall),
+        _ => wall,
+    }
 }
 
 struct Inner {
@@ -130,16 +171,15 @@ impl Inner {
         recent.get(hex.as_str()).is_some_and(|r| r.avg_us < FAST.as_micros() as f64)
     }
 
-    /// Records how long a call of `code` took: `wall` by the clock, `cpu`
-    /// of its thread's CPU time.
-    fn took(&self, code: &CodeRef, wall: Duration, cpu: Duration) {
+    /// Records how long a call of `code` took (see [`Recent`]).
+    fn took(&self, code: &CodeRef, took: Duration) {
         let CodeRef::Sha256(hex) = code else { return };
-        let (wall_us, cpu_us) = (wall.as_secs_f64() * 1e6, cpu.as_secs_f64() * 1e6);
+        let us = took.as_secs_f64() * 1e6;
         let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
         match recent.get_mut(hex.as_str()) {
-            Some(r) => r.took(wall_us, cpu_us),
+            Some(r) => r.took(us),
             None => {
-                recent.insert(hex.clone(), Recent::new(wall_us));
+                recent.insert(hex.clone(), Recent::new(us));
             }
         }
     }
@@ -312,12 +352,11 @@ impl StepRunner for CodeRunner {
         let handle = CancelHandle::new();
         let mut bridge = Bridge::new(&cancel, handle.clone());
         let inner = self.inner.clone();
-        let start = std::time::Instant::now();
-        // The call, and the CPU time of the thread that made it.
+        // The call, and what it took on the thread that made it.
         let call = |inner: &Inner, code: &CodeRef, req: &StepRequest, handle| {
-            let cpu = thread_cpu();
+            let (before, start) = (Usage::of_thread(), std::time::Instant::now());
             let r = inner.run_blocking(code, req, handle);
-            (r, thread_cpu().saturating_sub(cpu))
+            (r, took(before, Usage::of_thread(), start.elapsed()))
         };
         let joined = if inner.is_fast(&code) {
             Ok(call(&inner, &code, &req, handle))
@@ -328,8 +367,8 @@ impl StepRunner for CodeRunner {
             let (inner, code) = (inner.clone(), code.clone());
             tokio::task::spawn_blocking(move || call(&inner, &code, &req, handle)).await
         };
-        let joined = joined.map(|(r, cpu)| {
-            inner.took(&code, start.elapsed(), cpu);
+        let joined = joined.map(|(r, took)| {
+            inner.took(&code, took);
             r
         });
         bridge.finished = true;
@@ -492,30 +531,46 @@ mod tests {
         let plugin = CodeRef::Plugin("json-select".into());
         assert!(!r.inner.is_fast(&pinned), "unknown guests get a thread of their own");
         let us = Duration::from_micros;
-        r.inner.took(&pinned, us(40), us(40));
-        r.inner.took(&plugin, us(40), us(40));
+        r.inner.took(&pinned, us(40));
+        r.inner.took(&plugin, us(40));
         assert!(r.inner.is_fast(&pinned));
         assert!(!r.inner.is_fast(&plugin), "only pinned code is tracked");
-        // One call that computed long sends it back to a thread at once ...
-        r.inner.took(&pinned, us(5000), us(4900));
+        // One slow call sends it back to a thread at once ...
+        r.inner.took(&pinned, us(5000));
         assert!(!r.inner.is_fast(&pinned));
         // ... and it takes a run of fast calls to come back.
-        r.inner.took(&pinned, us(40), us(40));
+        r.inner.took(&pinned, us(40));
         assert!(!r.inner.is_fast(&pinned));
         for _ in 0..20 {
-            r.inner.took(&pinned, us(40), us(40));
+            r.inner.took(&pinned, us(40));
         }
         assert!(r.inner.is_fast(&pinned));
-        // A call long by the wall clock alone (preempted, or waiting in a
-        // host call) is forgiven once ...
-        r.inner.took(&pinned, us(5000), us(40));
-        assert!(r.inner.is_fast(&pinned));
-        r.inner.took(&pinned, us(40), us(40));
-        r.inner.took(&pinned, us(5000), us(40));
-        assert!(r.inner.is_fast(&pinned), "not two in a row");
-        // ... but not twice in a row: a guest that waits is not fast.
-        r.inner.took(&pinned, us(5000), us(40));
-        assert!(!r.inner.is_fast(&pinned));
+    }
+
+    /// What a call took: its CPU time when the thread never blocked (time
+    /// preempted is not the guest's), the wall clock when it did.
+    #[test]
+    fn a_call_took_its_cpu_time_unless_its_thread_waited() {
+        let ms = Duration::from_millis;
+        let at = |cpu: u64, waits: u64| Some(Usage { cpu: ms(cpu), waits });
+        assert_eq!(took(at(10, 3), at(12, 3), ms(40)), ms(2), "preempted for 38 ms");
+        assert_eq!(took(at(10, 3), at(12, 4), ms(40)), ms(40), "waited");
+        assert_eq!(took(at(10, 3), at(50, 3), ms(40)), ms(40), "never more than the wall clock");
+        assert_eq!(took(None, at(12, 3), ms(40)), ms(40), "unknown: the wall clock");
+
+        // The thread's real usage: sleeping is a wait, computing is not.
+        let before = Usage::of_thread().expect("getrusage(RUSAGE_THREAD) on Linux");
+        std::thread::sleep(ms(20));
+        let slept = Usage::of_thread().unwrap();
+        assert!(slept.waits > before.waits, "{before:?} {slept:?}");
+        assert!(slept.cpu - before.cpu < ms(10), "{before:?} {slept:?}");
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        while start.elapsed() < ms(30) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let computed = Usage::of_thread().unwrap();
+        assert!(computed.cpu - slept.cpu >= ms(5), "{slept:?} {computed:?}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -527,7 +582,7 @@ mod tests {
         // Load it (by path) so the digest resolves, and call it fast.
         let by_path = Action::Code(CodeRef::Path(weft_test_artifacts::HOSTILE.into()));
         let _ = r.run(request(by_path, json!({"mode": "ok"}), Arc::new(NoEvents)), CancelToken::new()).await.unwrap();
-        r.inner.took(&hostile, Duration::from_micros(20), Duration::from_micros(20));
+        r.inner.took(&hostile, Duration::from_micros(20));
         assert!(r.inner.is_fast(&hostile));
 
         let mut req = request(Action::Code(hostile.clone()), json!({"mode": "loop"}), Arc::new(NoEvents));
