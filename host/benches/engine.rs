@@ -242,9 +242,13 @@ struct InProc {
 
 impl InProc {
     /// (transactions, batches) the store's writer committed so far.
-    fn commits(&self) -> (u64, u64) {
+    /// Transactions, batches and WAL frames the store committed so far.
+    fn commits(&self) -> (u64, u64, u64) {
         use std::sync::atomic::Ordering::Relaxed;
-        self.sqlite.as_ref().map_or((0, 0), |s| (s.stats().transactions.load(Relaxed), s.stats().batches.load(Relaxed)))
+        self.sqlite.as_ref().map_or((0, 0, 0), |s| {
+            let st = s.stats();
+            (st.transactions.load(Relaxed), st.batches.load(Relaxed), st.frames.load(Relaxed))
+        })
     }
 }
 
@@ -448,13 +452,15 @@ fn w3(report: &mut Report) {
             // Group commit at work: batches per SQLite transaction.
             let after = p.commits();
             let group = (after.1 - before.1) as f64 / (after.0 - before.0).max(1) as f64;
+            // WAL pages written per run (0 at full durability: not watched).
+            let frames = (after.2 - before.2) as f64 / (rounds * inflight) as f64;
             report.figure(
             format!(
-                "W3 trivial-3 durability={label} throughput in_flight={inflight} runs_per_s={r50:.0} runs_per_s_min={rmin:.0} batches_per_txn={group:.1} rounds={rounds} runner={rl}"
+                "W3 trivial-3 durability={label} throughput in_flight={inflight} runs_per_s={r50:.0} runs_per_s_min={rmin:.0} batches_per_txn={group:.1} frames_per_run={frames:.1} rounds={rounds} runner={rl}"
             ),
             json!({"workload": "W3", "figure": "throughput", "durability": label, "runner": rl,
                    "in_flight": inflight, "rounds": rounds, "runs_per_s_p50": r50, "runs_per_s_min": rmin,
-                   "batches_per_txn": group}),
+                   "batches_per_txn": group, "frames_per_run": frames}),
         );
         }
     }
@@ -484,13 +490,17 @@ fn w4_child() {
     // Warm-up (compile/load the guest) with a small run.
     rt.block_on(run_once(&p.engine, &def, json!({"items": [1, 2, 3]})));
     let rss_before = peak_rss_mib();
+    let before = p.commits();
     let rates: Vec<f64> = (0..rounds)
         .map(|_| items as f64 / rt.block_on(run_once(&p.engine, &def, input.clone())).as_secs_f64())
         .collect();
     let (r50, rmin) = (pct(&rates, 0.5), rates.iter().cloned().fold(f64::INFINITY, f64::min));
     let rss = peak_rss_mib();
+    let after = p.commits();
+    let group = (after.1 - before.1) as f64 / (after.0 - before.0).max(1) as f64;
+    let frames = (after.2 - before.2) as f64 / (rounds * items) as f64;
     println!(
-        "W4 fan-out items={items} mode={mode} concurrency={width} items_per_s={r50:.0} items_per_s_min={rmin:.0} peak_rss_mb={rss:.0} rss_before_mb={rss_before:.0} rounds={rounds} runner={}",
+        "W4 fan-out items={items} mode={mode} concurrency={width} items_per_s={r50:.0} items_per_s_min={rmin:.0} peak_rss_mb={rss:.0} rss_before_mb={rss_before:.0} batches_per_txn={group:.1} frames_per_item={frames:.2} rounds={rounds} runner={}",
         runner.label()
     );
 }

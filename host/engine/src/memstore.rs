@@ -174,7 +174,7 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut Vec<NewEvent>,
             r.state = *to;
             r.output = output.clone();
             r.error = error.clone();
-            r.updated_at = *at;
+            r.updated_at = r.updated_at.max(*at);
         }
         Write::StepState { run, step, from, to, output, error, next_attempt_at, at } => {
             let r = slot.as_mut().ok_or_else(|| missing(&format!("run {run}")))?;
@@ -193,7 +193,6 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut Vec<NewEvent>,
             if to.is_terminal() {
                 s.ended_at = Some(*at);
             }
-            r.updated_at = *at;
         }
         Write::StartAttempt { run, step, item, attempt, lease_until, at } => {
             let r = slot.as_mut().ok_or_else(|| missing(&format!("run {run}")))?;
@@ -222,7 +221,6 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut Vec<NewEvent>,
             let mut atts = std::mem::take(&mut r.attempts);
             atts.sort_by_key(|a| (order.get(a.step.as_str()).copied(), a.item, a.attempt));
             r.attempts = atts;
-            r.updated_at = *at;
         }
         Write::FinishAttempt { run, step, item, attempt, state, output, error, at } => {
             let r = slot.as_mut().ok_or_else(|| missing(&format!("run {run}")))?;
@@ -235,7 +233,6 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut Vec<NewEvent>,
             a.output = output.clone();
             a.error = error.clone();
             a.ended_at = Some(*at);
-            r.updated_at = *at;
         }
         Write::Event(e) => {
             let r = slot.as_mut().ok_or_else(|| missing(&format!("run {}", e.run)))?;
@@ -244,6 +241,10 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut Vec<NewEvent>,
             }
             let pos = log.partition_point(|x| x.seq < e.seq);
             log.insert(pos, e.clone());
+            // A run's last event says when it last changed.
+            if e.seq > r.last_seq {
+                r.updated_at = r.updated_at.max(e.at);
+            }
             r.last_seq = r.last_seq.max(e.seq);
         }
         Write::OpenWait(w) => {

@@ -162,6 +162,8 @@ pub struct RunRecord {
     pub depth: u32,
     pub concurrency_key: Option<String>,
     pub created_at: i64,
+    /// When it last changed: the latest of its run-state changes and its
+    /// last event (every transition writes an event).
     pub updated_at: i64,
     pub deadline_at: Option<i64>,
     /// In definition order.

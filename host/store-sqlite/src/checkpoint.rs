@@ -140,11 +140,17 @@ impl Checkpointer {
             })
         };
         let mut next_wake = WAKE_AT;
+        // The WAL's size after the last commit (it starts over after a
+        // checkpoint).
+        let mut last = 0;
         writer
             .conn
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, frames: i32| {
+                let added = if frames >= last { frames - last } else { frames };
+                stats.frames.fetch_add(added.max(0) as u64, Ordering::Relaxed);
+                last = frames;
                 match decide(frames, &idle, &mut next_wake) {
                     Decision::Nothing => {}
                     Decision::Checkpoint => {

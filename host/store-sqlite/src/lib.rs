@@ -8,8 +8,9 @@
 //!   trace (see `writer`).
 //! - Reads use a small pool of separate connections.
 //! - Every statement, `BEGIN` and `COMMIT` included, is prepared once per
-//!   connection and cached (see `cache_statements`); a batch bumps each
-//!   run's `updated_at` / `last_seq` once, not once per write (see `writer`).
+//!   connection and cached (see `cache_statements`). A transition writes
+//!   no `runs` row unless the run's state changes: a run's `updated_at`
+//!   and `last_seq` are read from its last event (see `writer::Found`).
 //! - Schema migrations by `PRAGMA user_version` (see `schema`).
 //! - [`SchedulerLock`]: one process owns a store's scheduler at a time.
 
@@ -54,6 +55,10 @@ pub struct Stats {
     pub transactions: AtomicU64,
     /// Batches (and template writes) those transactions carried.
     pub batches: AtomicU64,
+    /// Pages appended to the WAL by those transactions (at
+    /// `durability = "normal"`, where the WAL is watched): what a commit
+    /// costs grows with it.
+    pub frames: AtomicU64,
     /// Checkpoints run by the checkpointer thread.
     pub checkpoints: AtomicU64,
     /// Checkpoints the writer ran itself (at an idle moment, or past

@@ -49,8 +49,11 @@ pub fn run(c: &Connection, run_id: &RunId) -> Result<Option<RunRecord>, StoreErr
     let row = c
         .prepare_cached(
             "SELECT r.template, r.version, r.state, p.definition, p.input, r.output, r.error, r.parent, r.depth,
-                    r.concurrency_key, r.created_at, r.updated_at, r.deadline_at, r.last_seq
-             FROM runs r JOIN run_plans p ON p.id = r.id WHERE r.id = ?1",
+                    r.concurrency_key, r.created_at, MAX(r.updated_at, COALESCE(e.at, 0)), r.deadline_at,
+                    MAX(r.last_seq, COALESCE(e.seq, 0))
+             FROM runs r JOIN run_plans p ON p.id = r.id
+             LEFT JOIN events e ON e.run_id = r.id AND e.seq = (SELECT MAX(seq) FROM events WHERE run_id = r.id)
+             WHERE r.id = ?1",
         )
         .and_then(|mut s| {
             s.query_row([run_id.as_str()], |r: &Row<'_>| {
@@ -197,7 +200,9 @@ pub fn list_runs(c: &Connection, f: &RunFilter) -> Result<Vec<RunSummary>, Store
     let limit = f.limit.map(|l| l as i64).unwrap_or(-1);
     let rows = c
         .prepare_cached(
-            "SELECT id, template, version, state, parent, created_at, updated_at FROM runs
+            "SELECT id, template, version, state, parent, created_at,
+                    MAX(updated_at, COALESCE((SELECT at FROM events WHERE run_id = runs.id ORDER BY seq DESC LIMIT 1), 0))
+             FROM runs
              WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR template = ?2) AND (?4 IS NULL OR parent = ?4)
              ORDER BY id DESC LIMIT ?3",
         )
@@ -280,9 +285,10 @@ pub fn unfinished_runs(c: &Connection) -> Result<Vec<RunId>, StoreError> {
 pub fn expired_leases(c: &Connection, now_ms: i64) -> Result<Vec<ExpiredLease>, StoreError> {
     let rows = c
         .prepare_cached(
-            "SELECT a.run_id, a.step, a.item, a.attempt, a.lease_until FROM attempts a JOIN runs r ON r.id = a.run_id
-             WHERE a.state = 'running' AND a.lease_until < ?1
-               AND r.state NOT IN ('completed', 'failed', 'canceled', 'rejected')
+            // The unfinished runs (through `runs_state`), then their attempts.
+            "SELECT a.run_id, a.step, a.item, a.attempt, a.lease_until FROM runs r JOIN attempts a ON a.run_id = r.id
+             WHERE r.state IN ('submitted', 'working', 'input-required', 'auth-required')
+               AND a.state = 'running' AND a.lease_until < ?1
              ORDER BY a.run_id, a.step, a.item",
         )
         .and_then(|mut s| {

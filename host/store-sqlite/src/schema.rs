@@ -139,6 +139,12 @@ const MIGRATIONS: &[&str] = &[
     r#"
     DROP INDEX runs_unfinished;
     "#,
+    // 6: the writer checks that no other attempt of a step (or item) is
+    // running by a read of the step's attempts; the index of running
+    // attempts cost a page as each attempt started and another as it ended.
+    r#"
+    DROP INDEX attempts_one_running;
+    "#,
 ];
 
 /// The schema version this build writes.
@@ -191,10 +197,10 @@ mod tests {
         assert!(c.prepare("SELECT definition FROM runs").is_err(), "the column moved");
     }
 
-    /// Version 4 drops the lease index; the index of running attempts
-    /// (what recovery and `expired_leases` read) stays.
+    /// Version 4 drops the lease index, version 6 the index of running
+    /// attempts; the tables keep their rows.
     #[test]
-    fn version_4_drops_the_lease_index_only() {
+    fn versions_4_and_6_drop_the_indexes_of_attempts() {
         let mut c = Connection::open_in_memory().unwrap();
         for sql in &MIGRATIONS[..3] {
             c.execute_batch(sql).unwrap();
@@ -208,8 +214,17 @@ mod tests {
                 == 1
         };
         assert!(index(&c, "attempts_leases"));
+        assert!(index(&c, "attempts_one_running"));
+        c.execute(
+            "INSERT INTO attempts (run_id, step, item, attempt, state, lease_until, started_at)
+             VALUES ('r_1', 'a', -1, 1, 'running', 5, 1)",
+            [],
+        )
+        .unwrap();
         assert_eq!(migrate(&mut c).unwrap(), SCHEMA_VERSION);
         assert!(!index(&c, "attempts_leases"));
-        assert!(index(&c, "attempts_one_running"));
+        assert!(!index(&c, "attempts_one_running"));
+        let n: i64 = c.query_row("SELECT count(*) FROM attempts WHERE state = 'running'", [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 1);
     }
 }

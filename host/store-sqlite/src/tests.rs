@@ -263,34 +263,27 @@ async fn refused_writes_match_the_reference() {
     assert_eq!(sql.run(&id).await.unwrap(), mem.run(&id).await.unwrap());
 }
 
-/// A run's `updated_at` and `last_seq`, written once per batch, come out
-/// as if each write had set them in order: a run transition overrides the
-/// touches before it, the touches after it override it, `last_seq` is the
-/// highest seq; an event of a run that does not exist is refused in any
-/// position of its batch.
+/// A run's `last_seq` is its highest event seq and its `updated_at` the
+/// latest of its run-state changes and its last event (no `runs` row is
+/// rewritten per transition); an event of a run that does not exist is
+/// refused in any position of its batch. Both stores agree.
 #[tokio::test]
-async fn run_bumps_of_a_batch_match_the_reference() {
+async fn last_seq_and_updated_at_come_from_the_last_event() {
     let (_d, p) = tmp();
     let sql = SqliteStore::open(&p, Durability::Normal).unwrap();
     let mem = MemStore::new();
     let (id, other) = (rid(5), rid(6));
-    let to_working = |at| Write::RunState {
-        run: id.clone(),
-        from: RunState::Submitted,
-        to: RunState::Working,
-        output: None,
-        error: None,
-        at,
-    };
+    let to = |from, to, at| Write::RunState { run: id.clone(), from, to, output: None, error: None, at };
     for s in [&sql as &dyn Store, &mem] {
         s.commit(b(vec![create(&id, &["a", "b"]), create(&other, &["a"])])).await.unwrap();
-        // touches, then the run's transition (earlier than the touches)
+        let created = s.run(&other).await.unwrap().unwrap().updated_at;
+        // events out of order (at = 100 + seq), then the run's transition
         s.commit(b(vec![
             event(&id, 3, "e"),
             step_to(&id, "a", StepState::Pending, StepState::Running, None, 500),
             start(&id, "a", None, 1, 9_000),
             event(&id, 1, "e"),
-            to_working(450),
+            to(RunState::Submitted, RunState::Working, 450),
             event(&id, 2, "e"),
             step_to(&other, "a", StepState::Pending, StepState::Running, None, 700),
         ]))
@@ -298,21 +291,22 @@ async fn run_bumps_of_a_batch_match_the_reference() {
         .unwrap();
         let r = s.run(&id).await.unwrap().unwrap();
         assert_eq!((r.updated_at, r.last_seq), (450, Seq(3)));
-        assert_eq!(s.run(&other).await.unwrap().unwrap().updated_at, 700);
-        // the transition's time, then a touch after it
+        let o = s.run(&other).await.unwrap().unwrap();
+        assert_eq!((o.updated_at, o.last_seq), (created, Seq(0)), "no event, no change of the run's state");
+        // a later event moves it on
         s.commit(b(vec![
             finish(&id, "a", None, 1, AttemptState::Succeeded, None, None),
             step_to(&id, "a", StepState::Running, StepState::Succeeded, None, 650),
-            event(&id, 4, "e"),
+            event(&id, 900, "e"),
         ]))
         .await
         .unwrap();
         let r = s.run(&id).await.unwrap().unwrap();
-        assert_eq!((r.updated_at, r.last_seq), (650, Seq(4)));
+        assert_eq!((r.updated_at, r.last_seq), (1000, Seq(900)));
         for bad in [
-            vec![event(&rid(99), 1, "x"), event(&id, 5, "e")],
+            vec![event(&rid(99), 1, "x"), event(&id, 901, "e")],
             vec![
-                event(&id, 5, "e"),
+                event(&id, 901, "e"),
                 step_to(&id, "b", StepState::Pending, StepState::Running, None, 1),
                 event(&rid(99), 1, "x"),
             ],
@@ -320,7 +314,9 @@ async fn run_bumps_of_a_batch_match_the_reference() {
             assert!(matches!(s.commit(b(bad)).await, Err(StoreError::Conflict(_))));
         }
         let r = s.run(&id).await.unwrap().unwrap();
-        assert_eq!((r.updated_at, r.last_seq), (650, Seq(4)), "a refused batch bumps nothing");
+        assert_eq!((r.updated_at, r.last_seq), (1000, Seq(900)), "a refused batch changes nothing");
+        let listed = s.list_runs(&RunFilter::default()).await.unwrap();
+        assert_eq!(listed.iter().find(|x| x.id == id).unwrap().updated_at, 1000, "runs list agrees");
     }
     assert_eq!(sql.run(&id).await.unwrap(), mem.run(&id).await.unwrap());
     assert_eq!(sql.run(&other).await.unwrap(), mem.run(&other).await.unwrap());
