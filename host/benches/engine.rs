@@ -277,9 +277,9 @@ fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime")
 }
 
-async fn run_once(engine: &Engine, def: &Definition, input: Value) -> Duration {
+async fn run_once(engine: &Engine, def: &Arc<Definition>, input: Value) -> Duration {
     let t = Instant::now();
-    let id = engine.submit(def, input, RunOptions::default()).await.expect("submit");
+    let id = engine.submit_shared(def.clone(), input, RunOptions::default()).await.expect("submit");
     let rec = engine.wait(&id).await.expect("wait");
     let took = t.elapsed();
     assert_eq!(rec.state, RunState::Completed, "run {id} ended {}: {:?}", rec.state, rec.error);
@@ -310,7 +310,7 @@ fn w1(report: &mut Report) {
         for runner in runners() {
             let rl = runner.label();
             let p = in_proc(durability, EngineConfig::default(), runner);
-            let def = definition(&chain("chain-40", n, &p.hex, json!({"mode": "fib", "n": 10}), None));
+            let def = Arc::new(definition(&chain("chain-40", n, &p.hex, json!({"mode": "fib", "n": 10}), None)));
             // Warm-up: compiles (or loads) the guest, fills caches.
             for _ in 0..2 {
                 rt.block_on(run_once(&p.engine, &def, json!({})));
@@ -485,7 +485,7 @@ fn w4_child() {
         "name": "each", "for_each": "@input.items", "concurrency": width,
         "code": {"sha256": p.hex}, "input": {"mode": mode, "n": 10, "i": "@item"}
     }]});
-    let def = definition(&doc);
+    let def = Arc::new(definition(&doc));
     let input = json!({"items": (0..items).collect::<Vec<_>>()});
     // Warm-up (compile/load the guest) with a small run.
     rt.block_on(run_once(&p.engine, &def, json!({"items": [1, 2, 3]})));

@@ -4,6 +4,7 @@
 //! than a second child. The parent's step waits (`waiting`) until the
 //! child ends; its output is the child's output, its error the child's.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -16,9 +17,16 @@ use crate::state::RunState;
 use crate::store::{RunRecord, Store, StoreError};
 
 /// The definition with every `workflow` step's template version pinned
-/// (the latest now, when it names none). An unknown template is refused.
-pub(crate) async fn pin_versions(store: &dyn Store, def: &Definition) -> Result<Definition, EngineError> {
-    let mut out = def.clone();
+/// (the latest now, when it names none); `def` itself when it has no
+/// `workflow` step. An unknown template is refused.
+pub(crate) async fn pin_versions<'a>(
+    store: &dyn Store,
+    def: &'a Arc<Definition>,
+) -> Result<Cow<'a, Arc<Definition>>, EngineError> {
+    if !def.steps.iter().any(|s| matches!(s.action, Action::Workflow(_))) {
+        return Ok(Cow::Borrowed(def));
+    }
+    let mut out = Definition::clone(def);
     let mut problems = vec![];
     for (i, s) in out.steps.iter_mut().enumerate() {
         let Action::Workflow(w) = &mut s.action else { continue };
@@ -36,7 +44,7 @@ pub(crate) async fn pin_versions(store: &dyn Store, def: &Definition) -> Result<
             ),
         }
     }
-    if problems.is_empty() { Ok(out) } else { Err(EngineError::Invalid(Problems(problems))) }
+    if problems.is_empty() { Ok(Cow::Owned(Arc::new(out))) } else { Err(EngineError::Invalid(Problems(problems))) }
 }
 
 /// The id of the child run of `step` in `parent`.

@@ -205,10 +205,24 @@ impl Engine {
         input: Value,
         opts: RunOptions,
     ) -> Result<(RunId, Batch), EngineError> {
+        let (id, batch, _) = self.run_batch_shared(&Arc::new(def.clone()), input, opts).await?;
+        Ok((id, batch))
+    }
+
+    /// [`Engine::run_batch`] of a shared definition; also returns the plan
+    /// the run follows (`def` itself unless a `workflow` step's template
+    /// version was pinned).
+    async fn run_batch_shared(
+        &self,
+        def: &Arc<Definition>,
+        input: Value,
+        opts: RunOptions,
+    ) -> Result<(RunId, Batch, Arc<Definition>), EngineError> {
         check_input(def, &input).map_err(EngineError::Invalid)?;
         let now = self.sh.clock.now_ms();
         let id = opts.id.clone().unwrap_or_else(|| self.sh.run_ids.next(now, self.sh.rng.as_ref()));
-        let def = &children::pin_versions(self.sh.store.as_ref(), def).await?;
+        let plan = children::pin_versions(self.sh.store.as_ref(), def).await?.into_owned();
+        let def = &*plan;
         let definition = serde_json::to_value(def).map_err(|e| EngineError::Plan(e.to_string()))?;
         let run = NewRun {
             id: id.clone(),
@@ -256,17 +270,27 @@ impl Engine {
                 batch.push(w);
             }
         }
-        Ok((id, batch))
+        Ok((id, batch, plan))
     }
 
     /// Create a run and start driving it.
     pub async fn submit(&self, def: &Definition, input: Value, opts: RunOptions) -> Result<RunId, EngineError> {
-        let (id, batch) = self.run_batch(def, input, opts).await?;
+        self.submit_shared(Arc::new(def.clone()), input, opts).await
+    }
+
+    /// [`Engine::submit`] of a definition the caller keeps: runs of it
+    /// share it rather than copying it each.
+    pub async fn submit_shared(
+        &self,
+        def: Arc<Definition>,
+        input: Value,
+        opts: RunOptions,
+    ) -> Result<RunId, EngineError> {
+        let (id, batch, def) = self.run_batch_shared(&def, input, opts).await?;
         // The driver starts from the record the batch writes instead of
         // reading it back (a read transaction per run saved); a run with
         // preset steps is read back.
         let rec = driver::fresh_record(&batch);
-        let def = Arc::new(def.clone());
         let mut known = driver::Known { def, rec, create: None };
         // A run of no queue is created by its driver's first commit, with
         // its start (see `driver::Creation`).
