@@ -157,8 +157,34 @@ fn missing(what: &str) -> StoreError {
     StoreError::Conflict(format!("{what} does not exist"))
 }
 
+/// Where [`apply_write`] logs a run's events: whole (the store's log) or
+/// by seq only (a driver's mirror, which needs no copy of their data).
+pub(crate) trait EventLog {
+    fn contains(&self, seq: Seq) -> bool;
+    fn add(&mut self, e: &NewEvent);
+}
+
+impl EventLog for Vec<NewEvent> {
+    fn contains(&self, seq: Seq) -> bool {
+        self.iter().any(|x| x.seq == seq)
+    }
+    fn add(&mut self, e: &NewEvent) {
+        let pos = self.partition_point(|x| x.seq < e.seq);
+        self.insert(pos, e.clone());
+    }
+}
+
+impl EventLog for Vec<Seq> {
+    fn contains(&self, seq: Seq) -> bool {
+        self.iter().any(|x| *x == seq)
+    }
+    fn add(&mut self, e: &NewEvent) {
+        self.push(e.seq);
+    }
+}
+
 /// The reference semantics of one write against one run.
-pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut Vec<NewEvent>, w: &Write) -> Result<(), StoreError> {
+pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut impl EventLog, w: &Write) -> Result<(), StoreError> {
     match w {
         Write::CreateRun { run, steps } => {
             if slot.is_some() {
@@ -236,11 +262,10 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut Vec<NewEvent>,
         }
         Write::Event(e) => {
             let r = slot.as_mut().ok_or_else(|| missing(&format!("run {}", e.run)))?;
-            if log.iter().any(|x| x.seq == e.seq) {
+            if log.contains(e.seq) {
                 return Err(StoreError::Conflict(format!("event {} of {} exists", e.seq.0, e.run)));
             }
-            let pos = log.partition_point(|x| x.seq < e.seq);
-            log.insert(pos, e.clone());
+            log.add(e);
             // A run's last event says when it last changed.
             if e.seq > r.last_seq {
                 r.updated_at = r.updated_at.max(e.at);
@@ -423,7 +448,7 @@ mod tests {
                 id: id.clone(),
                 template: "t".into(),
                 version: Some(1),
-                definition: json!({"name": "t"}),
+                definition: std::sync::Arc::new(json!({"name": "t"})),
                 input: json!({"a": 1}),
                 parent: None,
                 depth: 0,

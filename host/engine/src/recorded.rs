@@ -147,7 +147,7 @@ mod tests {
             id: id.clone(),
             template: "rec".into(),
             version: None,
-            definition: json!({"name": "rec", "version": 1, "steps": []}),
+            definition: std::sync::Arc::new(json!({"name": "rec", "version": 1, "steps": []})),
             input: json!({"m": "hi"}),
             parent: None,
             depth: 0,

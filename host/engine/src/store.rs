@@ -9,6 +9,8 @@
 //! transition. An implementation may group-commit many callers' batches in
 //! one transaction; `commit` returns once the caller's batch is durable.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -24,8 +26,9 @@ pub struct NewRun {
     /// The template's name, or the definition's `name` for an inline run.
     pub template: String,
     pub version: Option<u32>,
-    /// The definition as it will execute (pinned at creation).
-    pub definition: Value,
+    /// The definition as it will execute (pinned at creation); shared by
+    /// the runs of one plan.
+    pub definition: Arc<Value>,
     pub input: Value,
     pub parent: Option<RunId>,
     pub depth: u32,
@@ -154,7 +157,7 @@ pub struct RunRecord {
     pub template: String,
     pub version: Option<u32>,
     pub state: RunState,
-    pub definition: Value,
+    pub definition: Arc<Value>,
     pub input: Value,
     pub output: Option<Value>,
     pub error: Option<StepError>,

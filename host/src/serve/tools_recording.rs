@@ -90,7 +90,7 @@ impl Active {
             id: self.id.clone(),
             template,
             version,
-            definition,
+            definition: std::sync::Arc::new(definition),
             input: self.recording.input.clone(),
             parent: None,
             depth: 0,

@@ -25,7 +25,9 @@ fn batch(rng: &SeededRng, n: &AtomicU64) -> Batch {
                     id: id.clone(),
                     template: "bench".into(),
                     version: Some(1),
-                    definition: json!({"name": "bench", "steps": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}),
+                    definition: std::sync::Arc::new(
+                        json!({"name": "bench", "steps": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}),
+                    ),
                     input: json!({"n": t}),
                     parent: None,
                     depth: 0,

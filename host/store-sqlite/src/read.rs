@@ -179,7 +179,7 @@ pub fn run(c: &Connection, run_id: &RunId) -> Result<Option<RunRecord>, StoreErr
         template,
         version,
         state: parse(state)?,
-        definition: json_req(definition)?,
+        definition: std::sync::Arc::new(json_req(definition)?),
         input: json_req(input)?,
         output: json(output)?,
         error: error(err)?,

@@ -27,7 +27,7 @@ fn create(id: &RunId, steps: &[&str]) -> Write {
             id: id.clone(),
             template: "t".into(),
             version: Some(2),
-            definition: json!({"name": "t", "steps": []}),
+            definition: std::sync::Arc::new(json!({"name": "t", "steps": []})),
             input: json!({"email": "a@b"}),
             parent: None,
             depth: 0,

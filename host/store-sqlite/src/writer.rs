@@ -174,6 +174,24 @@ fn in_transaction<T>(conn: &Connection, f: impl FnOnce() -> Result<T, StoreError
     r
 }
 
+thread_local! {
+    /// The definition last written by this thread, as text: the runs of
+    /// one plan share its `Arc`, and it is serialised once, not per run.
+    static PLAN_TEXT: std::cell::RefCell<Option<(Arc<Value>, String)>> = const { std::cell::RefCell::new(None) };
+}
+
+/// `f` of the text of `def`.
+fn plan_text<R>(def: &Arc<Value>, f: impl FnOnce(&str) -> R) -> R {
+    PLAN_TEXT.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let (_, text) = match cell.take() {
+            Some((d, text)) if Arc::ptr_eq(&d, def) => cell.insert((d, text)),
+            _ => cell.insert((def.clone(), def.to_string())),
+        };
+        f(text)
+    })
+}
+
 fn conflict(what: String) -> StoreError {
     StoreError::Conflict(what)
 }
@@ -274,11 +292,11 @@ fn apply_write<'a>(c: &Connection, w: &'a Write, found: &mut Found<'a>) -> Resul
             if n == 0 {
                 return Err(conflict(format!("run {} exists", run.id)));
             }
-            c.prepare_cached("INSERT INTO run_plans (id, definition, input) VALUES (?1, ?2, ?3)")
-                .and_then(|mut s| {
-                    s.execute(params![run.id.as_str(), run.definition.to_string(), run.input.to_string()])
-                })
-                .map_err(map_err)?;
+            plan_text(&run.definition, |definition| {
+                c.prepare_cached("INSERT INTO run_plans (id, definition, input) VALUES (?1, ?2, ?3)")
+                    .and_then(|mut s| s.execute(params![run.id.as_str(), definition, run.input.to_string()]))
+            })
+            .map_err(map_err)?;
             let mut s = c
                 .prepare_cached("INSERT INTO steps (run_id, name, idx, state) VALUES (?1, ?2, ?3, 'pending')")
                 .map_err(map_err)?;

@@ -222,8 +222,8 @@ impl Engine {
         let now = self.sh.clock.now_ms();
         let id = opts.id.clone().unwrap_or_else(|| self.sh.run_ids.next(now, self.sh.rng.as_ref()));
         let plan = children::pin_versions(self.sh.store.as_ref(), def).await?.into_owned();
+        let definition = self.sh.plans.json(&plan).map_err(|e| EngineError::Plan(e.to_string()))?;
         let def = &*plan;
-        let definition = serde_json::to_value(def).map_err(|e| EngineError::Plan(e.to_string()))?;
         let run = NewRun {
             id: id.clone(),
             template: opts.template.unwrap_or_else(|| def.name.clone()),

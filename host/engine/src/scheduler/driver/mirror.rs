@@ -6,8 +6,8 @@
 //! their record would cost more than reading it once), and as soon as a
 //! write does not apply: the store is then the answer, as without it.
 
-use crate::ids::RunId;
-use crate::store::{Batch, NewEvent, RunRecord};
+use crate::ids::{RunId, Seq};
+use crate::store::{Batch, RunRecord};
 
 /// Attempts above which a run's record is not kept.
 const MAX_ATTEMPTS: usize = 64;
@@ -17,8 +17,8 @@ pub(super) struct Mirror {
     run: Option<RunId>,
     /// `None` before the batch that creates the run.
     slot: Option<RunRecord>,
-    /// The events of the batch being applied (checked for duplicates).
-    scratch: Vec<NewEvent>,
+    /// The seqs of the batch's events being applied (checked for duplicates).
+    scratch: Vec<Seq>,
 }
 
 impl Mirror {
