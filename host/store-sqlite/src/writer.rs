@@ -348,33 +348,34 @@ fn apply_write<'a>(c: &Connection, w: &'a Write, found: &mut Found<'a>) -> Resul
             found.add(run.as_str());
         }
         Write::StartAttempt { run, step, item, attempt, lease_until, at } => {
-            // Checked by a read: the step's row is not rewritten per attempt
-            // (the count of its attempts is read from `attempts`).
-            let exists = c
-                .prepare_cached("SELECT 1 FROM steps WHERE run_id = ?1 AND name = ?2")
-                .and_then(|mut s| s.exists(params![run.as_str(), step]))
-                .map_err(map_err)?;
-            if !exists {
-                return Err(conflict(format!("step {run}/{step} does not exist")));
-            }
-            // At most one running attempt per step (or item): checked by a
-            // read of the step's attempts, not kept by an index of running
+            // One statement: the step exists (its row is not rewritten per
+            // attempt: readers count its attempts), and no other attempt of
+            // it (or of its item) is running — checked by a read of the
+            // step's attempts rather than kept by an index of running
             // attempts (a page written as each attempt starts and ends).
-            let running = c
+            let n = c
                 .prepare_cached(
-                    "SELECT 1 FROM attempts WHERE run_id = ?1 AND step = ?2 AND item = ?3 AND state = 'running'",
+                    "INSERT INTO attempts (run_id, step, item, attempt, state, lease_until, started_at)
+                     SELECT ?1, ?2, ?3, ?4, 'running', ?5, ?6
+                     WHERE EXISTS (SELECT 1 FROM steps WHERE run_id = ?1 AND name = ?2)
+                       AND NOT EXISTS (SELECT 1 FROM attempts
+                                       WHERE run_id = ?1 AND step = ?2 AND item = ?3 AND state = 'running')",
                 )
-                .and_then(|mut s| s.exists(params![run.as_str(), step, item_col(*item)]))
+                .and_then(|mut s| {
+                    s.execute(params![run.as_str(), step, item_col(*item), attempt.get(), lease_until, at])
+                })
                 .map_err(map_err)?;
-            if running {
-                return Err(conflict(format!("an attempt of {run}/{step} is running")));
+            if n == 0 {
+                let exists = c
+                    .prepare_cached("SELECT 1 FROM steps WHERE run_id = ?1 AND name = ?2")
+                    .and_then(|mut s| s.exists(params![run.as_str(), step]))
+                    .map_err(map_err)?;
+                return Err(conflict(if exists {
+                    format!("an attempt of {run}/{step} is running")
+                } else {
+                    format!("step {run}/{step} does not exist")
+                }));
             }
-            c.prepare_cached(
-                "INSERT INTO attempts (run_id, step, item, attempt, state, lease_until, started_at)
-                 VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6)",
-            )
-            .and_then(|mut s| s.execute(params![run.as_str(), step, item_col(*item), attempt.get(), lease_until, at]))
-            .map_err(map_err)?;
             found.add(run.as_str());
         }
         Write::FinishAttempt { run, step, item, attempt, state, output, error, at } => {
