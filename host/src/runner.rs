@@ -54,7 +54,7 @@ pub const FAST: Duration = Duration::from_micros(300);
 /// or so, and counting that sent the guest's next calls to threads of
 /// their own — each such hand-off costs as much as the call, so a busy
 /// engine got slower exactly when it was busiest (W3: ~1% of the calls,
-/// and tokio's worker cores hopping over ~17 threads).
+/// each a hand-off of the worker to another thread).
 ///
 /// A call that took [`FAST`] or more raises the average at once: the
 /// guest is slow now; faster calls bring it down gradually.
