@@ -24,7 +24,7 @@
 //! | `WEFT_BENCH_W4_MODE` | `fib` | `fib` (fib(10) per item) or `ok` (trivial) |
 //! | `WEFT_BENCH_W4_RUNNER` | `wasm` | `native`: items computed in the host (the floor) |
 //! | `WEFT_BENCH_W6_RUNS` | 1000 | runs in flight when the worker is killed |
-//! | `WEFT_BENCH_W6_FIB` | 25 | fib(n) of each of W6's sequential steps |
+//! | `WEFT_BENCH_W6_FIB` | 27 | fib(n) of each of W6's sequential steps |
 //! | `WEFT_BENCH_SEED` | random | seed of W6's kill times (printed) |
 //! | `WEFT_BENCH_DURABILITY` | `normal,full` | durabilities of W1 and W3 |
 //! | `WEFT_BENCH_NATIVE` | 1 | `0`: skip the `runner=native` and `floor` lines of W1 and W3 |

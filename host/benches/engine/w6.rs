@@ -121,7 +121,7 @@ fn audit(db: &Path, runs: i64, units_per_run: i64) -> (Vec<String>, i64) {
 pub(super) fn w6(report: &mut Report) {
     let runs = env_usize("WEFT_BENCH_W6_RUNS", 1000).max(1);
     let rounds = rounds(20);
-    let fib = env_usize("WEFT_BENCH_W6_FIB", 25);
+    let fib = env_usize("WEFT_BENCH_W6_FIB", 27);
     let seed = std::env::var("WEFT_BENCH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| now_ms() as u64);
     let rng = SeededRng::new(seed);
     println!("# W6 seed={seed} (WEFT_BENCH_SEED to repeat) fib={fib} worker={}", weft_bin().display());
@@ -131,6 +131,7 @@ pub(super) fn w6(report: &mut Report) {
     let data = settings.data_dir.clone();
     std::fs::create_dir_all(&data).unwrap();
     let db = data.join("weft.db");
+    let wal = data.join("weft.db-wal");
     let log = dir.path().join("worker.log");
     let hex = pin_hostile(&settings);
     // 4 sequential fib steps, then a for_each of 3 trivial items; every
@@ -178,16 +179,22 @@ pub(super) fn w6(report: &mut Report) {
         let t0 = now_ms();
         let mut worker = spawn_worker(&data, &log, false);
         // Recovery begins with the first transition the new owner commits:
-        // poll (cheaply: every write touches its run's `updated_at`) until
-        // one is stamped after the start, then take the earliest event
-        // stamped after the start.
+        // poll (cheaply: a commit appends to the WAL, so its file changes)
+        // until the WAL was written after the start, then take the earliest
+        // event stamped after the start. (Not `runs.updated_at`: a step's
+        // transition leaves its run's row alone.)
         let first = loop {
-            let latest: Option<i64> = c.query_row("SELECT max(updated_at) FROM runs", [], |r| r.get(0)).unwrap();
-            if latest.is_some_and(|at| at >= t0) {
-                break c
+            let touched = std::fs::metadata(&wal)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_millis() as i64);
+            if touched.is_some_and(|at| at >= t0)
+                && let Some(at) = c
                     .query_row("SELECT min(at) FROM events WHERE at >= ?1", [t0], |r| r.get::<_, Option<i64>>(0))
                     .unwrap()
-                    .unwrap_or(latest.unwrap());
+            {
+                break at;
             }
             if let Some(st) = worker.try_wait().unwrap() {
                 panic!("the worker exited ({st}) before committing anything; see {}", log.display());
