@@ -241,7 +241,6 @@ struct InProc {
 }
 
 impl InProc {
-    /// (transactions, batches) the store's writer committed so far.
     /// Transactions, batches and WAL frames the store committed so far.
     fn commits(&self) -> (u64, u64, u64) {
         use std::sync::atomic::Ordering::Relaxed;
