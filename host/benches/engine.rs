@@ -185,7 +185,7 @@ fn fib(n: u64) -> u64 {
 
 #[async_trait::async_trait]
 impl StepRunner for Native {
-    fn finishes_in_place(&self, _: &StepRequest) -> bool {
+    fn finishes_in_place(&self, _: &weft_model::Action) -> bool {
         true
     }
 
@@ -435,16 +435,21 @@ fn w3(report: &mut Report) {
             let before = p.commits();
             for _ in 0..rounds {
                 let t = Instant::now();
-                rt.block_on(async {
+                // The round is awaited on a worker, not on this thread: a
+                // `block_on` here would wake this thread at every run's end
+                // (a cross-thread wake-up per run, which no engine user pays).
+                let (engine, def) = (p.engine.clone(), def.clone());
+                let round = rt.spawn(async move {
                     let mut set = tokio::task::JoinSet::new();
                     for _ in 0..inflight {
-                        let (engine, def) = (p.engine.clone(), def.clone());
+                        let (engine, def) = (engine.clone(), def.clone());
                         set.spawn(async move { run_once(&engine, &def, json!({})).await });
                     }
                     while let Some(r) = set.join_next().await {
                         r.expect("a run task");
                     }
                 });
+                rt.block_on(round).expect("a round");
                 rates.push(inflight as f64 / t.elapsed().as_secs_f64());
             }
             let (r50, rmin) = (pct(&rates, 0.5), rates.iter().cloned().fold(f64::INFINITY, f64::min));

@@ -14,6 +14,12 @@
 //! then holds that worker until it ends or its deadline interrupts it, and
 //! its next calls go back to a thread of their own.
 //!
+//! Guests on threads of their own compute at most [`THREADS_PER_CORE`] per
+//! core at once; a call past that waits (asynchronously) for a thread. The
+//! engine bounds attempts expected in place separately and loosely (see
+//! `EngineConfig::max_in_place`), so when a guest that was fast turns slow,
+//! the attempts claimed meanwhile must not all take threads at once.
+//!
 //! Other actions (tool, ...) are refused with a failure saying so: tool
 //! steps get their own runner with the MCP client pool.
 
@@ -38,7 +44,13 @@ use crate::lookup::resolve_code;
 #[derive(Clone)]
 pub struct CodeRunner {
     inner: Arc<Inner>,
+    /// Calls that may run on threads of their own at once.
+    threads: Arc<tokio::sync::Semaphore>,
 }
+
+/// Guests on threads of their own per core, at most (the engine's default
+/// `max_concurrency` per core).
+pub const THREADS_PER_CORE: usize = 4;
 
 /// A pinned guest whose recent calls took less than this (a decaying
 /// average; see [`Recent`] for how a slow call raises it) runs in place.
@@ -153,7 +165,16 @@ impl CodeRunner {
                 base_dir,
                 by_digest: Mutex::default(),
             }),
+            threads: Arc::new(tokio::sync::Semaphore::new(
+                std::thread::available_parallelism().map_or(2, |n| n.get()) * THREADS_PER_CORE,
+            )),
         }
+    }
+
+    /// The same runner with at most `n` guests on threads of their own at once.
+    pub fn with_threads(mut self, n: usize) -> Self {
+        self.threads = Arc::new(tokio::sync::Semaphore::new(n.max(1)));
+        self
     }
 
     /// A runner with the configured sandbox, registry and `[limits]`.
@@ -331,8 +352,8 @@ impl Drop for Bridge {
 #[async_trait::async_trait]
 impl StepRunner for CodeRunner {
     /// A pinned guest whose recent calls were all fast runs in place.
-    fn finishes_in_place(&self, req: &StepRequest) -> bool {
-        matches!(&req.action, Action::Code(c) if self.inner.is_fast(c))
+    fn finishes_in_place(&self, action: &Action) -> bool {
+        matches!(action, Action::Code(c) if self.inner.is_fast(c))
     }
 
     async fn run(&self, req: StepRequest, cancel: CancelToken) -> Result<StepOutput, StepFailure> {
@@ -363,12 +384,17 @@ impl StepRunner for CodeRunner {
         };
         let joined = if inner.is_fast(&code) {
             Ok(call(&inner, &code, &req, handle))
-        } else if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
-            // The worker's other tasks move to another thread meanwhile.
-            Ok(tokio::task::block_in_place(|| call(&inner, &code, &req, handle)))
         } else {
-            let (inner, code) = (inner.clone(), code.clone());
-            tokio::task::spawn_blocking(move || call(&inner, &code, &req, handle)).await
+            // Waiting here is canceled by dropping this future (the engine
+            // does on a cancel or a timeout); the semaphore is never closed.
+            let _thread = self.threads.acquire().await.ok();
+            if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+                // The worker's other tasks move to another thread meanwhile.
+                Ok(tokio::task::block_in_place(|| call(&inner, &code, &req, handle)))
+            } else {
+                let (inner, code) = (inner.clone(), code.clone());
+                tokio::task::spawn_blocking(move || call(&inner, &code, &req, handle)).await
+            }
         };
         let joined = joined.map(|(r, took)| {
             inner.took(&code, took);
@@ -604,5 +630,37 @@ mod tests {
         assert_eq!(e.kind, ErrorKind::Canceled, "{e}");
         assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
         assert!(!r.inner.is_fast(&hostile), "its next call gets a thread of its own");
+    }
+
+    /// A call past the threads a runner may use waits for one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_on_threads_wait_for_a_free_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = runner(dir.path()).with_threads(1);
+        let by_path = Action::Code(CodeRef::Path(weft_test_artifacts::HOSTILE.into()));
+        // A guest that loops until canceled holds the only thread.
+        let mut req = request(by_path.clone(), json!({"mode": "loop"}), Arc::new(NoEvents));
+        req.limits = Some(weft_model::Limits { fuel: Some(100_000_000_000), memory_mb: None });
+        let cancel = CancelToken::new();
+        let (r2, c2) = (r.clone(), cancel.clone());
+        let looping = tokio::spawn(async move { r2.run(req, c2).await });
+        for _ in 0..5000 {
+            if r.threads.available_permits() == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(r.threads.available_permits(), 0, "the looping guest never took the thread");
+        // A short call waits for it (it takes ~1 ms once it has a thread).
+        let r3 = r.clone();
+        let mut short = tokio::spawn(async move {
+            r3.run(request(by_path, json!({"mode": "ok"}), Arc::new(NoEvents)), CancelToken::new()).await
+        });
+        assert!(tokio::time::timeout(Duration::from_millis(300), &mut short).await.is_err(), "it did not wait");
+        cancel.cancel();
+        assert_eq!(looping.await.unwrap().unwrap_err().kind, ErrorKind::Canceled);
+        let done = tokio::time::timeout(Duration::from_secs(10), short).await.expect("it never got the thread");
+        assert!(matches!(done.unwrap(), Ok(StepOutput::Done(_))));
+        assert_eq!(r.threads.available_permits(), 1);
     }
 }

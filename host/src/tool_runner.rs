@@ -121,8 +121,8 @@ impl StepRunner for Runners {
         }
     }
 
-    fn finishes_in_place(&self, req: &StepRequest) -> bool {
-        matches!(req.action, Action::Code(_)) && self.code.finishes_in_place(req)
+    fn finishes_in_place(&self, action: &Action) -> bool {
+        matches!(action, Action::Code(_)) && self.code.finishes_in_place(action)
     }
 
     async fn run(&self, req: StepRequest, cancel: CancelToken) -> Result<StepOutput, StepFailure> {

@@ -96,7 +96,7 @@ pub trait StepRunner: Send + Sync + 'static {
         None
     }
 
-    /// Whether an attempt of `req` will most likely finish on the calling
+    /// Whether an attempt of `action` will most likely finish on the calling
     /// thread, without waiting, in well under a millisecond (a guest whose
     /// recent calls were all short; a computation in the host). The run's
     /// driver then polls it in place instead of handing it to a task: no
@@ -104,7 +104,7 @@ pub trait StepRunner: Send + Sync + 'static {
     /// all goes on as a task from where it stopped; one that runs long
     /// holds the driver's thread meanwhile, so say `true` only when that
     /// is rare.
-    fn finishes_in_place(&self, _req: &StepRequest) -> bool {
+    fn finishes_in_place(&self, _action: &Action) -> bool {
         false
     }
 }

@@ -228,7 +228,14 @@ impl Driver {
         }
         ready.sort_unstable();
         for (_, _, u, i) in ready {
-            let permit = match self.permits.pop() {
+            // An attempt expected to finish in place takes a permit of its
+            // own pool while it has room (see `EngineConfig::max_in_place`).
+            let quick = if self.sh.runner.finishes_in_place(&self.def.steps[i].action) {
+                self.sh.in_place_permits.clone().try_acquire_owned().ok()
+            } else {
+                None
+            };
+            let permit = match quick.or_else(|| self.permits.pop()) {
                 Some(p) => p,
                 None => match self.sh.permits.clone().try_acquire_owned() {
                     Ok(p) => p,

@@ -127,6 +127,53 @@ async fn priority_then_topological_order() {
     assert_eq!(h.fake.max_running.load(Ordering::SeqCst), 1);
 }
 
+/// `max_concurrency` bounds attempts from their claim to their end; those
+/// the runner expects to finish in place draw on `max_in_place` first, and
+/// on `max_concurrency` once that is used up.
+#[tokio::test]
+async fn attempts_expected_in_place_have_a_pool_of_their_own() {
+    // (runner says in place, max_in_place) -> attempts of 4 parallel gated steps at once
+    for (in_place, max_in_place, want) in [(false, 8, 1), (true, 8, 4), (true, 2, 3), (true, 0, 1)] {
+        let fake = Arc::new(Fake::default());
+        fake.in_place.store(in_place, Ordering::SeqCst);
+        let gate = Arc::new(Semaphore::new(0));
+        for s in ["a", "b", "c", "d"] {
+            let g = gate.clone();
+            fake.on(s, move |_| Act::Gate(g.clone(), json!(1)));
+        }
+        let store = Arc::new(MemStore::new());
+        let cfg = EngineConfig { max_concurrency: 1, max_in_place, ..EngineConfig::default() };
+        let clock = ManualClock::new(1_000_000);
+        let engine =
+            Engine::new(store.clone(), fake.clone(), Arc::new(clock.clone()), Arc::new(SeededRng::new(7)), cfg);
+        let h = H { engine, store, fake, clock };
+        let id = h
+            .engine
+            .submit(
+                &def(json!({"name": "w", "steps": [code("a"), code("b"), code("c"), code("d")]})),
+                json!({}),
+                RunOptions::default(),
+            )
+            .await
+            .unwrap();
+        let started = || h.fake.calls.lock().unwrap().len();
+        for _ in 0..2000 {
+            if started() >= want {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        // No more start than the pools allow, even given time.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let case = format!("in place {in_place}, max_in_place {max_in_place}");
+        assert_eq!(started(), want, "{case}");
+        assert_eq!(h.fake.max_running.load(Ordering::SeqCst), want, "{case}");
+        gate.add_permits(4);
+        assert_eq!(h.wait(&id).await.state, RunState::Completed, "{case}");
+        assert_eq!(started(), 4, "{case}");
+    }
+}
+
 #[tokio::test]
 async fn independent_steps_run_in_parallel() {
     let h = harness();

@@ -60,7 +60,7 @@ impl Fake {
 
 #[async_trait::async_trait]
 impl StepRunner for Fake {
-    fn finishes_in_place(&self, _: &StepRequest) -> bool {
+    fn finishes_in_place(&self, _: &crate::model_glue::Action) -> bool {
         self.in_place.load(Ordering::SeqCst)
     }
 
