@@ -55,6 +55,13 @@ pub struct EngineConfig {
     /// group commits small and the cores idle: W3 with 200 runs in flight
     /// committed ~7 claims per transaction, one per permit.
     ///
+    /// The runner's guess can be wrong: a guest whose calls were short may
+    /// compute for long on the next inputs (W6 mixes fib(27) and trivial
+    /// calls of one guest). Its attempts claimed meanwhile then wait for a
+    /// thread of the runner (see `weft::runner::THREADS_PER_CORE`), and
+    /// their `timeout_ms` runs while they wait; this bound (a little above
+    /// W3's 200 runs in flight) keeps that queue short.
+    ///
     /// [`StepRunner::finishes_in_place`]: crate::runner::StepRunner::finishes_in_place
     pub max_in_place: usize,
     /// A lease lasts the attempt's timeout plus this slack.
@@ -74,7 +81,7 @@ impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
             max_concurrency: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).max(1) * 4,
-            max_in_place: 1024,
+            max_in_place: 256,
             lease_slack_ms: 30_000,
             default_lease_ms: 300_000,
             commit_retries: 5,
