@@ -14,8 +14,9 @@
 //! then holds that worker until it ends or its deadline interrupts it, and
 //! its next calls go back to a thread of their own.
 //!
-//! Guests on threads of their own compute at most [`THREADS_PER_CORE`] per
-//! core at once; a call past that waits (asynchronously) for a thread. The
+//! Guests on threads of their own compute at most as many at once as the
+//! engine's default `max_concurrency` (4 per core); a call past that waits
+//! (asynchronously) for a thread. The
 //! engine bounds attempts expected in place separately and loosely (see
 //! `EngineConfig::max_in_place`), so when a guest that was fast turns slow,
 //! the attempts claimed meanwhile must not all take threads at once.
@@ -47,10 +48,6 @@ pub struct CodeRunner {
     /// Calls that may run on threads of their own at once.
     threads: Arc<tokio::sync::Semaphore>,
 }
-
-/// Guests on threads of their own per core, at most (the engine's default
-/// `max_concurrency` per core).
-pub const THREADS_PER_CORE: usize = 4;
 
 /// A pinned guest whose recent calls took less than this (a decaying
 /// average; see [`Recent`] for how a slow call raises it) runs in place.
@@ -165,9 +162,7 @@ impl CodeRunner {
                 base_dir,
                 by_digest: Mutex::default(),
             }),
-            threads: Arc::new(tokio::sync::Semaphore::new(
-                std::thread::available_parallelism().map_or(2, |n| n.get()) * THREADS_PER_CORE,
-            )),
+            threads: Arc::new(tokio::sync::Semaphore::new(weft_engine::EngineConfig::default().max_concurrency)),
         }
     }
 

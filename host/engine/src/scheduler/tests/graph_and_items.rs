@@ -141,12 +141,8 @@ async fn attempts_expected_in_place_have_a_pool_of_their_own() {
             let g = gate.clone();
             fake.on(s, move |_| Act::Gate(g.clone(), json!(1)));
         }
-        let store = Arc::new(MemStore::new());
         let cfg = EngineConfig { max_concurrency: 1, max_in_place, ..EngineConfig::default() };
-        let clock = ManualClock::new(1_000_000);
-        let engine =
-            Engine::new(store.clone(), fake.clone(), Arc::new(clock.clone()), Arc::new(SeededRng::new(7)), cfg);
-        let h = H { engine, store, fake, clock };
+        let h = harness_config(Arc::new(MemStore::new()), fake, cfg);
         let id = h
             .engine
             .submit(

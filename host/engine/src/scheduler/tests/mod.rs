@@ -111,8 +111,11 @@ struct H {
 }
 
 fn harness_with(store: Arc<MemStore>, fake: Arc<Fake>, conc: usize) -> H {
+    harness_config(store, fake, EngineConfig { max_concurrency: conc, ..EngineConfig::default() })
+}
+
+fn harness_config(store: Arc<MemStore>, fake: Arc<Fake>, cfg: EngineConfig) -> H {
     let clock = ManualClock::new(1_000_000);
-    let cfg = EngineConfig { max_concurrency: conc, ..EngineConfig::default() };
     let engine = Engine::new(store.clone(), fake.clone(), Arc::new(clock.clone()), Arc::new(SeededRng::new(42)), cfg);
     H { engine, store, fake, clock }
 }
