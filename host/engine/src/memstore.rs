@@ -176,7 +176,7 @@ impl EventLog for Vec<NewEvent> {
 
 impl EventLog for Vec<Seq> {
     fn contains(&self, seq: Seq) -> bool {
-        self.iter().any(|x| *x == seq)
+        self.as_slice().contains(&seq)
     }
     fn add(&mut self, e: &NewEvent) {
         self.push(e.seq);
