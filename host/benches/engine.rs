@@ -47,7 +47,9 @@
 //! to the first step success it commits (includes loading the guest and
 //! the 1,000 drivers); then an audit of the store: every run completed,
 //! and for every (run, step, item) exactly one succeeded attempt, the last
-//! one started (`repeated_successes` counts violations, must be 0). The
+//! one started (`repeated_successes` counts violations, must be 0);
+//! `running_at_kill_p50` / `_max`: attempts claimed and not finished at a
+//! kill, each run again after it (`reexecuted_attempts`, in all). The
 //! steps carry a `retry` policy: the engine counts an attempt interrupted
 //! by a crash as a failed attempt, so under the default policy (one
 //! attempt) a kill would fail the run.

@@ -256,11 +256,12 @@ pub(super) fn w6(report: &mut Report) {
     let (p50, p95, max) =
         (pct(&recovery_ms, 0.5), pct(&recovery_ms, 0.95), recovery_ms.iter().cloned().fold(0.0, f64::max));
     let line = format!(
-        "W6 crash-resume runs={runs} kills={kills} recovery_ms={p50:.0} recovery_ms_p95={p95:.0} recovery_ms_max={max:.0} resume_ms={:.0} resume_ms_p95={:.0} unfinished_at_kill_p50={:.0} running_at_kill_p50={:.0} all_completed={} repeated_successes={} reexecuted_attempts={retried} total_s={total_s:.1} seed={seed}",
+        "W6 crash-resume runs={runs} kills={kills} recovery_ms={p50:.0} recovery_ms_p95={p95:.0} recovery_ms_max={max:.0} resume_ms={:.0} resume_ms_p95={:.0} unfinished_at_kill_p50={:.0} running_at_kill_p50={:.0} running_at_kill_max={:.0} all_completed={} repeated_successes={} reexecuted_attempts={retried} total_s={total_s:.1} seed={seed}",
         pct(&resume_ms, 0.5),
         pct(&resume_ms, 0.95),
         pct(&unfinished_at_kill, 0.5),
         pct(&running_at_kill, 0.5),
+        running_at_kill.iter().cloned().fold(0.0, f64::max),
         bad.iter().all(|b| !b.contains("runs completed")),
         bad.iter().filter(|b| !b.contains("runs completed")).count(),
     );
@@ -269,6 +270,8 @@ pub(super) fn w6(report: &mut Report) {
         json!({"workload": "W6", "runs": runs, "kills": kills, "recovery_ms_p50": p50, "recovery_ms_p95": p95,
                "recovery_ms_max": max, "resume_ms_p50": pct(&resume_ms, 0.5), "resume_ms_p95": pct(&resume_ms, 0.95),
                "violations": bad.len(), "reexecuted_attempts": retried,
+               "running_at_kill_p50": pct(&running_at_kill, 0.5),
+               "running_at_kill_max": running_at_kill.iter().cloned().fold(0.0, f64::max),
                "total_s": total_s, "seed": seed}),
     );
     assert!(bad.is_empty(), "W6: {} violations (first: {:?}); worker log {}", bad.len(), bad.first(), log.display());
