@@ -16,10 +16,10 @@
 //!
 //! Guests on threads of their own compute at most as many at once as the
 //! engine's default `max_concurrency` (4 per core); a call past that waits
-//! (asynchronously) for a thread. The
-//! engine bounds attempts expected in place separately and loosely (see
-//! `EngineConfig::max_in_place`), so when a guest that was fast turns slow,
-//! the attempts claimed meanwhile must not all take threads at once.
+//! (asynchronously) for a thread. The engine bounds attempts expected in
+//! place separately and loosely (see `EngineConfig::max_in_place`), so
+//! when a guest that was fast turns slow, the attempts claimed meanwhile
+//! must not all take threads at once.
 //!
 //! Other actions (tool, ...) are refused with a failure saying so: tool
 //! steps get their own runner with the MCP client pool.
