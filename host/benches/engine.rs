@@ -380,6 +380,7 @@ fn w1_floor(report: &mut Report) {
         action: weft_model::Action::Code(weft_model::CodeRef::Sha256(hex)),
         input,
         limits: None,
+        run_fuel_left: None,
         transform: None,
         events: Arc::new(weft_engine::runner::NoEvents),
     };

@@ -138,7 +138,10 @@ impl App {
             Arc::new(runner),
             Arc::new(SystemClock),
             Arc::new(SeededRng::from_entropy()),
-            EngineConfig::default(),
+            EngineConfig {
+                max_interruptions: limits.max_interruptions.unwrap_or(EngineConfig::default().max_interruptions),
+                ..EngineConfig::default()
+            },
         );
         engine.set_planner(Arc::new(PinCode { registry: crate::guests::registry(&self.settings) }));
         engine

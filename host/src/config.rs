@@ -52,6 +52,9 @@ pub struct LimitsConfig {
     pub code_timeout_ms: Option<u64>,
     /// Default per-attempt timeout of tool steps.
     pub tool_timeout_ms: Option<u64>,
+    /// A step interrupted this many times in a row (its process died, the
+    /// host panicked) fails as `crashed` (default 3).
+    pub max_interruptions: Option<u32>,
 }
 
 /// A configuration problem: exit code 2.

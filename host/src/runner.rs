@@ -12,7 +12,14 @@
 //! pinned guest whose recent calls all finished quickly (see [`FAST`]) runs
 //! in place on the async worker instead. A guest that suddenly runs long
 //! then holds that worker until it ends or its deadline interrupts it, and
-//! its next calls go back to a thread of their own.
+//! its next calls go back to a thread of their own. WASI commands never
+//! run in place: their stdio goes through wasmtime-wasi's blocking bridge
+//! (`block_on`), which panics on an async worker ("Cannot start a runtime
+//! from within a runtime"), so only components are tracked as fast.
+//!
+//! A panic while a guest runs is caught and reported as an interrupted
+//! attempt (the engine runs it again, and fails it as `crashed` if it keeps
+//! happening), never a dead thread and a hung run.
 //!
 //! Guests on threads of their own compute at most as many at once as the
 //! engine's default `max_concurrency` (4 per core); a call past that waits
@@ -187,9 +194,21 @@ impl Inner {
         recent.get(hex.as_str()).is_some_and(|r| r.avg_us < FAST.as_micros() as f64)
     }
 
-    /// Records how long a call of `code` took (see [`Recent`]).
+    /// Whether the guest pinned as `hex` is a loaded component (a WASI
+    /// command, or a guest not loaded yet, is not).
+    fn is_component(&self, hex: &str) -> bool {
+        let Ok(d) = hex.parse::<Digest>() else { return false };
+        let loaded = self.by_digest.lock().unwrap_or_else(|p| p.into_inner());
+        loaded.get(&d).is_some_and(|g| g.kind() == weft_sandbox::GuestKindName::Component)
+    }
+
+    /// Records how long a call of `code` took (see [`Recent`]); only
+    /// components are tracked, so a WASI command never runs in place.
     fn took(&self, code: &CodeRef, took: Duration) {
         let CodeRef::Sha256(hex) = code else { return };
+        if !self.is_component(hex) {
+            return;
+        }
         let us = took.as_secs_f64() * 1e6;
         let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
         match recent.get_mut(hex.as_str()) {
@@ -228,6 +247,15 @@ impl Inner {
                 limits.memory_bytes = (mb as usize) << 20;
             }
         }
+        // The run's CPU budget: this attempt may use what is left of it.
+        let run_budget_binds = match req.run_fuel_left {
+            Some(0) => return Err(run_budget_spent(0)),
+            Some(left) if limits.fuel.is_none_or(|f| f > left) => {
+                limits.fuel = Some(left);
+                true
+            }
+            _ => false,
+        };
         let now = now_ms();
         let deadline_ms = match req.deadline_ms {
             Some(d) => {
@@ -254,12 +282,30 @@ impl Inner {
             observer: Some(Arc::new(ToEvents(req.events.clone()))),
         };
         let result = self.sandbox.invoke(&guest, &inv);
+        if let Some(used) = result.fuel_used {
+            req.events.fuel(used);
+        }
+        if run_budget_binds && matches!(&result.outcome, Err(e) if e.kind == GuestErrorKind::FuelExhausted) {
+            return Err(run_budget_spent(req.run_fuel_left.unwrap_or(0)));
+        }
         for a in &result.report.artifacts {
             // The engine's event sink has no artifacts yet: say they existed.
             req.events.log(format!("[artifact] {} ({}, {} bytes) not stored", a.name, a.mime, a.data.len()));
         }
         map_outcome(result.outcome)
     }
+}
+
+/// The error of an attempt that hit its run's CPU budget (`limits.run_fuel`).
+fn run_budget_spent(left: u64) -> StepError {
+    StepError::new(
+        ErrorKind::FuelExhausted,
+        format!(
+            "the run's CPU budget is spent: this step could use only the {left} fuel left of the run's \
+             `limits.run_fuel`; raise `limits.run_fuel` in the definition if the work is legitimate"
+        ),
+        false,
+    )
 }
 
 fn now_ms() -> i64 {
@@ -303,6 +349,13 @@ pub fn map_error(e: GuestError) -> StepError {
         message = format!("[{code}] {message}");
     }
     StepError::new(kind, message, e.retryable)
+}
+
+/// The error of an attempt whose guest call panicked in the host.
+fn interrupted_by_panic(payload: &(dyn std::any::Any + Send)) -> StepError {
+    let what = weft_engine::runner::panic_message(payload);
+    tracing::error!(error = %what, "the sandbox panicked running a guest; the attempt is interrupted");
+    StepError::new(ErrorKind::Interrupted, format!("the host panicked running the guest: {what}"), true)
 }
 
 /// Guest logs and progress into the run's event log.
@@ -368,10 +421,12 @@ impl StepRunner for CodeRunner {
         let handle = CancelHandle::new();
         let mut bridge = Bridge::new(&cancel, handle.clone());
         let inner = self.inner.clone();
-        // The call, and what it took on the thread that made it.
+        // The call, and what it took on the thread that made it. A panic in
+        // the sandbox is the host's fault: the attempt is interrupted.
         let call = |inner: &Inner, code: &CodeRef, req: &StepRequest, handle| {
             let (before, start) = (Usage::of_thread(), std::time::Instant::now());
-            let r = inner.run_blocking(code, req, handle);
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.run_blocking(code, req, handle)))
+                .unwrap_or_else(|panic| Err(interrupted_by_panic(panic.as_ref())));
             // A call fast by the wall clock was fast: its thread's usage
             // is read again only for a long one.
             let wall = start.elapsed();
@@ -472,6 +527,7 @@ mod tests {
             action,
             input,
             limits: None,
+            run_fuel_left: None,
             transform: None,
             events,
         }
@@ -551,9 +607,14 @@ mod tests {
     fn only_pinned_guests_with_fast_recent_calls_run_in_place() {
         let dir = tempfile::tempdir().unwrap();
         let r = runner(dir.path());
-        let pinned = CodeRef::Sha256("ab".repeat(32));
+        // A loaded component, pinned by digest.
+        let digest =
+            weft_sandbox::Digest::of(weft_bundled::all().iter().find(|p| p.name == "json-select").unwrap().wasm);
+        let pinned = CodeRef::Sha256(digest.hex());
         let plugin = CodeRef::Plugin("json-select".into());
-        assert!(!r.inner.is_fast(&pinned), "unknown guests get a thread of their own");
+        r.inner.took(&pinned, Duration::from_micros(40));
+        assert!(!r.inner.is_fast(&pinned), "unknown (not loaded) guests get a thread of their own");
+        r.inner.guest(&plugin).unwrap();
         let us = Duration::from_micros;
         r.inner.took(&pinned, us(40));
         r.inner.took(&plugin, us(40));
@@ -625,6 +686,43 @@ mod tests {
         assert_eq!(e.kind, ErrorKind::Canceled, "{e}");
         assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
         assert!(!r.inner.is_fast(&hostile), "its next call gets a thread of its own");
+    }
+
+    /// A WASI command's stdio goes through wasmtime-wasi's blocking bridge,
+    /// which panics on an async worker: however fast its calls, a command
+    /// is never run in place (the cause of chains of command steps that
+    /// hung: in a debug build its calls are too slow to count as fast, so
+    /// the e2e chains cannot show it; this test can).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_command_never_runs_in_place_however_fast() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = runner(dir.path());
+        let bytes = std::fs::read(weft_test_artifacts::HOSTILE_COMMAND).unwrap();
+        let pinned = CodeRef::Sha256(weft_sandbox::Digest::of(&bytes).hex());
+        let by_path = Action::Code(CodeRef::Path(weft_test_artifacts::HOSTILE_COMMAND.into()));
+        let ok = json!({"mode": "ok", "echo": 1});
+        assert!(matches!(r.run(request(by_path, ok.clone(), Arc::new(NoEvents)), CancelToken::new()).await, Ok(_)));
+        for _ in 0..30 {
+            r.inner.took(&pinned, Duration::from_micros(5));
+        }
+        assert!(!r.inner.is_fast(&pinned), "a command was taken for a guest that may run in place");
+        // Called on a worker thread, as the engine calls it, many times.
+        for k in 0..20 {
+            let (r2, input) = (r.clone(), json!({"mode": "ok", "echo": k}));
+            let req = request(Action::Code(pinned.clone()), input, Arc::new(NoEvents));
+            let out = tokio::spawn(async move { r2.run(req, CancelToken::new()).await }).await.unwrap();
+            match out {
+                Ok(StepOutput::Done(v)) => assert_eq!(v["echo"], json!(k)),
+                other => panic!("call {k}: {other:?}"),
+            }
+        }
+        // A component that is fast does run in place.
+        let bytes = std::fs::read(weft_test_artifacts::HOSTILE).unwrap();
+        let component = CodeRef::Sha256(weft_sandbox::Digest::of(&bytes).hex());
+        let by_path = Action::Code(CodeRef::Path(weft_test_artifacts::HOSTILE.into()));
+        let _ = r.run(request(by_path, json!({"mode": "ok"}), Arc::new(NoEvents)), CancelToken::new()).await.unwrap();
+        r.inner.took(&component, Duration::from_micros(5));
+        assert!(r.inner.is_fast(&component));
     }
 
     /// A call past the threads a runner may use waits for one.

@@ -222,9 +222,20 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut impl EventLog,
         }
         Write::StartAttempt { run, step, item, attempt, lease_until, at } => {
             let r = slot.as_mut().ok_or_else(|| missing(&format!("run {run}")))?;
-            if r.attempts.iter().any(|a| {
-                a.step == *step && a.item == *item && (a.attempt == *attempt || a.state == AttemptState::Running)
-            }) {
+            // An interrupted attempt runs again: same number, same row.
+            let again = r.attempts.iter().position(|a| {
+                a.step == *step && a.item == *item && a.attempt == *attempt && a.state == AttemptState::Interrupted
+            });
+            if r.attempts.iter().any(|a| a.step == *step && a.item == *item && a.state == AttemptState::Running) {
+                return Err(StoreError::Conflict(format!("another attempt of {run}/{step} is running")));
+            }
+            if let Some(k) = again {
+                let a = &mut r.attempts[k];
+                (a.state, a.lease_until, a.started_at, a.ended_at) = (AttemptState::Running, *lease_until, *at, None);
+                (a.output, a.error) = (None, None);
+                return Ok(());
+            }
+            if r.attempts.iter().any(|a| a.step == *step && a.item == *item && a.attempt == *attempt) {
                 return Err(StoreError::Conflict(format!(
                     "attempt {attempt} of {run}/{step} exists or another is running"
                 )));
@@ -242,13 +253,16 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut impl EventLog,
                 ended_at: None,
                 output: None,
                 error: None,
+                interruptions: 0,
+                blame: 0,
+                fuel: None,
             });
             let order: HashMap<&str, usize> = r.steps.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
             let mut atts = std::mem::take(&mut r.attempts);
             atts.sort_by_key(|a| (order.get(a.step.as_str()).copied(), a.item, a.attempt));
             r.attempts = atts;
         }
-        Write::FinishAttempt { run, step, item, attempt, state, output, error, at } => {
+        Write::FinishAttempt { run, step, item, attempt, state, output, error, fuel, blame, at } => {
             let r = slot.as_mut().ok_or_else(|| missing(&format!("run {run}")))?;
             let a = r
                 .attempts
@@ -259,6 +273,13 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut impl EventLog,
             a.output = output.clone();
             a.error = error.clone();
             a.ended_at = Some(*at);
+            if let Some(f) = fuel {
+                a.fuel = Some(a.fuel.unwrap_or(0).saturating_add(*f));
+            }
+            if *state == AttemptState::Interrupted {
+                a.interruptions += 1;
+                a.blame = *blame;
+            }
         }
         Write::Event(e) => {
             let r = slot.as_mut().ok_or_else(|| missing(&format!("run {}", e.run)))?;

@@ -32,8 +32,8 @@ pub fn delay_ms(policy: &RetryPolicy, failed: AttemptNo, rng: &dyn Rng) -> u64 {
 }
 
 /// Whether and when attempt `failed` that ended with `err` is retried.
-/// `retry_on` defaults: `timeout`, `transport`, `tool_error` marked
-/// retryable, `guest_error` marked retryable.
+/// `retry_on` defaults: every failure a retry can fix
+/// (`weft_model::retry::default_retry_on`).
 pub fn decide(policy: &RetryPolicy, failed: AttemptNo, err: &StepError, now_ms: i64, rng: &dyn Rng) -> RetryDecision {
     if policy.should_retry(err.kind, err.retryable, failed.get()) {
         let d = delay_ms(policy, failed, rng);
@@ -93,7 +93,9 @@ mod tests {
         let guest_yes = StepError::new(ErrorKind::GuestError, "g", true);
         assert!(matches!(decide(&p, at(1), &guest_yes, 0, &rng), RetryDecision::RetryAt { .. }));
         let trap = StepError::new(ErrorKind::Trap, "x", true);
-        assert_eq!(decide(&p, at(1), &trap, 0, &rng), RetryDecision::GiveUp, "not in retry_on");
+        assert!(matches!(decide(&p, at(1), &trap, 0, &rng), RetryDecision::RetryAt { .. }), "a trap is retried");
+        let fuel = StepError::new(ErrorKind::FuelExhausted, "x", true);
+        assert_eq!(decide(&p, at(1), &fuel, 0, &rng), RetryDecision::GiveUp, "not in retry_on");
         assert_eq!(
             decide(&RetryPolicy::default(), at(1), &timeout, 0, &rng),
             RetryDecision::GiveUp,

@@ -17,6 +17,8 @@ pub trait EventSink: Send + Sync {
     /// `{"progress": p, "total": t, "message": m}`-like data.
     fn progress(&self, data: Value);
     fn log(&self, line: String);
+    /// Fuel the attempt's guest used (counted against `limits.run_fuel`).
+    fn fuel(&self, _used: u64) {}
 }
 
 /// A sink that drops everything.
@@ -43,6 +45,9 @@ pub struct StepRequest {
     /// The step's `input` with every ref resolved.
     pub input: Value,
     pub limits: Option<Limits>,
+    /// What is left of the run's CPU budget (`limits.run_fuel`), when it
+    /// has one: the attempt may use at most this much fuel.
+    pub run_fuel_left: Option<u64>,
     /// Tool steps: a code step applied to the tool's output (pinned).
     pub transform: Option<CodeRef>,
     pub events: Arc<dyn EventSink>,
@@ -106,5 +111,15 @@ pub trait StepRunner: Send + Sync + 'static {
     /// is rare.
     fn finishes_in_place(&self, _action: &Action) -> bool {
         false
+    }
+}
+
+/// The text of a caught panic's payload (a runner's panic becomes an
+/// interrupted attempt carrying it).
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    match (payload.downcast_ref::<&str>(), payload.downcast_ref::<String>()) {
+        (Some(s), _) => (*s).to_string(),
+        (_, Some(s)) => s.clone(),
+        _ => "a panic without a message".to_string(),
     }
 }

@@ -187,6 +187,9 @@ pub enum AttemptState {
     Succeeded,
     Failed,
     Canceled,
+    /// Cut short by its process's death, a lost lease or a host panic: the
+    /// same attempt (same number, same idempotency key) runs again.
+    Interrupted,
 }
 
 impl AttemptState {
@@ -196,6 +199,7 @@ impl AttemptState {
             AttemptState::Succeeded => "succeeded",
             AttemptState::Failed => "failed",
             AttemptState::Canceled => "canceled",
+            AttemptState::Interrupted => "interrupted",
         }
     }
 
@@ -232,8 +236,13 @@ str_impls!(RunState);
 str_impls!(StepState);
 
 impl AttemptState {
-    pub const ALL: [AttemptState; 4] =
-        [AttemptState::Running, AttemptState::Succeeded, AttemptState::Failed, AttemptState::Canceled];
+    pub const ALL: [AttemptState; 5] = [
+        AttemptState::Running,
+        AttemptState::Succeeded,
+        AttemptState::Failed,
+        AttemptState::Canceled,
+        AttemptState::Interrupted,
+    ];
 }
 str_impls!(AttemptState);
 

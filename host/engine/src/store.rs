@@ -58,7 +58,9 @@ pub enum Write {
         at: i64,
     },
     /// A new attempt, running, with its lease. Refused when this attempt
-    /// exists or another attempt of the same (run, step, item) is running.
+    /// exists (unless it was interrupted: then the same attempt runs again
+    /// and keeps its count of interruptions) or another attempt of the same
+    /// (run, step, item) is running.
     StartAttempt { run: RunId, step: String, item: Option<ItemIndex>, attempt: AttemptNo, lease_until: i64, at: i64 },
     /// Ends a running attempt (refused unless it is running).
     FinishAttempt {
@@ -69,6 +71,11 @@ pub enum Write {
         state: AttemptState,
         output: Option<Value>,
         error: Option<StepError>,
+        /// Fuel the attempt's guest used (code steps), for a run's budget.
+        fuel: Option<u64>,
+        /// With `state = interrupted`: the attempt's blame for the crashes
+        /// that interrupted it so far, in thousandths (replaces the stored).
+        blame: u32,
         at: i64,
     },
     /// An event of the run's log (refused when its seq is taken).
@@ -243,6 +250,13 @@ pub struct AttemptRecord {
     pub ended_at: Option<i64>,
     pub output: Option<Value>,
     pub error: Option<StepError>,
+    /// Times this attempt was interrupted (it ran again each time).
+    pub interruptions: u32,
+    /// Its share of the blame for those interruptions, in thousandths of a
+    /// crash (a crash is shared by the attempts its process was running).
+    pub blame: u32,
+    /// Fuel its guest used, summed over its interrupted runs.
+    pub fuel: Option<u64>,
 }
 
 /// One line of `runs list`.

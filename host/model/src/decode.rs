@@ -11,7 +11,7 @@ use crate::problem::{Problem, did_you_mean, type_name};
 use crate::refs::parse_ref;
 use crate::template::{Template, ptr};
 
-const DEF_FIELDS: [&str; 9] = [
+const DEF_FIELDS: [&str; 10] = [
     "name",
     "version",
     "description",
@@ -19,6 +19,7 @@ const DEF_FIELDS: [&str; 9] = [
     "timeout_ms",
     "fail_open",
     "max_step_failures",
+    "limits",
     "steps",
     "output",
 ];
@@ -113,6 +114,7 @@ pub(crate) fn decode(v: &Value, out: &mut Vec<Problem>) -> Option<Decoded> {
             .get("max_step_failures")
             .and_then(|v| d.uint(v, "/max_step_failures", "max_step_failures", u32::MAX as u64))
             .map(|n| n as u32),
+        limits: opt(m, "limits").and_then(|v| d.run_limits(v, "/limits")),
         steps,
         output: opt(m, "output").map(|v| d.template(v, "/output")),
     };

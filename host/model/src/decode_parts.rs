@@ -276,4 +276,12 @@ impl D<'_> {
                 .map(|n| n as u32),
         })
     }
+
+    pub(super) fn run_limits(&mut self, v: &Value, at: &str) -> Option<crate::definition::RunLimits> {
+        let m = self.obj(v, at, "`limits`")?;
+        self.fields(m, at, &["run_fuel"], "limits");
+        Some(crate::definition::RunLimits {
+            run_fuel: opt(m, "run_fuel").and_then(|x| self.uint(x, &format!("{at}/run_fuel"), "run_fuel", u64::MAX)),
+        })
+    }
 }

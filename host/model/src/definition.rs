@@ -47,6 +47,9 @@ pub struct Definition {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_step_failures: Option<u32>,
+    /// Limits of the whole run (a CPU budget shared by its code steps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<RunLimits>,
     #[schemars(length(min = 1))]
     pub steps: Vec<Step>,
     /// The run's output (refs resolved); default: the return value, else
@@ -393,6 +396,18 @@ pub struct Limits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 4096))]
     pub memory_mb: Option<u32>,
+}
+
+/// Limits of a whole run (`limits` at the top of a definition).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunLimits {
+    /// A CPU budget in fuel units for all code steps of the run together:
+    /// each step may use at most what is left, and fails `fuel_exhausted`
+    /// (naming the run's budget) when it would exceed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub run_fuel: Option<u64>,
 }
 
 /// Which part of a step a ref sits in.

@@ -26,6 +26,7 @@ use serde_json::Value;
 
 pub use condition::{Condition, Operator, Test, truthy};
 pub use definition::{
+    RunLimits,
     Action, Backoff, CodeRef, Definition, Edge, EdgeOn, ErrorKind, Join, Limits, NotAnArray, SleepSpec, Step, StepPart,
     StepRef, StepStatus, ToolRef, WaitReason, WaitSpec, WorkflowRef,
 };

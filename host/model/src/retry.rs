@@ -29,8 +29,10 @@ pub struct RetryPolicy {
     /// Randomise each delay within [delay/2, delay].
     #[serde(default = "yes")]
     pub jitter: bool,
-    /// Error kinds that are retried. `tool_error` and `guest_error` are
-    /// retried only when the error is marked `retryable: true`.
+    /// Error kinds that are retried (default: every failure a retry can
+    /// fix, see [`default_retry_on`]). `tool_error` and `guest_error` are
+    /// retried only when the error is marked `retryable: true`; `crashed`
+    /// and `interrupted` never go through the policy.
     #[serde(default = "default_retry_on")]
     pub retry_on: Vec<ErrorKind>,
 }
@@ -48,10 +50,22 @@ fn yes() -> bool {
     true
 }
 
-/// `timeout`, `transport`, `tool_error` (marked retryable), `guest_error`
-/// (a guest `step-error` with `retryable: true`).
+/// Every failure a retry can fix (docs/guests.md has the table):
+/// `timeout`, `transport`, `protocol`, `trap`, `tool_error` (marked
+/// retryable), `guest_error` (a guest `step-error` with `retryable: true`,
+/// or a WASI command's non-zero exit). Never retried: `validation` (bad
+/// input), `invalid_output`, a reject, `fuel_exhausted`, `memory_limit`,
+/// `output_too_large`, `crashed`, `canceled`, `deadline`,
+/// `dependency_failed`, and any error marked `retryable: false`.
 pub fn default_retry_on() -> Vec<ErrorKind> {
-    vec![ErrorKind::Timeout, ErrorKind::Transport, ErrorKind::ToolError, ErrorKind::GuestError]
+    vec![
+        ErrorKind::Timeout,
+        ErrorKind::Transport,
+        ErrorKind::Protocol,
+        ErrorKind::Trap,
+        ErrorKind::ToolError,
+        ErrorKind::GuestError,
+    ]
 }
 
 impl Default for RetryPolicy {
@@ -72,6 +86,9 @@ impl RetryPolicy {
     /// error of `kind` (marked `retryable` or not), is followed by another.
     pub fn should_retry(&self, kind: ErrorKind, retryable: bool, attempt: u32) -> bool {
         if attempt >= self.max_attempts || !self.retry_on.contains(&kind) {
+            return false;
+        }
+        if matches!(kind, ErrorKind::Crashed | ErrorKind::Interrupted) {
             return false;
         }
         match kind {
@@ -131,10 +148,25 @@ mod tests {
         assert!(!p.should_retry(ErrorKind::ToolError, false, 1));
         assert!(p.should_retry(ErrorKind::GuestError, true, 1));
         assert!(!p.should_retry(ErrorKind::GuestError, false, 1));
-        assert!(!p.should_retry(ErrorKind::Trap, true, 1));
-        let p = RetryPolicy { max_attempts: 3, retry_on: vec![ErrorKind::Trap], ..Default::default() };
-        assert!(p.should_retry(ErrorKind::Trap, false, 1));
-        assert!(!p.should_retry(ErrorKind::Timeout, true, 1));
+        assert!(p.should_retry(ErrorKind::Trap, false, 1), "a trap is retried by default");
+        assert!(p.should_retry(ErrorKind::Protocol, false, 1));
+        for never in [
+            ErrorKind::Validation,
+            ErrorKind::InvalidOutput,
+            ErrorKind::FuelExhausted,
+            ErrorKind::MemoryLimit,
+            ErrorKind::OutputTooLarge,
+            ErrorKind::Crashed,
+            ErrorKind::Canceled,
+            ErrorKind::Deadline,
+        ] {
+            assert!(!p.should_retry(never, true, 1), "{never:?} is not retried by default");
+        }
+        let p = RetryPolicy { max_attempts: 3, retry_on: vec![ErrorKind::Timeout], ..Default::default() };
+        assert!(!p.should_retry(ErrorKind::Trap, false, 1));
+        assert!(p.should_retry(ErrorKind::Timeout, false, 1));
+        let p = RetryPolicy { max_attempts: 3, retry_on: vec![ErrorKind::Crashed], ..Default::default() };
+        assert!(!p.should_retry(ErrorKind::Crashed, true, 1), "a crashed step is never retried");
     }
 
     #[test]

@@ -24,10 +24,18 @@ pub enum ErrorKind {
     OutputTooLarge,
     /// A guest's result was not JSON.
     InvalidOutput,
+    /// An attempt cut short by its process's death, a lost lease or a
+    /// panic in the host: it runs again with the same idempotency key and
+    /// does not count against `max_attempts`.
+    Interrupted,
+    /// A step interrupted `max_interruptions` times in a row (default 3):
+    /// it is failed, never retried, so a step that kills its process
+    /// cannot loop the engine.
+    Crashed,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 14] = [
+    pub const ALL: [ErrorKind; 16] = [
         ErrorKind::Timeout,
         ErrorKind::FuelExhausted,
         ErrorKind::MemoryLimit,
@@ -42,6 +50,8 @@ impl ErrorKind {
         ErrorKind::DependencyFailed,
         ErrorKind::OutputTooLarge,
         ErrorKind::InvalidOutput,
+        ErrorKind::Interrupted,
+        ErrorKind::Crashed,
     ];
     pub fn as_str(self) -> &'static str {
         match self {
@@ -59,6 +69,8 @@ impl ErrorKind {
             ErrorKind::DependencyFailed => "dependency_failed",
             ErrorKind::OutputTooLarge => "output_too_large",
             ErrorKind::InvalidOutput => "invalid_output",
+            ErrorKind::Interrupted => "interrupted",
+            ErrorKind::Crashed => "crashed",
         }
     }
     pub fn parse(s: &str) -> Option<ErrorKind> {

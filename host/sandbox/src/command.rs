@@ -67,6 +67,7 @@ impl CommandGuest {
         let exit = self.run(&mut store, inv);
         let (err_text, err_overflow) = stderr.take();
         let mut collector = Collector::new(inv.limits.log_bytes, inv.limits.artifact_bytes, inv.observer.clone());
+        collector.fuel_used = invoke::fuel_used(&store, inv);
         collector.log_text(Level::Info, &err_text);
         if err_overflow {
             collector.log(Level::Warn, crate::report::TRUNCATED_MARKER.to_string());

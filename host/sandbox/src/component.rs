@@ -103,6 +103,7 @@ impl ComponentGuest {
         let result = self.call(&mut store, inv);
         let (text, _) = out.take();
         let mut collector = std::mem::replace(&mut store.data_mut().collector, Collector::new(0, 0, None));
+        collector.fuel_used = invoke::fuel_used(&store, inv);
         collector.log_text(Level::Info, &text);
         (result, collector)
     }

@@ -65,6 +65,12 @@ impl Invocation {
     }
 }
 
+/// Fuel a finished call used: what it was given less what is left
+/// (`None` when the sandbox meters no fuel).
+pub(crate) fn fuel_used<T>(store: &Store<T>, inv: &Invocation) -> Option<u64> {
+    store.get_fuel().ok().map(|left| inv.limits.fuel.unwrap_or(u64::MAX).saturating_sub(left))
+}
+
 /// The memory limiter of one store.
 pub(crate) fn store_limits(limits: &Limits) -> StoreLimits {
     StoreLimitsBuilder::new().memory_size(limits.memory_bytes).trap_on_grow_failure(true).build()

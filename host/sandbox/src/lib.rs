@@ -54,7 +54,7 @@ pub use error::{GuestError, GuestErrorKind, HostError, LoadError, SandboxError};
 pub use invoke::{Invocation, StepContext};
 pub use limits::{CancelHandle, Limits};
 pub use limits::{
-    DEFAULT_ARTIFACT_BYTES, DEFAULT_FUEL, DEFAULT_LOG_BYTES, DEFAULT_MEMORY_MB, DEFAULT_OUTPUT_BYTES, DEFAULT_TIMEOUT,
+    DEFAULT_ARTIFACT_BYTES, DEFAULT_LOG_BYTES, DEFAULT_MEMORY_MB, DEFAULT_OUTPUT_BYTES, DEFAULT_TIMEOUT,
 };
 pub use report::{Artifact, Level, LogLine, Observer, Report, TRUNCATED_MARKER};
 
@@ -131,6 +131,8 @@ pub struct InvokeResult {
     pub report: Report,
     /// Wall time of the invocation (instantiate + call).
     pub elapsed: Duration,
+    /// Fuel the guest used (`None` when the sandbox meters no fuel).
+    pub fuel_used: Option<u64>,
 }
 
 /// The sandbox: one engine, its linkers, its cache and its loaded guests.
@@ -211,7 +213,8 @@ impl Sandbox {
             Kind::Component(c) => c.invoke(&self.engine, inv),
             Kind::Command(c) => c.invoke(&self.engine, inv),
         };
-        InvokeResult { outcome, report: collector.report, elapsed: start.elapsed() }
+        let fuel_used = collector.fuel_used;
+        InvokeResult { outcome, report: collector.report, elapsed: start.elapsed(), fuel_used }
     }
 }
 

@@ -1,6 +1,9 @@
 //! Per-invocation limits and how a breach is recognised. Every invocation
-//! gets a fresh store with these applied: fuel (CPU work), an epoch deadline
-//! (wall time), a memory limiter, and host-side caps on output and logs.
+//! gets a fresh store with these applied: an epoch deadline (wall time),
+//! a memory limiter, host-side caps on output and logs, and fuel (CPU
+//! work) only when a budget was asked for: by default the wall-clock
+//! timeout alone bounds a step, so a legitimate long computation runs to
+//! its timeout instead of meeting a hidden CPU cap.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -10,9 +13,6 @@ use wasmtime::Trap;
 
 use crate::error::{GuestError, GuestErrorKind};
 
-/// Default CPU budget: 10^9 units of fuel (~50 ms of a tight loop here; a
-/// trivial call costs 2k (Rust) to 1.1M (JS)).
-pub const DEFAULT_FUEL: u64 = 1_000_000_000;
 /// Default wall-clock limit of a code step.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default memory cap per guest.
@@ -27,8 +27,9 @@ pub const DEFAULT_ARTIFACT_BYTES: usize = 16 << 20;
 /// The limits of one invocation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
-    /// CPU budget in fuel units; `None` means unmetered (only when the
-    /// sandbox was built without fuel metering is that free of cost).
+    /// CPU budget in fuel units; `None` (the default) means no budget: the
+    /// timeout bounds the step. (With fuel metering compiled in, an
+    /// unbudgeted guest still counts its fuel, which a run's budget uses.)
     pub fuel: Option<u64>,
     /// Wall-clock limit.
     pub timeout: Duration,
@@ -45,7 +46,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            fuel: Some(DEFAULT_FUEL),
+            fuel: None,
             timeout: DEFAULT_TIMEOUT,
             memory_bytes: (DEFAULT_MEMORY_MB as usize) << 20,
             output_bytes: DEFAULT_OUTPUT_BYTES,

@@ -88,11 +88,21 @@ pub(crate) struct Collector {
     artifact_bytes: usize,
     artifact_cap: usize,
     observer: Option<Arc<dyn Observer>>,
+    /// Fuel the guest used, set once the call ended.
+    pub(crate) fuel_used: Option<u64>,
 }
 
 impl Collector {
     pub(crate) fn new(log_cap: usize, artifact_cap: usize, observer: Option<Arc<dyn Observer>>) -> Self {
-        Collector { report: Report::default(), log_bytes: 0, log_cap, artifact_bytes: 0, artifact_cap, observer }
+        Collector {
+            report: Report::default(),
+            log_bytes: 0,
+            log_cap,
+            artifact_bytes: 0,
+            artifact_cap,
+            observer,
+            fuel_used: None,
+        }
     }
 
     pub(crate) fn log(&mut self, level: Level, message: String) {

@@ -151,6 +151,7 @@ pub fn run(rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
             action: weft_model::Action::Tool(weft_model::ToolRef { server: "ev".into(), name: "echo".into() }),
             input: json!({"message": "hello"}),
             limits: None,
+            run_fuel_left: None,
             transform: None,
             events: Arc::new(weft_engine::runner::NoEvents),
         };

@@ -135,7 +135,8 @@ pub fn run(c: &Connection, run_id: &RunId) -> Result<Option<RunRecord>, StoreErr
             // `steps` to order them would look up the step's row once per
             // attempt, and a finished `for_each` step's row carries every
             // item's output (read whole, overflow pages and all, per lookup).
-            "SELECT step, item, attempt, state, lease_until, started_at, ended_at, output, error
+            "SELECT step, item, attempt, state, lease_until, started_at, ended_at, output, error,
+                    interruptions, fuel, blame
              FROM attempts WHERE run_id = ?1 ORDER BY step, item, attempt",
         )
         .and_then(|mut s| {
@@ -150,13 +151,16 @@ pub fn run(c: &Connection, run_id: &RunId) -> Result<Option<RunRecord>, StoreErr
                     r.get::<_, Option<i64>>(6)?,
                     r.get::<_, Option<String>>(7)?,
                     r.get::<_, Option<String>>(8)?,
+                    r.get::<_, u32>(9)?,
+                    r.get::<_, Option<i64>>(10)?,
+                    r.get::<_, u32>(11)?,
                 ))
             })?
             .collect::<Raw<Vec<_>>>()
         })
         .map_err(map_err)?
         .into_iter()
-        .map(|(step, it, n, state, lease_until, started_at, ended_at, output, err)| {
+        .map(|(step, it, n, state, lease_until, started_at, ended_at, output, err, interruptions, fuel, blame)| {
             Ok(AttemptRecord {
                 step,
                 item: item(it),
@@ -167,6 +171,9 @@ pub fn run(c: &Connection, run_id: &RunId) -> Result<Option<RunRecord>, StoreErr
                 ended_at,
                 output: json(output)?,
                 error: error(err)?,
+                interruptions,
+                blame,
+                fuel: fuel.map(|f| f.max(0) as u64),
             })
         })
         .collect::<Result<Vec<_>, StoreError>>()?;

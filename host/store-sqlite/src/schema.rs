@@ -145,6 +145,15 @@ const MIGRATIONS: &[&str] = &[
     r#"
     DROP INDEX attempts_one_running;
     "#,
+    // 7: an attempt cut short by a crash runs again as itself (same number,
+    // same idempotency key) and counts its interruptions, so a step that
+    // kills its process again and again is stopped; the fuel its guest
+    // used counts against its run's budget (`limits.run_fuel`).
+    r#"
+    ALTER TABLE attempts ADD COLUMN interruptions INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE attempts ADD COLUMN blame INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE attempts ADD COLUMN fuel INTEGER;
+    "#,
 ];
 
 /// The schema version this build writes.

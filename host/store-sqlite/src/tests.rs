@@ -83,6 +83,8 @@ fn finish(
         state,
         output,
         error,
+        fuel: None,
+            blame: 0,
         at: 120,
     }
 }
@@ -590,11 +592,13 @@ mod with_engine {
         };
         assert_eq!(r.state, RunState::Completed, "{:?}", r.error);
         assert_eq!(r.steps[0].attempts, 1, "a succeeded step never runs again");
-        assert_eq!(r.steps[1].attempts, 2);
-        assert_eq!(r.steps[1].output.as_ref().unwrap()["key"], json!(format!("{id}/b/2")));
+        // The interrupted attempt ran again as itself: one attempt, the
+        // same idempotency key, one interruption counted on its row.
+        assert_eq!(r.steps[1].attempts, 1);
+        assert_eq!(r.steps[1].output.as_ref().unwrap()["key"], json!(format!("{id}/b/1")));
         assert_eq!(
-            r.attempts.iter().filter(|a| a.step == "b").map(|a| a.state).collect::<Vec<_>>(),
-            vec![AttemptState::Failed, AttemptState::Succeeded]
+            r.attempts.iter().filter(|a| a.step == "b").map(|a| (a.state, a.interruptions)).collect::<Vec<_>>(),
+            vec![(AttemptState::Succeeded, 1)]
         );
     }
 }

@@ -359,7 +359,11 @@ fn apply_write<'a>(c: &Connection, w: &'a Write, found: &mut Found<'a>) -> Resul
                      SELECT ?1, ?2, ?3, ?4, 'running', ?5, ?6
                      WHERE EXISTS (SELECT 1 FROM steps WHERE run_id = ?1 AND name = ?2)
                        AND NOT EXISTS (SELECT 1 FROM attempts
-                                       WHERE run_id = ?1 AND step = ?2 AND item = ?3 AND state = 'running')",
+                                       WHERE run_id = ?1 AND step = ?2 AND item = ?3 AND state = 'running')
+                     ON CONFLICT (run_id, step, item, attempt) DO UPDATE
+                       SET state = 'running', lease_until = excluded.lease_until,
+                           started_at = excluded.started_at, ended_at = NULL, output = NULL, error = NULL
+                       WHERE attempts.state = 'interrupted'",
                 )
                 .and_then(|mut s| {
                     s.execute(params![run.as_str(), step, item_col(*item), attempt.get(), lease_until, at])
@@ -378,10 +382,13 @@ fn apply_write<'a>(c: &Connection, w: &'a Write, found: &mut Found<'a>) -> Resul
             }
             found.add(run.as_str());
         }
-        Write::FinishAttempt { run, step, item, attempt, state, output, error, at } => {
+        Write::FinishAttempt { run, step, item, attempt, state, output, error, fuel, blame, at } => {
             let n = c
                 .prepare_cached(
-                    "UPDATE attempts SET state = ?5, output = ?6, error = ?7, ended_at = ?8
+                    "UPDATE attempts SET state = ?5, output = ?6, error = ?7, ended_at = ?8,
+                       fuel = CASE WHEN ?9 IS NULL THEN fuel ELSE coalesce(fuel, 0) + ?9 END,
+                       interruptions = interruptions + (?5 = 'interrupted'),
+                       blame = CASE WHEN ?5 = 'interrupted' THEN ?10 ELSE blame END
                      WHERE run_id = ?1 AND step = ?2 AND item = ?3 AND attempt = ?4 AND state = 'running'",
                 )
                 .and_then(|mut s| {
@@ -393,7 +400,9 @@ fn apply_write<'a>(c: &Connection, w: &'a Write, found: &mut Found<'a>) -> Resul
                         state.as_str(),
                         opt_json(output),
                         err_json(error),
-                        at
+                        at,
+                        fuel.map(|f| f.min(i64::MAX as u64) as i64),
+                        blame
                     ])
                 })
                 .map_err(map_err)?;

@@ -85,4 +85,59 @@ impl Weft {
         args.extend(extra.iter().map(|s| s.to_string()));
         self.run(&args)
     }
+
+    /// Runs `weft ARGS...` to completion, or kills it and panics after
+    /// `limit`: a hung run fails its test instead of hanging the suite.
+    pub fn run_within<S: AsRef<std::ffi::OsStr>>(&self, limit: std::time::Duration, args: &[S]) -> Outcome {
+        let mut child = self
+            .cmd()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start weft");
+        let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+        let read_out = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut out, &mut s);
+            s
+        });
+        let read_err = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut err, &mut s);
+            s
+        });
+        let started = std::time::Instant::now();
+        let status = loop {
+            if let Some(st) = child.try_wait().expect("wait for weft") {
+                break st;
+            }
+            if started.elapsed() > limit {
+                let _ = child.kill();
+                let _ = child.wait();
+                let stderr = read_err.join().unwrap_or_default();
+                panic!("`weft` did not finish in {limit:?} (hung?); stderr:\n{stderr}");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        Outcome {
+            code: status.code().unwrap_or(-1),
+            stdout: read_out.join().unwrap_or_default(),
+            stderr: read_err.join().unwrap_or_default(),
+        }
+    }
+
+    /// `weft runs show ID --json`, parsed.
+    pub fn show(&self, id: &str) -> Value {
+        let out = self.run(&["runs", "show", id, "--json"]);
+        out.expect_code(0);
+        out.json()
+    }
+
+    /// Writes `def` as `NAME.json` in the temp dir; its path.
+    pub fn write_def(&self, name: &str, def: &Value) -> PathBuf {
+        let file = self.dir.path().join(format!("{name}.json"));
+        std::fs::write(&file, serde_json::to_string_pretty(def).unwrap()).unwrap();
+        file
+    }
 }

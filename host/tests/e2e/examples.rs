@@ -46,7 +46,7 @@ fn skip(example: &str, reason: &str) {
 /// `SKIPPED` when a tool in `tools` is not on PATH or the script exits 77.
 /// Builds run one at a time: two tests must not write the same output, and
 /// the machine's cores are better spent on one build at once.
-fn build(example: &'static str, tools: &[&str], program: &str, args: &[&str]) -> Option<PathBuf> {
+pub(crate) fn build(example: &'static str, tools: &[&str], program: &str, args: &[&str]) -> Option<PathBuf> {
     static BUILT: Mutex<BTreeMap<&str, Option<PathBuf>>> = Mutex::new(BTreeMap::new());
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(result) = built.get(example) {

@@ -2,8 +2,10 @@
 //! ripgrep does) so the suite links once. Each module covers one area; the
 //! helpers in `common` start the real binary against a fresh data directory.
 
+mod chains;
 mod children;
 mod common;
+mod defaults;
 mod examples;
 mod plugins;
 mod readme;

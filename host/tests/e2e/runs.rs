@@ -393,9 +393,12 @@ fn a_run_killed_mid_attempt_is_resumed_by_a_worker() {
     out.expect_code(0);
     assert!(out.stderr.contains("resuming 1 unfinished run"), "{}", out.stderr);
     let run = show(&w, &id);
-    // The killed attempt counts as a failed attempt; the retry times out too.
+    // The killed attempt is interrupted, not failed: it runs again as
+    // attempt 1 and times out, and so does the retry (attempt 2).
     assert_eq!(run["state"], "failed", "{run}");
     assert_eq!(step(&run, "spin")["attempts"], 2, "{run}");
+    let events = w.run(&["runs", "events", &id]);
+    assert!(events.stdout.contains("attempt.interrupted"), "{}", events.stdout);
     assert_eq!(step(&run, "spin")["error"]["kind"], "timeout");
     assert_eq!(step(&run, "after")["state"], "skipped");
 }

@@ -1,15 +1,20 @@
 //! One attempt, as a task owned by its run's driver: the runner call raced
-//! against the attempt's timeout and its cancel token.
+//! against the attempt's timeout and its cancel token. A panic in the
+//! runner is caught here and reported as an interrupted attempt (the
+//! host's fault, not the step's), so it can never kill the driver's task
+//! and leave its run `working` for good.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
+use futures::FutureExt;
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::cancel::CancelToken;
 use crate::clock::Clock;
-use crate::error::StepError;
+use crate::error::{ErrorKind, StepError};
 use crate::ids::AttemptNo;
-use crate::runner::{StepOutput, StepRequest, StepRunner};
+use crate::runner::{StepOutput, StepRequest, StepRunner, panic_message};
 
 /// What the driver learns when an attempt task ends.
 pub(super) struct Done {
@@ -42,7 +47,11 @@ pub(super) async fn run_attempt(runner: Arc<dyn StepRunner>, clock: Arc<dyn Cloc
     };
     let result = tokio::select! {
         biased;
-        r = runner.run(req, token.clone()) => r,
+        r = AssertUnwindSafe(runner.run(req, token.clone())).catch_unwind() => r.unwrap_or_else(|panic| {
+            let what = panic_message(panic.as_ref());
+            tracing::error!(error = %what, "a step runner panicked; the attempt is interrupted");
+            Err(StepError::new(ErrorKind::Interrupted, format!("the host panicked running this attempt: {what}"), true))
+        }),
         _ = token.canceled() => Err(StepError::canceled("the attempt was canceled")),
         _ = timer => {
             token.cancel();
@@ -51,3 +60,4 @@ pub(super) async fn run_attempt(runner: Arc<dyn StepRunner>, clock: Arc<dyn Cloc
     };
     Done { step, unit, attempt, result }
 }
+

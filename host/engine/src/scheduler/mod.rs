@@ -76,6 +76,9 @@ pub struct EngineConfig {
     pub cancel_grace_ms: u64,
     /// How deep `workflow` steps may nest child runs (a root run is 0).
     pub max_depth: u32,
+    /// A step whose attempt is interrupted (its process died, the host
+    /// panicked) this many times in a row fails as `crashed`.
+    pub max_interruptions: u32,
 }
 
 impl Default for EngineConfig {
@@ -88,6 +91,7 @@ impl Default for EngineConfig {
             commit_retries: 5,
             cancel_grace_ms: 2_000,
             max_depth: 16,
+            max_interruptions: 3,
         }
     }
 }
@@ -166,6 +170,10 @@ pub(crate) struct Shared {
     schedules_changed: tokio::sync::Notify,
     /// Parsed plans shared by the runs of one definition.
     plans: plans::Plans,
+    /// How many attempts the process that died was running, as `recover`
+    /// found them (at least 1): each shares the blame for the crash (see
+    /// `driver::outcome`'s `attempt_interrupted`).
+    pub crash_width: std::sync::atomic::AtomicUsize,
 }
 
 /// The scheduler. Cheap to clone; clones share everything.
@@ -200,6 +208,7 @@ impl Engine {
                 inbox: Default::default(),
                 schedules_changed: Default::default(),
                 plans: Default::default(),
+                crash_width: std::sync::atomic::AtomicUsize::new(1),
             }),
         }
     }
@@ -405,6 +414,10 @@ impl Engine {
     /// previous owner are treated as failed (their leases are void once
     /// this process owns the store) and retried per their policy.
     pub async fn recover(&self) -> Result<Vec<RunId>, EngineError> {
+        // The attempts the dead process was running share the blame for
+        // its death: the more there were, the less each is suspect.
+        let width = self.sh.store.expired_leases(i64::MAX).await?.len().max(1);
+        self.sh.crash_width.store(width, std::sync::atomic::Ordering::Relaxed);
         let ids = self.sh.store.unfinished_runs().await?;
         for id in &ids {
             self.start(id);

@@ -1,6 +1,7 @@
 //! A hostile component guest, written against the raw WIT bindings (not the
 //! SDK) so the sandbox is tested independently of it. The input's `mode`
-//! picks the misbehaviour; `fib` is an honest workload for benchmarks.
+//! picks the misbehaviour; `fib` is an honest workload for benchmarks, and
+//! `busy` computes for `n` ms.
 
 wit_bindgen::generate!({ path: "../../../wit", world: "weft:step/step" });
 
@@ -46,6 +47,18 @@ impl Guest for Hostile {
             "ok" => done(json!({"ok": true, "step": ctx.step, "attempt": ctx.attempt,
                                 "key": ctx.idempotency_key, "echo": input["echo"]})),
             "fib" => done(json!(fib(n))),
+            // Computes for `n` ms of wall time (CPU-bound: the clock is
+            // read once per million iterations), then returns the count.
+            "busy" => {
+                let start = std::time::Instant::now();
+                let mut i: u64 = 0;
+                while start.elapsed() < std::time::Duration::from_millis(n) {
+                    for _ in 0..1_000_000 {
+                        i = std::hint::black_box(i.wrapping_add(1));
+                    }
+                }
+                done(json!({"iterations": i}))
+            }
             "loop" => {
                 let mut i: u64 = 0;
                 loop {

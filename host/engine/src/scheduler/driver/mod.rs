@@ -55,6 +55,12 @@ struct Unit {
     /// The running attempt and its token.
     running: Option<(AttemptNo, CancelToken)>,
     result: Value,
+    /// Times its current attempt was interrupted in a row, and its share
+    /// of the blame for those crashes (thousandths).
+    interruptions: u32,
+    blame: u32,
+    /// Fuel the running attempt's guest reported (see [`SinkMsg::Fuel`]).
+    fuel: Option<u64>,
 }
 
 impl Unit {
@@ -67,6 +73,9 @@ impl Unit {
             retry_at: 0,
             running: None,
             result: Value::Null,
+            interruptions: 0,
+            blame: 0,
+            fuel: None,
         }
     }
 }
@@ -122,6 +131,8 @@ enum Readiness {
 enum SinkMsg {
     Progress { step: usize, item: Option<ItemIndex>, data: Value },
     Log { step: usize, item: Option<ItemIndex>, line: String },
+    /// Fuel an attempt's guest used, stored with the attempt's outcome.
+    Fuel { step: usize, item: Option<ItemIndex>, used: u64 },
 }
 
 struct Sink {
@@ -136,6 +147,9 @@ impl EventSink for Sink {
     }
     fn log(&self, line: String) {
         let _ = self.tx.send(SinkMsg::Log { step: self.step, item: self.item, line });
+    }
+    fn fuel(&self, used: u64) {
+        let _ = self.tx.send(SinkMsg::Fuel { step: self.step, item: self.item, used });
     }
 }
 
@@ -188,6 +202,8 @@ struct Driver {
     permits: Vec<OwnedSemaphorePermit>,
     want_permit: bool,
     failures: u32,
+    /// Fuel the run's code steps used so far (for `limits.run_fuel`).
+    fuel_used: u64,
     unhandled: Option<StepError>,
     cancel: CancelToken,
     sink_tx: mpsc::UnboundedSender<SinkMsg>,
@@ -374,6 +390,7 @@ impl Driver {
             permits: vec![],
             want_permit: false,
             failures: 0,
+            fuel_used: 0,
             unhandled: None,
             cancel,
             sink_tx,
@@ -408,6 +425,7 @@ impl Driver {
             self.run_to(RunEvent::Start, None, None)?;
         }
         let mut interrupted: Vec<(usize, usize, AttemptNo)> = vec![];
+        self.fuel_used = rec.attempts.iter().filter_map(|a| a.fuel).fold(0u64, u64::saturating_add);
         let mut children_again = vec![];
         for (i, sr) in rec.steps.iter().enumerate() {
             if self.def.steps.get(i).map(|s| s.name.as_str()) != Some(sr.name.as_str()) {
@@ -453,8 +471,17 @@ impl Driver {
             self.steps[i].activated = true;
             for (u, unit) in self.steps[i].units.iter_mut().enumerate() {
                 let mine: Vec<&&AttemptRecord> = atts.iter().filter(|a| a.item == unit.item).collect();
-                if let Some(last) = mine.iter().map(|a| a.attempt).max() {
-                    unit.next_attempt = last.next();
+                if let Some(last) = mine.iter().max_by_key(|a| a.attempt) {
+                    // An interrupted attempt runs again as itself.
+                    if last.state == AttemptState::Interrupted {
+                        unit.next_attempt = last.attempt;
+                        (unit.interruptions, unit.blame) = (last.interruptions, last.blame);
+                    } else {
+                        unit.next_attempt = last.attempt.next();
+                        if last.state == AttemptState::Running {
+                            (unit.interruptions, unit.blame) = (last.interruptions, last.blame);
+                        }
+                    }
                 }
                 if let Some(ok) = mine.iter().find(|a| a.state == AttemptState::Succeeded) {
                     unit.state = UnitState::Succeeded;
@@ -474,12 +501,20 @@ impl Driver {
             let spec = self.child_spec(i);
             self.to_spawn.push(spec);
         }
-        // Attempts of the previous owner: failed attempts, retried per policy.
+        // Attempts of the previous owner were interrupted: each runs again
+        // as itself (same idempotency key), not counted as a failure, and
+        // shares the blame for the crash with the others it was running.
+        let width = self.sh.crash_width.load(std::sync::atomic::Ordering::Relaxed).max(1);
+        let share = (1000 / width).max(1) as u32;
         for (i, u, attempt) in interrupted {
             self.steps[i].set_unit(u, UnitState::Running);
             self.steps[i].units[u].running = Some((attempt, CancelToken::new()));
-            let err = StepError::timeout("lease expired: the process running this attempt stopped");
-            self.attempt_failed(i, u, attempt, err)?;
+            let err = StepError::new(
+                ErrorKind::Interrupted,
+                "the process running this attempt stopped (its lease expired); the attempt runs again",
+                true,
+            );
+            self.attempt_interrupted(i, u, attempt, err, share)?;
             if self.state.is_terminal() {
                 break;
             }

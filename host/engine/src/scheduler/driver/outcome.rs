@@ -10,6 +10,11 @@ impl Driver {
         match m {
             SinkMsg::Progress { step, item, data } => self.event("progress".into(), Some(step), item, data),
             SinkMsg::Log { step, item, line } => self.event("log".into(), Some(step), item, json!({"line": line})),
+            SinkMsg::Fuel { step, item, used } => {
+                if let Some(unit) = self.steps.get_mut(step).and_then(|s| s.units.iter_mut().find(|u| u.item == item)) {
+                    unit.fuel = Some(unit.fuel.unwrap_or(0).saturating_add(used));
+                }
+            }
         }
     }
 
@@ -25,6 +30,9 @@ impl Driver {
         let unit = &mut self.steps[i].units[u];
         unit.running = None;
         let item = unit.item;
+        let fuel = unit.fuel.take();
+        let blame = if state == AttemptState::Interrupted { unit.blame } else { 0 };
+        self.fuel_used = self.fuel_used.saturating_add(fuel.unwrap_or(0));
         let at = self.now();
         self.batch.push(Write::FinishAttempt {
             run: self.id.clone(),
@@ -34,6 +42,8 @@ impl Driver {
             state,
             output,
             error,
+            fuel,
+            blame,
             at,
         });
     }
@@ -71,7 +81,67 @@ impl Driver {
                 let run_err = StepError::new(ErrorKind::Validation, reason, false);
                 self.end_run(RunEvent::Reject, None, run_err, false)?;
             }
+            // A panic in this attempt's runner: the blame is all its own.
+            Err(e) if e.kind == ErrorKind::Interrupted => self.attempt_interrupted(i, u, d.attempt, e, 1000)?,
             Err(e) => self.attempt_failed(i, u, d.attempt, e)?,
+        }
+        Ok(())
+    }
+
+    /// An attempt cut short by a crash (its process died, or the host
+    /// panicked running it): the crash is the engine's, not the step's, so
+    /// the same attempt runs again at once, with the same idempotency key,
+    /// and `max_attempts` is not charged.
+    ///
+    /// A step that takes its process down again and again must not loop
+    /// the engine: each interruption charges the attempt its `share` of the
+    /// blame (thousandths of a crash: all of it for a panic of its own, one
+    /// n-th when the process died running n attempts), and an attempt held
+    /// to blame for `max_interruptions` crashes (default 3) in a row fails
+    /// as `crashed`, never retried. Sharing the blame keeps innocent
+    /// attempts alive when a busy process is killed again and again (a
+    /// crash loop, a flurry of deploys): only what runs alone, or panics,
+    /// is suspected at full weight.
+    pub(super) fn attempt_interrupted(
+        &mut self,
+        i: usize,
+        u: usize,
+        attempt: AttemptNo,
+        err: StepError,
+        share: u32,
+    ) -> Result<(), EngineError> {
+        let unit = &mut self.steps[i].units[u];
+        let n = unit.interruptions.saturating_add(1);
+        unit.blame = unit.blame.saturating_add(share);
+        let blame = unit.blame;
+        let max = self.sh.config.max_interruptions.max(1);
+        if u64::from(blame) >= u64::from(max) * 1000 {
+            let crashed = StepError::new(
+                ErrorKind::Crashed,
+                format!(
+                    "attempt {attempt} was interrupted {n} times in a row, each time as its process died or \
+                     panicked (last: {}); it is not run again ([limits] max_interruptions = {max} in weft.toml)",
+                    err.message
+                ),
+                false,
+            );
+            return self.attempt_failed(i, u, attempt, crashed);
+        }
+        self.finish_attempt(i, u, attempt, AttemptState::Interrupted, None, Some(err.clone()));
+        let now = self.now();
+        let item = self.steps[i].units[u].item;
+        self.event(
+            "attempt.interrupted".into(),
+            Some(i),
+            item,
+            json!({"item": item, "attempt": attempt, "interruptions": n, "blame": f64::from(blame) / 1000.0, "error": err}),
+        );
+        self.steps[i].set_unit(u, UnitState::Retrying);
+        let unit = &mut self.steps[i].units[u];
+        (unit.retry_at, unit.next_attempt, unit.interruptions) = (now, attempt, n);
+        if item.is_none() {
+            let extra = json!({"attempt": attempt, "next_attempt_at": now, "interrupted": true});
+            self.step_to(i, StepEvent::ScheduleRetry, Value::Null, Some(err), extra)?;
         }
         Ok(())
     }
@@ -93,6 +163,7 @@ impl Driver {
                 let unit = &mut self.steps[i].units[u];
                 unit.retry_at = at_ms;
                 unit.next_attempt = next;
+                (unit.interruptions, unit.blame) = (0, 0);
                 if item.is_none() {
                     let extra = json!({"attempt": attempt, "next_attempt_at": at_ms});
                     self.step_to(i, StepEvent::ScheduleRetry, Value::Null, Some(err), extra)?;

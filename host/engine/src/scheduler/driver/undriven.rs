@@ -61,6 +61,8 @@ pub(in crate::scheduler) async fn cancel_undriven(sh: &Arc<Shared>, id: &RunId) 
             state: AttemptState::Canceled,
             output: None,
             error: Some(StepError::canceled("the run was canceled")),
+            fuel: None,
+            blame: 0,
             at: now,
         });
     }

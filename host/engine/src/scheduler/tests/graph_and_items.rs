@@ -205,14 +205,16 @@ async fn invalid_input_stores_nothing() {
     assert!(h.store.list_runs(&Default::default()).await.unwrap().is_empty());
 }
 
+/// A crash is the engine's failure, never the step's: with no retry
+/// policy written, the interrupted attempt runs again as itself (same
+/// number, same idempotency key) and the run completes.
 #[tokio::test]
-async fn recovery_retries_interrupted_attempts_and_never_reruns_successes() {
+async fn recovery_runs_an_interrupted_attempt_again_as_itself() {
     let store = Arc::new(MemStore::new());
     let fake1 = Arc::new(Fake::default());
     fake1.on("b", |_| Act::Hang);
     let h1 = harness_with(store.clone(), fake1.clone(), 4);
-    let d = json!({"name": "w", "steps": [code("a"),
-        {"name": "b", "code": {"plugin": "p"}, "input": "@a", "retry": {"max_attempts": 2, "initial_delay_ms": 10, "jitter": false}}]});
+    let d = json!({"name": "w", "steps": [code("a"), {"name": "b", "code": {"plugin": "p"}, "input": "@a"}]});
     let id = h1.engine.submit(&def(d), json!({}), RunOptions::default()).await.unwrap();
     h1.until_calls("b", 1).await;
     h1.engine.abort_all(); // the crash: nothing more is written
@@ -224,36 +226,56 @@ async fn recovery_retries_interrupted_attempts_and_never_reruns_successes() {
     let h2 = harness_with(store.clone(), fake2.clone(), 4);
     h2.clock.set(h1.clock.now_ms() + 5);
     assert_eq!(h2.engine.recover().await.unwrap(), vec![id.clone()]);
-    let r = h2.until(&id, |r| step(r, "b").state == StepState::Retrying).await;
-    assert_eq!(r.attempts.iter().find(|a| a.step == "b").unwrap().state, AttemptState::Failed);
-    h2.clock.advance(10);
     let r = h2.wait(&id).await;
-    assert_eq!(r.state, RunState::Completed);
+    assert_eq!(r.state, RunState::Completed, "{:?}", r.error);
     assert!(fake2.calls_of("a").is_empty(), "a succeeded before the crash: never again");
-    assert_eq!(fake2.keys(), vec![format!("{id}/b/2")]);
-    assert_eq!(step(&r, "b").attempts, 2);
+    assert_eq!(fake2.keys(), vec![format!("{id}/b/1")], "the same idempotency key");
+    assert_eq!(step(&r, "b").attempts, 1, "an interruption is not an attempt");
+    let b = r.attempts.iter().find(|a| a.step == "b").unwrap();
+    assert_eq!((b.state, b.interruptions), (AttemptState::Succeeded, 1));
+    let evs = h2.store.all_events(&id);
+    let int = evs.iter().find(|e| e.kind == "attempt.interrupted").expect("an event of its own");
+    assert_eq!(int.data["error"]["kind"], json!("interrupted"), "{}", int.data);
+    assert!(!evs.iter().any(|e| e.data.to_string().contains("\"timeout\"")), "never labelled a timeout");
     check_log(&h2, &r);
 }
 
+/// A step that takes its process down every time is stopped after
+/// `max_interruptions` (3) interruptions in a row, as `crashed`.
 #[tokio::test]
-async fn recovery_without_retries_fails_the_interrupted_step() {
+async fn a_step_interrupted_again_and_again_fails_as_crashed() {
     let store = Arc::new(MemStore::new());
-    let fake1 = Arc::new(Fake::default());
-    fake1.on("a", |_| Act::Hang);
-    let h1 = harness_with(store.clone(), fake1, 4);
-    let id = h1
-        .engine
-        .submit(&def(json!({"name": "w", "steps": [code("a")]})), json!({}), RunOptions::default())
-        .await
-        .unwrap();
-    h1.until_calls("a", 1).await;
-    h1.engine.abort_all();
-    let h2 = harness_with(store.clone(), Arc::new(Fake::default()), 4);
-    h2.engine.recover().await.unwrap();
-    let r = h2.wait(&id).await;
+    let d = json!({"name": "w", "steps": [{"name": "a", "code": {"plugin": "p"},
+        "retry": {"max_attempts": 5, "retry_on": ["crashed", "timeout"]}}]});
+    // The first run and two recoveries each run attempt 1, and each time
+    // the process dies while it runs.
+    let mut id = None;
+    let mut now = 0;
+    for _ in 0..3 {
+        let fake = Arc::new(Fake::default());
+        fake.on("a", |_| Act::Hang);
+        let h = harness_with(store.clone(), fake.clone(), 4);
+        h.clock.set(now);
+        match &id {
+            None => id = Some(h.engine.submit(&def(d.clone()), json!({}), RunOptions::default()).await.unwrap()),
+            Some(_) => assert_eq!(h.engine.recover().await.unwrap().len(), 1),
+        }
+        h.until_calls("a", 1).await;
+        assert_eq!(fake.keys(), vec![format!("{}/a/1", id.as_ref().unwrap())], "always attempt 1");
+        h.engine.abort_all();
+        now = h.clock.now_ms() + 5;
+    }
+    // The third interruption fails the step instead of running it again.
+    let h = harness_with(store.clone(), Arc::new(Fake::default()), 4);
+    h.clock.set(now);
+    h.engine.recover().await.unwrap();
+    let r = h.wait(id.as_ref().unwrap()).await;
     assert_eq!(r.state, RunState::Failed);
-    assert_eq!(step(&r, "a").error.as_ref().unwrap().kind, ErrorKind::Timeout);
-    assert!(step(&r, "a").error.as_ref().unwrap().message.contains("lease expired"));
+    let e = step(&r, "a").error.clone().unwrap();
+    assert_eq!(e.kind, ErrorKind::Crashed, "{e:?}");
+    assert!(e.message.contains("interrupted 3 times in a row"), "{e:?}");
+    assert!(!e.retryable);
+    assert_eq!(step(&r, "a").attempts, 1, "never retried, whatever the policy says");
 }
 
 #[tokio::test]
@@ -262,8 +284,7 @@ async fn recovery_of_a_for_each_keeps_finished_items() {
     let fake1 = Arc::new(Fake::default());
     fake1.on("e", |r| if r.input == json!(3) { Act::Hang } else { Act::Ok(json!(r.input.as_i64().unwrap() * 2)) });
     let h1 = harness_with(store.clone(), fake1.clone(), 1);
-    let d = json!({"name": "w", "steps": [{"name": "e", "code": {"plugin": "p"}, "for_each": [1, 2, 3, 4], "input": "@item",
-        "retry": {"max_attempts": 2, "initial_delay_ms": 1, "jitter": false}}]});
+    let d = json!({"name": "w", "steps": [{"name": "e", "code": {"plugin": "p"}, "for_each": [1, 2, 3, 4], "input": "@item"}]});
     let id = h1.engine.submit(&def(d), json!({}), RunOptions::default()).await.unwrap();
     h1.until_calls("e", 3).await;
     h1.engine.abort_all();
@@ -272,17 +293,14 @@ async fn recovery_of_a_for_each_keeps_finished_items() {
     let h2 = harness_with(store.clone(), fake2.clone(), 1);
     h2.clock.set(h1.clock.now_ms() + 100);
     h2.engine.recover().await.unwrap();
-    h2.until(&id, |r| {
-        r.attempts.iter().any(|a| a.item == Some(crate::ids::ItemIndex(2)) && a.state == AttemptState::Failed)
-    })
-    .await;
-    h2.clock.advance(1);
     let r = h2.wait(&id).await;
     assert_eq!(r.state, RunState::Completed, "{:?}", r.error);
     assert_eq!(step(&r, "e").output, Some(json!([2, 4, 6, 8])));
     let mut keys = fake2.keys();
     keys.sort();
-    assert_eq!(keys, vec![format!("{id}/e/2/2"), format!("{id}/e/3/1")]);
+    assert_eq!(keys, vec![format!("{id}/e/2/1"), format!("{id}/e/3/1")], "the interrupted item runs as itself");
+    let item2 = r.attempts.iter().find(|a| a.item == Some(crate::ids::ItemIndex(2))).unwrap();
+    assert_eq!((item2.attempt.get(), item2.interruptions), (1, 1));
 }
 
 #[tokio::test]

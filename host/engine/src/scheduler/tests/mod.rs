@@ -30,6 +30,10 @@ enum Act {
     /// Hold the thread (like a guest running in place) until canceled, or
     /// give up after 10 s.
     Spin,
+    /// A bug in the runner.
+    Panic,
+    /// Report this much fuel used, then succeed with the value.
+    Burn(u64, Value),
 }
 
 type Behave = Arc<dyn Fn(&StepRequest) -> Act + Send + Sync>;
@@ -78,6 +82,11 @@ impl StepRunner for Fake {
             Act::Ok(v) => Ok(StepOutput::Done(v)),
             Act::Fail(e) => Err(e),
             Act::Reject(r) => Ok(StepOutput::Reject(r)),
+            Act::Panic => panic!("the runner broke"),
+            Act::Burn(fuel, v) => {
+                req.events.fuel(fuel);
+                Ok(StepOutput::Done(v))
+            }
             Act::Hang => {
                 cancel.canceled().await;
                 self.canceled.lock().unwrap().push(req.idempotency_key.clone());
@@ -675,6 +684,7 @@ async fn a_guest_can_reject_the_run() {
 mod children;
 mod graph_and_items;
 mod hibernate;
+mod interruptions;
 mod sleep;
 mod submit;
 mod waits;
