@@ -308,6 +308,18 @@ async def check_runs(session: Any, client: Any, seen: Seen, tools_before: dict[s
         run = (await call(session, "run_get", {"run_id": spin_id})).structured_content
         check(run["state"] == "canceled" and [s["state"] for s in run["steps"]] == ["canceled", "canceled"], "the canceled run's steps", run)
         seen.report["canceled"] = spin_id
+        # run_start's run_fuel: a CPU budget for the whole run; the step
+        # that would go past it fails fuel_exhausted, naming the budget.
+        fib = {"name": "fib", "steps": [{"name": "f", "code": {"path": hostile}, "input": {"mode": "fib", "n": 25}}]}
+        r = await call(session, "run_start", {"definition": fib, "run_fuel": 1000, "wait_ms": 30000})
+        out = r.structured_content
+        check(not r.is_error and out["state"] == "failed", "a run over its run_fuel fails", out)
+        run = (await call(session, "run_get", {"run_id": out["run_id"]})).structured_content
+        err = run["steps"][0]["error"]
+        check(err["kind"] == "fuel_exhausted" and "run_fuel" in err["message"], "the step names the run's budget", err)
+        r = await call(session, "run_start", {"definition": fib, "wait_ms": 30000})
+        check(r.structured_content["state"] == "completed", "without run_fuel there is no CPU cap", r.structured_content)
+        seen.report["run_fuel"] = err["kind"]
 
     # Deleting the template removes its tool.
     seen.changed = anyio.Event()

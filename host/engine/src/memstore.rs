@@ -231,7 +231,8 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut impl EventLog,
             }
             if let Some(k) = again {
                 let a = &mut r.attempts[k];
-                (a.state, a.lease_until, a.started_at, a.ended_at) = (AttemptState::Running, *lease_until, *at, None);
+                a.state = a.state.rerun().map_err(|e| StoreError::Conflict(e.to_string()))?;
+                (a.lease_until, a.started_at, a.ended_at) = (*lease_until, *at, None);
                 (a.output, a.error) = (None, None);
                 return Ok(());
             }

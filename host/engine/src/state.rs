@@ -211,6 +211,15 @@ impl AttemptState {
             Err(TransitionRefused { what: "attempt", from: self.as_str().into(), event: to.as_str().into() })
         }
     }
+
+    /// Only an interrupted attempt runs again as itself.
+    pub fn rerun(self) -> Result<AttemptState, TransitionRefused> {
+        if self == AttemptState::Interrupted {
+            Ok(AttemptState::Running)
+        } else {
+            Err(TransitionRefused { what: "attempt", from: self.as_str().into(), event: "rerun".into() })
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -348,6 +357,12 @@ mod tests {
         assert!(AttemptState::Running.finish(AttemptState::Running).is_err());
         assert!(AttemptState::Succeeded.finish(AttemptState::Failed).is_err());
         assert!(AttemptState::Canceled.finish(AttemptState::Succeeded).is_err());
+        assert_eq!(AttemptState::Running.finish(AttemptState::Interrupted), Ok(AttemptState::Interrupted));
+        assert_eq!(AttemptState::Interrupted.rerun(), Ok(AttemptState::Running));
+        for s in [AttemptState::Running, AttemptState::Succeeded, AttemptState::Failed, AttemptState::Canceled] {
+            assert!(s.rerun().is_err(), "{s} cannot run again");
+        }
+        assert!(AttemptState::Interrupted.finish(AttemptState::Succeeded).is_err(), "it runs again first");
     }
 
     #[test]

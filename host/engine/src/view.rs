@@ -8,7 +8,8 @@ use crate::store::{EventRecord, RunRecord};
 /// `{"id", "template", "version", "state", "input", "output", "error",
 /// "parent", "created_at", "updated_at", "steps": [{"name", "state",
 /// "attempts", "output", "error", "started_at", "ended_at"}]}`; a step
-/// waiting to retry also carries `next_attempt_at`. A parked step is in
+/// waiting to retry also carries `next_attempt_at`, and one whose attempts
+/// were interrupted (their process died) `interruptions`. A parked step is in
 /// `waits`: `{"step", "kind": "signal" | "event" | "child" | "sleep",
 /// "since", "until"?}` plus `prompt`, `schema`, `reason` (signal), `event`,
 /// `match` (event) or `child` (the child run's id).
@@ -28,6 +29,11 @@ pub fn run_json(r: &RunRecord) -> Value {
             });
             if let Some(t) = s.next_attempt_at {
                 v["next_attempt_at"] = json!(rfc3339(t));
+            }
+            // Attempts that ran again because their process died.
+            let interruptions: u32 = r.attempts.iter().filter(|a| a.step == s.name).map(|a| a.interruptions).sum();
+            if interruptions > 0 {
+                v["interruptions"] = json!(interruptions);
             }
             v
         })

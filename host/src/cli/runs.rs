@@ -177,12 +177,17 @@ pub fn print_human(r: &RunRecord) {
             outln!("  {:<w$}    output: {}", "", short(o, 160));
         }
         let attempts: Vec<_> = r.attempts.iter().filter(|a| a.step == s.name).collect();
-        if attempts.len() > 1 || attempts.iter().any(|a| a.item.is_some()) {
+        if attempts.len() > 1 || attempts.iter().any(|a| a.item.is_some() || a.interruptions > 0) {
             for a in attempts {
                 let item = a.item.map(|i| format!(" item {i}")).unwrap_or_default();
                 let took = a.ended_at.map(|e| format!(" ({})", human_ms(e - a.started_at))).unwrap_or_default();
                 let err = a.error.as_ref().map(|e| format!(": {e}")).unwrap_or_default();
-                outln!("  {:<w$}    attempt {}{item}: {}{took}{err}", "", a.attempt, a.state.as_str());
+                let again = match a.interruptions {
+                    0 => String::new(),
+                    1 => " (interrupted once, ran again)".to_string(),
+                    n => format!(" (interrupted {n} times, ran again)"),
+                };
+                outln!("  {:<w$}    attempt {}{item}: {}{took}{again}{err}", "", a.attempt, a.state.as_str());
             }
         }
     }

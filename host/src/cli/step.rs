@@ -35,7 +35,8 @@ pub struct RunArgs {
     /// Read the input JSON from a file (`-` for stdin).
     #[arg(long, value_name = "FILE")]
     input_file: Option<PathBuf>,
-    /// CPU budget in fuel units (default from [limits], else 1e9).
+    /// CPU budget in fuel units (default from [limits] `fuel`, else none:
+    /// the timeout bounds the step).
     #[arg(long)]
     fuel: Option<u64>,
     /// Wall-clock limit in milliseconds (default 10000).

@@ -60,6 +60,14 @@ pub struct RunStartParams {
     /// (a run waiting for input still holds its key).
     #[serde(default)]
     pub concurrency_key: Option<String>,
+    /// A CPU budget in fuel units for all code steps of this run together
+    /// (replaces the definition's `limits.run_fuel`): each step may use at
+    /// most what is left, and one that would go past it fails
+    /// `fuel_exhausted`. Absent: the definition's budget, if any (by
+    /// default code steps have no fuel limit; their timeout bounds them).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub run_fuel: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -365,6 +373,19 @@ impl WeftServer {
                     .fix("give a non-empty key, or leave `concurrency_key` out"));
             }
             opts.concurrency_key = Some(key);
+        }
+        let mut doc = doc;
+        if let Some(fuel) = p.run_fuel {
+            if fuel == 0 {
+                return Err(ToolError::new("`run_fuel` is 0")
+                    .fix("give a budget of at least 1 fuel unit, or leave `run_fuel` out for no budget"));
+            }
+            if let Some(def) = doc.as_object_mut() {
+                let limits = def.entry("limits").or_insert_with(|| Value::Object(Default::default()));
+                if let Some(l) = limits.as_object_mut() {
+                    l.insert("run_fuel".into(), Value::from(fuel));
+                }
+            }
         }
         let input = p.input.unwrap_or_else(|| Value::Object(Default::default()));
         Ok(self.core.start_and_wait(doc, input, opts, p.wait_ms.unwrap_or(0), &ctx).await?.into())

@@ -34,6 +34,10 @@ pub struct StepView {
     /// When a retrying step tries again (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_attempt_at: Option<String>,
+    /// Times its attempts were interrupted (their process died, or the host
+    /// panicked) and ran again as themselves; absent when none were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interruptions: Option<u32>,
 }
 
 /// A step parked on something outside the run. A `signal` wait is answered

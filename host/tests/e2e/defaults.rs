@@ -134,6 +134,7 @@ fn a_step_that_keeps_killing_its_process_fails_as_crashed() {
     assert_eq!(poison["error"]["kind"], "crashed", "{run}");
     assert!(poison["error"]["message"].as_str().unwrap().contains("3 times in a row"), "{run}");
     assert_eq!(poison["attempts"], 1, "interruptions are not attempts: {run}");
+    assert_eq!(poison["interruptions"], 2, "{run}");
     assert_eq!(step(&run, "first")["state"], "succeeded");
     assert_ne!(step(&run, "never")["state"], "succeeded");
     let interruptions: i64 = db
