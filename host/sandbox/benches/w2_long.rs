@@ -1,6 +1,7 @@
 //! Benchmark W2 of performance.md, long-10: ten sequential invocations of
 //! fib(38) — natively, as a guest without epoch checks or fuel, with epoch
-//! interruption (weft's default), and with epoch + fuel metering. Prints one
+//! interruption (weft's default: no fuel unless a budget is asked for), and
+//! with a fuel budget (epoch + the fuel-metered engine). Prints one
 //! greppable line per variant and the ratios the targets are stated in
 //! (guest ≤ 1.3× native; epoch ≤ 5%, fuel ≤ 15% over the bare guest).
 //!
@@ -47,6 +48,7 @@ fn main() {
 
     let bare = SandboxConfig { epoch_interruption: false, fuel_metering: false, ..SandboxConfig::default() };
     let epoch = SandboxConfig { fuel_metering: false, ..SandboxConfig::default() };
+    // The default engine meters no fuel; a budget runs on the metered one.
     let fuel = SandboxConfig::default();
     let (t_bare, r1) = guest_total(bare, n, None);
     let (t_epoch, r2) = guest_total(epoch, n, None);

@@ -4,10 +4,16 @@
 //! **components** that target the `weft:step/step` world (`wit/step.wit`),
 //! and **WASI commands** (core modules with `_start`) that read their input
 //! on stdin and print their result on stdout. Every invocation gets a fresh
-//! store, armed with fuel, an epoch deadline (which also carries
-//! cancellation) and a memory limiter; output and logs are capped on the
-//! host side. Guests see no host files, no environment (commands see only
-//! the `WEFT_*` context variables) and no sockets.
+//! store, armed with an epoch deadline (which also carries cancellation), a
+//! memory limiter and, when a CPU budget is asked for, fuel; output and logs
+//! are capped on the host side. Guests see no host files, no environment
+//! (commands see only the `WEFT_*` context variables) and no sockets.
+//!
+//! Fuel metering is compiled into the code, and costs every guest ~15–40%
+//! of its speed whether or not a budget is set (W2). So by default the
+//! sandbox's engine meters no fuel, and a second engine that does is built
+//! on the first invocation that asks for a budget (`Limits::fuel`); each
+//! guest is prepared for it on demand, from the bytes it was loaded from.
 //!
 //! Loading is done once per guest: compiled code comes from the on-disk
 //! [`ArtifactCache`] when possible and an `InstancePre` is kept per digest,
@@ -41,7 +47,7 @@ mod report;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -101,6 +107,11 @@ pub struct Metadata {
 pub struct Guest {
     digest: Digest,
     kind: Kind,
+    /// Its bytes, to prepare it for the fuel-metered engine when an
+    /// invocation asks for a CPU budget.
+    bytes: Arc<[u8]>,
+    /// Prepared for the fuel-metered engine (on first need).
+    metered: OnceLock<Result<Kind, String>>,
 }
 
 enum Kind {
@@ -135,12 +146,50 @@ pub struct InvokeResult {
     pub fuel_used: Option<u64>,
 }
 
-/// The sandbox: one engine, its linkers, its cache and its loaded guests.
-pub struct Sandbox {
+/// One wasmtime engine with what goes with it: its linkers and its
+/// compiled-artifact cache.
+struct Tier {
     engine: Engine,
     components: wasmtime::component::Linker<component::ComponentState>,
     commands: wasmtime::Linker<command::CommandState>,
     cache: ArtifactCache,
+}
+
+impl Tier {
+    fn new(config: &SandboxConfig, cache_dir: Option<&Path>) -> Result<Self, SandboxError> {
+        let engine = config.engine()?;
+        Ok(Tier {
+            components: component::linker(&engine)?,
+            commands: command::linker(&engine)?,
+            cache: ArtifactCache::new(cache_dir, &engine),
+            engine,
+        })
+    }
+
+    /// Compiles (or loads from the cache) and prepares a guest.
+    fn prepare(&self, digest: &Digest, bytes: &[u8]) -> Result<Kind, SandboxError> {
+        Ok(match sniff(bytes)? {
+            GuestKindName::Component => {
+                let c = self.cache.component(&self.engine, digest, bytes)?;
+                Kind::Component(ComponentGuest::prepare(&self.components, &c)?)
+            }
+            GuestKindName::Command => {
+                let m = self.cache.module(&self.engine, digest, bytes)?;
+                Kind::Command(CommandGuest::prepare(&self.commands, &m)?)
+            }
+        })
+    }
+}
+
+/// The sandbox: its engine (and, on demand, a fuel-metered one), its
+/// linkers, its cache and its loaded guests.
+pub struct Sandbox {
+    main: Tier,
+    /// The engine for invocations with a CPU budget, when `main` meters
+    /// no fuel: built on first need.
+    metered: OnceLock<Result<Tier, String>>,
+    config: SandboxConfig,
+    cache_dir: Option<std::path::PathBuf>,
     loaded: Mutex<HashMap<Digest, Arc<Guest>>>,
     slots: Slots,
 }
@@ -149,25 +198,24 @@ impl Sandbox {
     /// A sandbox with `config`, caching compiled artifacts under
     /// `cache_dir` when given.
     pub fn new(config: SandboxConfig, cache_dir: Option<&Path>) -> Result<Self, SandboxError> {
-        let engine = config.engine()?;
         Ok(Sandbox {
-            components: component::linker(&engine)?,
-            commands: command::linker(&engine)?,
-            cache: ArtifactCache::new(cache_dir, &engine),
-            loaded: Mutex::default(),
+            main: Tier::new(&config, cache_dir)?,
+            metered: OnceLock::new(),
             slots: Slots::new(config.max_concurrent.max(1) as usize),
-            engine,
+            cache_dir: cache_dir.map(Path::to_path_buf),
+            loaded: Mutex::default(),
+            config,
         })
     }
 
     /// The wasmtime engine.
     pub fn engine(&self) -> &Engine {
-        &self.engine
+        &self.main.engine
     }
 
     /// The compiled-artifact cache.
     pub fn cache(&self) -> &ArtifactCache {
-        &self.cache
+        &self.main.cache
     }
 
     /// Loads and prepares a guest (once per digest in this process).
@@ -176,17 +224,8 @@ impl Sandbox {
         if let Some(g) = self.loaded.lock().unwrap_or_else(|p| p.into_inner()).get(&digest) {
             return Ok(g.clone());
         }
-        let kind = match sniff(bytes)? {
-            GuestKindName::Component => {
-                let c = self.cache.component(&self.engine, &digest, bytes)?;
-                Kind::Component(ComponentGuest::prepare(&self.components, &c)?)
-            }
-            GuestKindName::Command => {
-                let m = self.cache.module(&self.engine, &digest, bytes)?;
-                Kind::Command(CommandGuest::prepare(&self.commands, &m)?)
-            }
-        };
-        let guest = Arc::new(Guest { digest, kind });
+        let kind = self.main.prepare(&digest, bytes)?;
+        let guest = Arc::new(Guest { digest, kind, bytes: Arc::from(bytes), metered: OnceLock::new() });
         self.loaded.lock().unwrap_or_else(|p| p.into_inner()).insert(digest, guest.clone());
         Ok(guest)
     }
@@ -197,10 +236,33 @@ impl Sandbox {
         match &guest.kind {
             Kind::Component(c) => {
                 let _slot = self.slots.acquire();
-                c.describe(&self.engine).map(Some)
+                c.describe(&self.main.engine).map(Some)
             }
             Kind::Command(_) => Ok(None),
         }
+    }
+
+    /// The engine and preparation an invocation runs with: the fuel-metered
+    /// ones when it has a CPU budget and the main engine meters no fuel.
+    fn tier_for<'a>(&'a self, guest: &'a Guest, inv: &Invocation) -> Result<(&'a Engine, &'a Kind), GuestError> {
+        if inv.limits.fuel.is_none() || self.config.fuel_metering {
+            return Ok((&self.main.engine, &guest.kind));
+        }
+        let host = |what: &str, e: &str| GuestError::new(GuestErrorKind::Trap, format!("host error: {what}: {e}"));
+        let tier = self
+            .metered
+            .get_or_init(|| {
+                let config = SandboxConfig { fuel_metering: true, ..self.config.clone() };
+                Tier::new(&config, self.cache_dir.as_deref()).map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(|e| host("cannot build the fuel-metered engine", e))?;
+        let kind = guest
+            .metered
+            .get_or_init(|| tier.prepare(&guest.digest, &guest.bytes).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| host("cannot prepare the guest for fuel metering", e))?;
+        Ok((&tier.engine, kind))
     }
 
     /// Runs one invocation in a fresh store. Blocks the calling thread for
@@ -209,9 +271,20 @@ impl Sandbox {
     pub fn invoke(&self, guest: &Guest, inv: &Invocation) -> InvokeResult {
         let _slot = self.slots.acquire();
         let start = Instant::now();
-        let (outcome, collector) = match &guest.kind {
-            Kind::Component(c) => c.invoke(&self.engine, inv),
-            Kind::Command(c) => c.invoke(&self.engine, inv),
+        let (engine, kind) = match self.tier_for(guest, inv) {
+            Ok(t) => t,
+            Err(e) => {
+                return InvokeResult {
+                    outcome: Err(e),
+                    report: Report::default(),
+                    elapsed: start.elapsed(),
+                    fuel_used: None,
+                };
+            }
+        };
+        let (outcome, collector) = match kind {
+            Kind::Component(c) => c.invoke(engine, inv),
+            Kind::Command(c) => c.invoke(engine, inv),
         };
         let fuel_used = collector.fuel_used;
         InvokeResult { outcome, report: collector.report, elapsed: start.elapsed(), fuel_used }

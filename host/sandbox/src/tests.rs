@@ -151,7 +151,7 @@ fn the_cache_serves_a_second_sandbox_from_disk() {
     assert_eq!(entries.len(), 1, "one artifact written");
     // A differently configured engine must not share the entry.
     let b = Sandbox::new(
-        SandboxConfig { fuel_metering: false, max_concurrent: 2, ..SandboxConfig::default() },
+        SandboxConfig { fuel_metering: true, max_concurrent: 2, ..SandboxConfig::default() },
         Some(dir.path()),
     )
     .unwrap();
@@ -163,4 +163,33 @@ fn the_cache_serves_a_second_sandbox_from_disk() {
     let g = c.load(wat.as_bytes()).unwrap();
     assert!(c.invoke(&g, &Invocation::new("{}")).outcome.is_ok());
     assert_ne!(std::fs::read(&entry).unwrap(), b"garbage");
+}
+
+/// By default the engine meters no fuel (every guest would pay for it);
+/// an invocation with a budget runs on a fuel-metered engine built on
+/// demand, so the budget holds and the fuel used is reported.
+#[test]
+fn a_fuel_budget_runs_on_a_metered_engine_built_on_demand() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Sandbox::new(SandboxConfig { max_concurrent: 2, ..SandboxConfig::default() }, Some(dir.path())).unwrap();
+    assert!(!SandboxConfig::default().fuel_metering);
+    let g = s.load(std::fs::read(weft_test_artifacts::HOSTILE).unwrap().as_slice()).unwrap();
+    let fib = Invocation::new(r#"{"mode": "fib", "n": 20}"#);
+    let plain = s.invoke(&g, &fib);
+    assert!(plain.outcome.is_ok(), "{:?}", plain.outcome);
+    assert_eq!(plain.fuel_used, None, "no fuel is counted without a budget");
+    assert_eq!(std::fs::read_dir(s.cache().dir().unwrap()).unwrap().count(), 1, "only the main engine compiled");
+    let mut budgeted = fib.clone();
+    budgeted.limits.fuel = Some(1_000_000_000);
+    let metered = s.invoke(&g, &budgeted);
+    assert!(metered.outcome.is_ok(), "{:?}", metered.outcome);
+    let used = metered.fuel_used.expect("fuel is counted with a budget");
+    assert!(used > 1000 && used < 1_000_000_000, "{used}");
+    // The same work costs the same fuel; a smaller budget stops it.
+    assert_eq!(s.invoke(&g, &budgeted).fuel_used, Some(used));
+    budgeted.limits.fuel = Some(used / 2);
+    let short = s.invoke(&g, &budgeted);
+    assert_eq!(short.outcome.unwrap_err().kind, GuestErrorKind::FuelExhausted);
+    let dirs = std::fs::read_dir(dir.path()).unwrap().count();
+    assert_eq!(dirs, 2, "the metered engine has a cache folder of its own");
 }

@@ -54,8 +54,16 @@ fn a_run_budget_is_spent_across_its_steps() {
         json!({"name": name, "code": {"path": HOSTILE}, "input": {"mode": "fib", "n": 20, "prev": prev}})
     };
     let steps = json!([fib("s0", None), fib("s1", Some("s0")), fib("s2", Some("s1")), fib("s3", Some("s2"))]);
-    // What one step costs (fuel is deterministic), from the store.
-    let file = w.write_def("measure", &json!({"name": "measure", "steps": steps}));
+    // What one step costs (fuel is deterministic), from the store: fuel is
+    // counted only under a budget (the default engine meters none).
+    let file = w.write_def("free", &json!({"name": "free", "steps": steps}));
+    let out = w.run(&["run", file.to_str().unwrap(), "--json"]);
+    out.expect_code(0);
+    let free = out.json()["id"].as_str().unwrap().to_string();
+    let file = w.write_def(
+        "measure",
+        &json!({"name": "measure", "limits": {"run_fuel": 1_000_000_000_000u64}, "steps": steps}),
+    );
     let out = w.run(&["run", file.to_str().unwrap(), "--json"]);
     out.expect_code(0);
     let id = out.json()["id"].as_str().unwrap().to_string();
@@ -68,6 +76,9 @@ fn a_run_budget_is_spent_across_its_steps() {
         .map(Result::unwrap)
         .collect();
     assert_eq!(fuel.len(), 4);
+    let uncounted: i64 =
+        db.query_row("SELECT count(*) FROM attempts WHERE run_id = ?1 AND fuel IS NULL", [&free], |r| r.get(0)).unwrap();
+    assert_eq!(uncounted, 4, "without a budget no fuel is metered");
     assert!(fuel.iter().all(|f| *f > 0 && *f == fuel[0]), "the same work costs the same fuel: {fuel:?}");
     let per_step = fuel[0] as u64;
 
