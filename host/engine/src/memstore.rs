@@ -27,7 +27,8 @@ pub struct MemStore {
     inner: Mutex<Inner>,
     commits: AtomicU64,
     run_reads: AtomicU64,
-    fail_next: Mutex<Option<StoreError>>,
+    /// The next commits fail with this error, this many times.
+    fail_next: Mutex<Option<(StoreError, u32)>>,
 }
 
 impl MemStore {
@@ -47,7 +48,12 @@ impl MemStore {
 
     /// Make the next commit fail with `err` (nothing applied).
     pub fn fail_next_commit(&self, err: StoreError) {
-        *self.fail_next.lock().unwrap() = Some(err);
+        self.fail_next_commits(err, 1);
+    }
+
+    /// Make the next `n` commits fail with `err` (a full disk, say).
+    pub fn fail_next_commits(&self, err: StoreError, n: u32) {
+        *self.fail_next.lock().unwrap() = (n > 0).then_some((err, n));
     }
 
     /// Every write of every committed batch, for assertions.
@@ -56,8 +62,14 @@ impl MemStore {
     }
 
     fn commit_ref(&self, batch: &Batch) -> Result<(), StoreError> {
-        if let Some(e) = self.fail_next.lock().unwrap().take() {
-            return Err(e);
+        {
+            let mut next = self.fail_next.lock().unwrap();
+            if let Some((e, n)) = next.take() {
+                if n > 1 {
+                    *next = Some((e.clone(), n - 1));
+                }
+                return Err(e);
+            }
         }
         let mut inner = self.inner.lock().unwrap();
         MemStore::apply(&mut inner, batch)?;

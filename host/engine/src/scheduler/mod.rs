@@ -69,7 +69,11 @@ pub struct EngineConfig {
     pub lease_slack_ms: u64,
     /// The lease of an attempt without a timeout.
     pub default_lease_ms: u64,
-    /// How often a retryable store error (busy, I/O) is retried.
+    /// A retryable store error (busy, I/O, a full disk) is retried for as
+    /// long as the process lives, with a backoff doubling from 10 ms up to
+    /// 1 s; past this many tries each failure is logged as a warning (the
+    /// first is logged too), and once the batch commits the run's log gets
+    /// a `store.recovered` event saying how long the store could not write.
     pub commit_retries: u32,
     /// After a run ends, how long (real time) its canceled attempts get to
     /// wind down before they are dropped.

@@ -1,5 +1,7 @@
-//! A runner's panic is an interrupted attempt, not a dead driver; a run's
-//! CPU budget (`limits.run_fuel`) is shared by its code steps.
+//! Faults that are not the step's: a runner's panic is an interrupted
+//! attempt, not a dead driver; a process that died shares the blame among
+//! the attempts it ran; a store that cannot write is waited out. And a
+//! run's CPU budget (`limits.run_fuel`), shared by its code steps.
 
 use super::*;
 use std::sync::atomic::AtomicU32;
@@ -132,4 +134,40 @@ async fn attempts_killed_together_share_the_blame() {
     }
     let r = store.run(&ids[0]).await.unwrap().unwrap();
     assert_eq!((r.attempts[0].interruptions, r.attempts[0].blame), (5, 2500));
+}
+
+/// A store that cannot write for a while (a full disk) is waited out, past
+/// any fixed number of tries: the run goes on once it can write, and its
+/// log says the store stalled.
+#[tokio::test]
+async fn a_store_that_cannot_write_for_a_while_is_waited_out() {
+    let h = harness();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = gate.clone();
+    h.fake.on("a", move |_| Act::Gate(g.clone(), json!(1)));
+    let id = h.submit(json!({"name": "w", "steps": [code("a"), {"name": "b", "code": {"plugin": "p"}, "input": "@a"}]})).await;
+    h.until_calls("a", 1).await;
+    let tries = EngineConfig::default().commit_retries + 3;
+    h.store.fail_next_commits(crate::store::StoreError::Io("database or disk is full".into()), tries);
+    gate.add_permits(1);
+    let r = h.wait(&id).await;
+    assert_eq!(r.state, RunState::Completed, "{:?}", r.error);
+    assert_eq!(step(&r, "b").state, StepState::Succeeded);
+    let evs = h.store.all_events(&id);
+    let stalled = evs.iter().find(|e| e.kind == "store.stalled").expect("the stall is in the run's log");
+    assert_eq!(stalled.data["tries"], json!(tries + 1), "{}", stalled.data);
+    assert!(stalled.data["error"].as_str().unwrap().contains("disk is full"), "{}", stalled.data);
+    check_log(&h, &r);
+}
+
+/// New work is refused while the store cannot write, with the reason: a
+/// run that is not stored yet is not waited for.
+#[tokio::test]
+async fn new_work_is_refused_while_the_store_cannot_write() {
+    let h = harness();
+    h.store.fail_next_commits(crate::store::StoreError::Io("database or disk is full".into()), 1000);
+    let d = def(json!({"name": "w", "steps": [code("a")]}));
+    let e = h.engine.submit(&d, json!({}), RunOptions::default()).await.unwrap_err();
+    assert!(e.to_string().contains("disk is full"), "{e}");
+    assert!(h.store.list_runs(&Default::default()).await.unwrap().is_empty(), "nothing stored");
 }
