@@ -6,6 +6,7 @@ mod chains;
 mod children;
 mod common;
 mod defaults;
+mod disk_full;
 mod examples;
 mod plugins;
 mod readme;
