@@ -138,9 +138,13 @@ impl App {
             Arc::new(runner),
             Arc::new(SystemClock),
             Arc::new(SeededRng::from_entropy()),
-            EngineConfig {
-                max_interruptions: limits.max_interruptions.unwrap_or(EngineConfig::default().max_interruptions),
-                ..EngineConfig::default()
+            {
+                let d = EngineConfig::default();
+                EngineConfig {
+                    max_interruptions: limits.max_interruptions.unwrap_or(d.max_interruptions),
+                    max_run_log_bytes: limits.max_run_log_bytes.unwrap_or(d.max_run_log_bytes),
+                    ..d
+                }
             },
         );
         engine.set_planner(Arc::new(PinCode { registry: crate::guests::registry(&self.settings) }));

@@ -55,6 +55,9 @@ pub struct LimitsConfig {
     /// A step interrupted this many times in a row (its process died, the
     /// host panicked) fails as `crashed` (default 3).
     pub max_interruptions: Option<u32>,
+    /// Bytes of logs and progress one run may add to its event log
+    /// (default 16 MiB); past it one `log.truncated` event says so.
+    pub max_run_log_bytes: Option<u64>,
 }
 
 /// A configuration problem: exit code 2.

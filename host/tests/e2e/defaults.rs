@@ -155,3 +155,33 @@ fn a_step_that_keeps_killing_its_process_fails_as_crashed() {
     let events = w.run(&["runs", "events", &id]);
     assert_eq!(events.stdout.matches("attempt.interrupted").count(), 2, "{}", events.stdout);
 }
+
+/// Logs are bounded per run: 40 items that each log 3 MB (3,000 lines of
+/// 1,000 bytes; each invocation keeps its 1 MiB) add at most the run's cap
+/// (`[limits] max_run_log_bytes`, here 2 MB) to its log, and one marker.
+#[test]
+fn a_run_of_log_flooders_is_capped_with_a_marker() {
+    let w = Weft::new();
+    std::fs::write(w.dir.path().join("weft.toml"), "[limits]\nmax_run_log_bytes = 2_000_000\n").unwrap();
+    let items: Vec<u32> = (0..40).collect();
+    let file = w.write_def(
+        "flood",
+        &json!({"name": "flood", "steps": [{"name": "flood", "for_each": items, "concurrency": 4,
+            "code": {"path": HOSTILE}, "input": {"mode": "log_flood"}}]}),
+    );
+    let out = w.run_within(Duration::from_secs(120), &["run", file.to_str().unwrap(), "--json"]);
+    out.expect_code(0);
+    let id = out.json()["id"].as_str().unwrap().to_string();
+    let db = rusqlite::Connection::open(w.data_dir().join("weft.db")).unwrap();
+    let (events, bytes): (i64, i64) = db
+        .query_row("SELECT count(*), coalesce(sum(length(data)), 0) FROM events WHERE run_id = ?1 AND kind = 'log'", [&id], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert!(bytes <= 2_200_000, "{events} log events, {bytes} bytes: over the run's cap");
+    assert!(events >= 1_500, "{events} log events: the cap cut too early");
+    let markers: i64 = db
+        .query_row("SELECT count(*) FROM events WHERE run_id = ?1 AND kind = 'log.truncated'", [&id], |r| r.get(0))
+        .unwrap();
+    assert_eq!(markers, 1);
+}

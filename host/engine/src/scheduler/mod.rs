@@ -83,6 +83,11 @@ pub struct EngineConfig {
     /// A step whose attempt is interrupted (its process died, the host
     /// panicked) this many times in a row fails as `crashed`.
     pub max_interruptions: u32,
+    /// Log lines and progress a run's attempts may add to its event log, in
+    /// bytes (each invocation's logs are capped too; this bounds a run of
+    /// many chatty items). Past it, one `log.truncated` event says so and
+    /// the rest is dropped.
+    pub max_run_log_bytes: u64,
 }
 
 impl Default for EngineConfig {
@@ -96,6 +101,7 @@ impl Default for EngineConfig {
             cancel_grace_ms: 2_000,
             max_depth: 16,
             max_interruptions: 3,
+            max_run_log_bytes: 16 << 20,
         }
     }
 }

@@ -204,6 +204,9 @@ struct Driver {
     failures: u32,
     /// Fuel the run's code steps used so far (for `limits.run_fuel`).
     fuel_used: u64,
+    /// Bytes of log lines and progress this driver added to the run's log
+    /// (see `EngineConfig::max_run_log_bytes`).
+    log_bytes: u64,
     unhandled: Option<StepError>,
     cancel: CancelToken,
     sink_tx: mpsc::UnboundedSender<SinkMsg>,
@@ -391,6 +394,7 @@ impl Driver {
             want_permit: false,
             failures: 0,
             fuel_used: 0,
+            log_bytes: 0,
             unhandled: None,
             cancel,
             sink_tx,

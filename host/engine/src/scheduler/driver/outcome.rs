@@ -8,14 +8,41 @@ impl Driver {
 
     pub(super) fn on_sink(&mut self, m: SinkMsg) {
         match m {
-            SinkMsg::Progress { step, item, data } => self.event("progress".into(), Some(step), item, data),
-            SinkMsg::Log { step, item, line } => self.event("log".into(), Some(step), item, json!({"line": line})),
+            SinkMsg::Progress { step, item, data } => {
+                if self.log_room(step, item, data.to_string().len()) {
+                    self.event("progress".into(), Some(step), item, data);
+                }
+            }
+            SinkMsg::Log { step, item, line } => {
+                if self.log_room(step, item, line.len()) {
+                    self.event("log".into(), Some(step), item, json!({"line": line}));
+                }
+            }
             SinkMsg::Fuel { step, item, used } => {
                 if let Some(unit) = self.steps.get_mut(step).and_then(|s| s.units.iter_mut().find(|u| u.item == item)) {
                     unit.fuel = Some(unit.fuel.unwrap_or(0).saturating_add(used));
                 }
             }
         }
+    }
+
+    /// Whether a log line or progress of `len` bytes fits in the run's
+    /// budget (`EngineConfig::max_run_log_bytes`); the first that does not
+    /// is replaced by one `log.truncated` event, and the rest are dropped.
+    fn log_room(&mut self, step: usize, item: Option<ItemIndex>, len: usize) -> bool {
+        let cap = self.sh.config.max_run_log_bytes;
+        let before = self.log_bytes;
+        self.log_bytes = before.saturating_add(len as u64);
+        if self.log_bytes <= cap {
+            return true;
+        }
+        if before <= cap {
+            let data = json!({"line": format!(
+                "[weft: the run's logs and progress reached {cap} bytes; the rest of this run's logs are dropped]"
+            ), "max_run_log_bytes": cap});
+            self.event("log.truncated".into(), Some(step), item, data);
+        }
+        false
     }
 
     pub(super) fn finish_attempt(

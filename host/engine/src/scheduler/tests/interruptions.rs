@@ -171,3 +171,23 @@ async fn new_work_is_refused_while_the_store_cannot_write() {
     assert!(e.to_string().contains("disk is full"), "{e}");
     assert!(h.store.list_runs(&Default::default()).await.unwrap().is_empty(), "nothing stored");
 }
+
+/// Logs are bounded per run, not only per invocation: many chatty items
+/// together stop at `max_run_log_bytes`, with one marker saying so.
+#[tokio::test]
+async fn a_run_s_logs_are_capped_with_a_marker() {
+    let cfg = EngineConfig { max_run_log_bytes: 100_000, ..EngineConfig::default() };
+    let h = harness_config(Arc::new(MemStore::new()), Arc::new(Fake::default()), cfg);
+    h.fake.on("e", |_| Act::Chatty(100, 1000));
+    let items: Vec<u32> = (0..10).collect();
+    let d = json!({"name": "w", "steps": [{"name": "e", "code": {"plugin": "p"}, "for_each": items, "input": "@item"}]});
+    let r = h.run(d, json!({})).await;
+    assert_eq!(r.state, RunState::Completed, "{:?}", r.error);
+    let evs = h.store.all_events(&r.id);
+    let logged: usize = evs.iter().filter(|e| e.kind == "log").map(|e| e.data["line"].as_str().unwrap().len()).sum();
+    assert!(logged <= 100_000 && logged >= 99_000, "{logged} bytes of 1,000,000 logged");
+    let markers: Vec<_> = evs.iter().filter(|e| e.kind == "log.truncated").collect();
+    assert_eq!(markers.len(), 1, "one marker");
+    assert!(markers[0].data["line"].as_str().unwrap().contains("100000 bytes"), "{}", markers[0].data);
+    check_log(&h, &r);
+}

@@ -34,6 +34,8 @@ enum Act {
     Panic,
     /// Report this much fuel used, then succeed with the value.
     Burn(u64, Value),
+    /// Log this many lines of this many bytes, then succeed with `null`.
+    Chatty(usize, usize),
 }
 
 type Behave = Arc<dyn Fn(&StepRequest) -> Act + Send + Sync>;
@@ -83,6 +85,12 @@ impl StepRunner for Fake {
             Act::Fail(e) => Err(e),
             Act::Reject(r) => Ok(StepOutput::Reject(r)),
             Act::Panic => panic!("the runner broke"),
+            Act::Chatty(lines, size) => {
+                for _ in 0..lines {
+                    req.events.log("x".repeat(size));
+                }
+                Ok(StepOutput::Done(Value::Null))
+            }
             Act::Burn(fuel, v) => {
                 req.events.fuel(fuel);
                 Ok(StepOutput::Done(v))
