@@ -6,9 +6,19 @@
 //! `Authorization: Bearer TOKEN`, or gets 401. Tokens are compared in
 //! constant time (as SHA-256 digests, so their lengths do not leak either)
 //! and never logged.
+//!
+//! A client cannot starve the server (reliability.md, promise 3): the
+//! accept loop is weft's own (hyper's HTTP/1 connection, as axum's), with
+//! a deadline for a request's headers that also closes idle keep-alive
+//! connections ([`HEADER_READ_TIMEOUT`]), a cap on open connections sized
+//! to the process's file-descriptor limit (past it a connection is closed
+//! at once, before auth; a run's steps keep their descriptors), idle
+//! 2025-11-25 sessions expire ([`SESSION_IDLE`]) and at most
+//! [`MAX_SESSIONS`] live at once (past it, 503 for a new one).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
@@ -81,6 +91,57 @@ async fn check_bearer(State(bearer): State<Arc<Bearer>>, req: Request, next: Nex
     }
 }
 
+/// How long a client has to send a request's headers, and how long a
+/// keep-alive connection may sit idle between requests.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most 2025-11-25 MCP sessions alive at once.
+pub const MAX_SESSIONS: usize = 1000;
+/// A session without a request for this long is closed.
+pub const SESSION_IDLE: Duration = Duration::from_secs(300);
+/// The most connections open at once, whatever the descriptor limit.
+const MAX_CONNECTIONS: usize = 1024;
+
+/// Connections the server may hold open: [`MAX_CONNECTIONS`], or a quarter
+/// of the process's file-descriptor limit when that is lower, so guests,
+/// upstream MCP servers and the store always have descriptors left.
+fn connection_cap() -> usize {
+    #[cfg(unix)]
+    {
+        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        #[allow(unsafe_code)]
+        // SAFETY: getrlimit fills the struct it is given.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+            return MAX_CONNECTIONS.min((lim.rlim_cur / 4) as usize).max(16);
+        }
+    }
+    MAX_CONNECTIONS
+}
+
+/// Refuses a new 2025-11-25 session (an `initialize` POST without
+/// `Mcp-Session-Id`) while [`MAX_SESSIONS`] are alive. Only then is the
+/// body read to tell an `initialize` from a sessionless 2026-07-28 call.
+async fn cap_sessions(State(sessions): State<Arc<LocalSessionManager>>, req: Request, next: Next) -> Response {
+    let maybe_new = req.method() == axum::http::Method::POST && !req.headers().contains_key("mcp-session-id");
+    if !maybe_new || sessions.sessions.read().await.len() < MAX_SESSIONS {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 1 << 20).await else {
+        return (StatusCode::PAYLOAD_TOO_LARGE, "413: the request body is over 1 MiB\n").into_response();
+    };
+    let initialize = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .is_ok_and(|v| v.get("method").and_then(|m| m.as_str()) == Some("initialize"));
+    if initialize {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, "30")],
+            format!("503: {MAX_SESSIONS} MCP sessions are open; close one (DELETE with its Mcp-Session-Id) or retry later\n"),
+        )
+            .into_response();
+    }
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await
+}
+
 /// Serves MCP at `http://ADDR/mcp` until `stop`. `on_bound` gets the
 /// address actually bound (for port 0) before the first request.
 pub async fn serve_http(
@@ -98,15 +159,68 @@ pub async fn serve_http(
         // Reached by other names than localhost; the token guards it.
         config = config.disable_allowed_hosts();
     }
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(SESSION_IDLE);
+    let sessions = Arc::new(sessions);
     let service: StreamableHttpService<WeftServer, LocalSessionManager> =
-        StreamableHttpService::new(move || Ok(WeftServer::new(core.clone())), Default::default(), config);
-    let mut app = axum::Router::new().nest_service("/mcp", service);
+        StreamableHttpService::new(move || Ok(WeftServer::new(core.clone())), sessions.clone(), config);
+    let mut app = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(middleware::from_fn_with_state(sessions, cap_sessions));
     if let Some(token) = &opts.token {
         app = app.layer(middleware::from_fn_with_state(Arc::new(Bearer::new(token)), check_bearer));
     }
     on_bound(local);
-    axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await?;
+    accept_loop(listener, app, stop).await;
     Ok(())
+}
+
+/// Accepts connections until `stop`, each served by hyper with the
+/// header-read deadline, at most [`connection_cap`] at once.
+async fn accept_loop(listener: tokio::net::TcpListener, app: axum::Router, stop: CancellationToken) {
+    let open = Arc::new(tokio::sync::Semaphore::new(connection_cap()));
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.cancelled() => break,
+            a = listener.accept() => a,
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of descriptors (EMFILE) or a connection reset before
+                // it was accepted: wait a little rather than spin.
+                tracing::warn!(error = %e, "weft serve: cannot accept a connection");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = open.clone().try_acquire_owned() else {
+            // At the cap: closed at once, before anything is read.
+            drop(stream);
+            continue;
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let stop = stop.clone();
+        conns.spawn(async move {
+            let _permit = permit;
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = stop.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
+                }
+            }
+        });
+    }
+    // Stopping: let open connections finish their graceful shutdown.
+    let _ = tokio::time::timeout(Duration::from_secs(6), async { while conns.join_next().await.is_some() {} }).await;
 }
 
 #[cfg(test)]

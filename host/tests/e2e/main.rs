@@ -14,6 +14,7 @@ mod recovery;
 mod runs;
 mod schedules;
 mod serve;
+mod serve_limits;
 mod serve_proxy;
 mod serve_recording;
 mod serve_tasks;

@@ -27,7 +27,7 @@ fn skip(test: &str, reason: &str) {
 }
 
 /// A Python with the `mcp` SDK, or `None` after saying why not.
-fn python(test: &str) -> Option<PathBuf> {
+pub(crate) fn python(test: &str) -> Option<PathBuf> {
     let candidate = std::env::var_os("WEFT_MCP_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo_root().join("tests/mcp-peers/.venv/bin/python"));
@@ -53,7 +53,7 @@ fn script() -> PathBuf {
 }
 
 /// Runs the client script with `args`; asserts it passed and returns what it saw.
-fn client(py: &std::path::Path, args: &[&str]) -> Value {
+pub(crate) fn client(py: &std::path::Path, args: &[&str]) -> Value {
     run_script(py, &script(), args)
 }
 
@@ -146,10 +146,10 @@ fn stdio_with_the_2026_07_28_auto_client() {
 }
 
 /// A `weft serve --http ...` child, killed when dropped.
-struct Server {
-    child: Child,
+pub(crate) struct Server {
+    pub(crate) child: Child,
     /// `http://HOST:PORT/mcp` as printed.
-    url: String,
+    pub(crate) url: String,
     /// The rest of its stderr, once it exits.
     rest: Option<std::thread::JoinHandle<String>>,
     /// What it printed before listening.
@@ -157,7 +157,7 @@ struct Server {
 }
 
 impl Server {
-    fn start(w: &Weft, args: &[&str]) -> Server {
+    pub(crate) fn start(w: &Weft, args: &[&str]) -> Server {
         let mut child = w
             .cmd()
             .arg("serve")
@@ -187,12 +187,12 @@ impl Server {
         Server { child, url, rest: Some(rest), head }
     }
 
-    fn port(&self) -> u16 {
+    pub(crate) fn port(&self) -> u16 {
         self.url.trim_start_matches("http://").split('/').next().unwrap().rsplit(':').next().unwrap().parse().unwrap()
     }
 
     /// SIGTERM; returns whether it exited 0 and everything it printed.
-    fn stop(mut self) -> (bool, String) {
+    pub(crate) fn stop(mut self) -> (bool, String) {
         Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
         let ok = self.child.wait().unwrap().success();
         let rest = self.rest.take().unwrap().join().unwrap();
@@ -225,7 +225,7 @@ fn http_on_loopback_with_both_clients() {
 }
 
 /// The status code of a raw MCP `initialize` POST to `127.0.0.1:port/mcp`.
-fn post_initialize(port: u16, authorization: Option<&str>) -> u16 {
+pub(crate) fn post_initialize(port: u16, authorization: Option<&str>) -> u16 {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "raw-http", "version": "0"}}})

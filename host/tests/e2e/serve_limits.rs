@@ -1,0 +1,70 @@
+//! reliability.md promise 3 for HTTP clients: idle and half-sent
+//! connections and abandoned MCP sessions cannot starve `weft serve`. 300
+//! idle sockets and a thousand abandoned 2025-11-25 sessions later, a real
+//! client's run still completes, the idle sockets are closed after the
+//! header deadline, new sessions past the cap are refused with 503, and the
+//! server's memory stays bounded.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::common::Weft;
+use crate::serve::{Server, client, post_initialize, python};
+
+/// The server's resident memory (kB), from /proc.
+fn rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status.lines().find_map(|l| l.strip_prefix("VmRSS:")).unwrap().trim().trim_end_matches(" kB").parse().unwrap()
+}
+
+#[test]
+fn idle_sockets_and_abandoned_sessions_do_not_starve_the_server() {
+    let Some(py) = python("idle_sockets_and_abandoned_sessions_do_not_starve_the_server") else { return };
+    let w = Weft::new();
+    let server = Server::start(&w, &["--http", "127.0.0.1:0"]);
+    let port = server.port();
+    let pid = server.child.id();
+    let opened = Instant::now();
+    // 300 idle sockets and 20 that send half a request.
+    let mut held: Vec<TcpStream> = (0..300).map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap()).collect();
+    for _ in 0..20 {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n").unwrap();
+        held.push(s);
+    }
+    // A real client's run completes meanwhile.
+    let seen = client(&py, &["--mode", "auto", "--url", &server.url, "--scenario", "smoke"]);
+    let run = w.show(seen["run_id"].as_str().unwrap());
+    assert_eq!(run["output"], json!({"greeting": "Hello Bob!"}), "{run}");
+
+    // Abandoned sessions: up to the cap they are accepted, past it refused.
+    let before = rss_kb(pid);
+    for k in 0..1000 {
+        assert_eq!(post_initialize(port, None), 200, "session {k}");
+    }
+    for _ in 0..20 {
+        assert_eq!(post_initialize(port, None), 503, "a session past the cap");
+    }
+    let after = rss_kb(pid);
+    assert!(after < before + 200_000, "1,000 sessions took the server from {before} to {after} kB");
+    // Sessionless (2026-07-28) clients are not refused at the session cap.
+    let seen = client(&py, &["--mode", "auto", "--url", &server.url, "--scenario", "smoke"]);
+    assert_eq!(seen["protocol"], "2026-07-28", "{seen}");
+
+    // The idle and half-sent sockets are closed after the header deadline.
+    for (k, mut s) in held.into_iter().enumerate() {
+        let left = Duration::from_secs(20).saturating_sub(opened.elapsed()).max(Duration::from_millis(100));
+        s.set_read_timeout(Some(left)).unwrap();
+        let mut buf = [0u8; 512];
+        match s.read(&mut buf) {
+            Ok(_) => {} // closed (0), or a 408 before closing
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            Err(e) => panic!("socket {k} still open {:?} after it was opened: {e}", opened.elapsed()),
+        }
+    }
+    let (ok, printed) = server.stop();
+    assert!(ok, "{printed}");
+}
