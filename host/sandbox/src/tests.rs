@@ -193,3 +193,21 @@ fn a_fuel_budget_runs_on_a_metered_engine_built_on_demand() {
     let dirs = std::fs::read_dir(dir.path()).unwrap().count();
     assert_eq!(dirs, 2, "the metered engine has a cache folder of its own");
 }
+
+// Fuzzing the decoding of a guest's output (reliability.md "fuzzing"):
+// any bytes, nested without bound, are a value or a classified error,
+// never a panic or a stack overflow. `PROPTEST_CASES=N` runs longer.
+proptest::proptest! {
+    #[test]
+    fn any_guest_output_decodes_or_is_refused(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512), depth in 0usize..100_000) {
+        let limits = Limits::default();
+        match invoke::parse_output(&bytes, false, &limits) {
+            Ok(GuestOutcome::Done(v)) => proptest::prop_assert_eq!(serde_json::to_vec(&v).is_ok(), true),
+            Ok(other) => proptest::prop_assert!(false, "{other:?}"),
+            Err(e) => proptest::prop_assert!(matches!(e.kind, GuestErrorKind::InvalidOutput | GuestErrorKind::OutputTooLarge)),
+        }
+        let deep = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        let r = invoke::parse_output(deep.as_bytes(), false, &limits);
+        proptest::prop_assert!(r.is_ok() || r.unwrap_err().kind == GuestErrorKind::InvalidOutput);
+    }
+}

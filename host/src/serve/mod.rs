@@ -27,6 +27,8 @@
 
 mod elicit;
 mod errors;
+#[cfg(test)]
+mod fuzz_tests;
 mod handler;
 mod http;
 mod prepare;
