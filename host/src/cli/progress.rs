@@ -167,6 +167,10 @@ pub fn describe(s: &StepRecord) -> String {
         }
         StepState::Retrying => {
             let err = s.error.as_ref().map(|e| format!(": {e}")).unwrap_or_default();
+            // An interrupted attempt runs again as itself: it did not fail.
+            if s.error.as_ref().is_some_and(|e| e.kind == weft_engine::ErrorKind::Interrupted) {
+                return format!("interrupted (attempt {} runs again){err}", s.attempts.max(1));
+            }
             let when = s.next_attempt_at.map(|t| format!(", next in {}", human_ms(t - now_ms()))).unwrap_or_default();
             format!("retrying (attempt {} failed{when}){err}", s.attempts)
         }
