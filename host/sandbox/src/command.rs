@@ -12,7 +12,7 @@ use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 
 use crate::GuestOutcome;
 use crate::error::{GuestError, GuestErrorKind, LoadError, SandboxError};
-use crate::invoke::{self, Armed, Invocation};
+use crate::invoke::{self, Armed, Calls, Invocation};
 use crate::pipes::CappedPipe;
 use crate::report::{Collector, Level};
 
@@ -22,10 +22,12 @@ pub(crate) struct CommandState {
     limits: StoreLimits,
 }
 
-/// The linker shared by every command guest: WASI preview 1 only.
+/// The linker shared by every command guest: WASI preview 1 only, with
+/// its async host calls, so a deadline or a cancel drops a command parked
+/// in one (a sleep: `poll_oneoff`) instead of waiting it out.
 pub(crate) fn linker(engine: &Engine) -> Result<Linker<CommandState>, SandboxError> {
     let mut linker = Linker::new(engine);
-    wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s: &mut CommandState| &mut s.wasi)
+    wasmtime_wasi::p1::add_to_linker_async(&mut linker, |s: &mut CommandState| &mut s.wasi)
         .map_err(|e| crate::HostError::Engine(format!("{e:#}")))?;
     Ok(linker)
 }
@@ -44,7 +46,11 @@ impl CommandGuest {
         Ok(CommandGuest { pre })
     }
 
-    pub(crate) fn invoke(&self, engine: &Engine, inv: &Invocation) -> (Result<GuestOutcome, GuestError>, Collector) {
+    pub(crate) async fn invoke(
+        &self,
+        engine: &Engine,
+        inv: &Invocation,
+    ) -> (Result<GuestOutcome, GuestError>, Collector) {
         let stdout = CappedPipe::new(inv.limits.output_bytes);
         let stderr = CappedPipe::new(inv.limits.log_bytes);
         let mut b = wasmtime_wasi::WasiCtxBuilder::new();
@@ -64,7 +70,7 @@ impl CommandGuest {
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limits);
 
-        let exit = self.run(&mut store, inv);
+        let exit = self.run(&mut store, inv).await;
         let (err_text, err_overflow) = stderr.take();
         let mut collector = Collector::new(inv.limits.log_bytes, inv.limits.artifact_bytes, inv.observer.clone());
         collector.fuel_used = invoke::fuel_used(&store, inv);
@@ -96,13 +102,15 @@ impl CommandGuest {
     }
 
     /// Runs `_start`; the exit code, or a classified failure.
-    fn run(&self, store: &mut Store<CommandState>, inv: &Invocation) -> Result<i32, GuestError> {
-        let armed = Armed::arm(store, inv)?;
-        let instance = self.pre.instantiate(&mut *store).map_err(|e| armed.classify(&e))?;
+    async fn run(&self, store: &mut Store<CommandState>, inv: &Invocation) -> Result<i32, GuestError> {
+        let armed = Armed::arm(store, inv, Calls::Async)?;
+        let instance = armed.bounded(self.pre.instantiate_async(&mut *store)).await?;
         let start = instance
             .get_typed_func::<(), ()>(&mut *store, "_start")
             .map_err(|e| GuestError::new(GuestErrorKind::Trap, format!("{e:#}")))?;
-        match start.call(&mut *store, ()) {
+        // An exit is an error of `call_async`, not a failure: let it through.
+        let call = async { Ok(start.call_async(&mut *store, ()).await) };
+        match armed.bounded(call).await? {
             Ok(()) => Ok(0),
             Err(e) => match e.downcast_ref::<I32Exit>() {
                 Some(I32Exit(code)) => Ok(*code),

@@ -1,6 +1,9 @@
 //! Component guests: WebAssembly components that target the
-//! `weft:step/step` world. Prepared once per guest (an `InstancePre`),
-//! instantiated in a fresh store for every invocation.
+//! `weft:step/step` world. Prepared once per guest (an `InstancePre` per
+//! linker), instantiated in a fresh store for every invocation. `run` goes
+//! through the async linker (WASI 0.2's async host calls, `*_async`
+//! calls) so a deadline or a cancel drops a guest parked in a host call;
+//! `describe` through the plain one, so it works from any thread.
 
 use std::sync::Arc;
 
@@ -8,9 +11,9 @@ use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Engine, Store, StoreLimits};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::bindings::{self, Step, StepPre};
+use crate::bindings::{asynk, sync};
 use crate::error::{GuestError, GuestErrorKind, LoadError, SandboxError};
-use crate::invoke::{self, Armed, Invocation};
+use crate::invoke::{self, Armed, Calls, Invocation};
 use crate::pipes::CappedPipe;
 use crate::report::{Collector, Level};
 use crate::{GuestOutcome, Metadata};
@@ -29,27 +32,37 @@ impl WasiView for ComponentState {
     }
 }
 
-/// The linker shared by every component guest: all of WASI 0.2 (guests
+/// The linkers shared by every component guest: all of WASI 0.2 (guests
 /// from componentize-py import sockets; the context denies them) plus the
-/// weft host interface.
-pub(crate) fn linker(engine: &Engine) -> Result<Linker<ComponentState>, SandboxError> {
-    let mut linker = Linker::new(engine);
+/// weft host interface; one with WASI's async host calls, one plain.
+pub(crate) struct Linkers {
+    asynk: Linker<ComponentState>,
+    sync: Linker<ComponentState>,
+}
+
+pub(crate) fn linker(engine: &Engine) -> Result<Linkers, SandboxError> {
     let host = |e: wasmtime::Error| crate::HostError::Engine(format!("{e:#}"));
-    wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(host)?;
-    Step::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(host)?;
-    Ok(linker)
+    let mut asynk = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut asynk).map_err(host)?;
+    asynk::Step::add_to_linker::<_, HasSelf<_>>(&mut asynk, |s| s).map_err(host)?;
+    let mut sync = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut sync).map_err(host)?;
+    sync::Step::add_to_linker::<_, HasSelf<_>>(&mut sync, |s| s).map_err(host)?;
+    Ok(Linkers { asynk, sync })
 }
 
 /// A prepared component guest.
 pub(crate) struct ComponentGuest {
-    pre: StepPre<ComponentState>,
+    pre: asynk::StepPre<ComponentState>,
+    describe: sync::StepPre<ComponentState>,
 }
 
 impl ComponentGuest {
-    pub(crate) fn prepare(linker: &Linker<ComponentState>, component: &Component) -> Result<Self, SandboxError> {
-        let instance_pre = linker.instantiate_pre(component).map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?;
-        let pre = StepPre::new(instance_pre).map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?;
-        Ok(ComponentGuest { pre })
+    pub(crate) fn prepare(linkers: &Linkers, component: &Component) -> Result<Self, SandboxError> {
+        let wrong = |e: wasmtime::Error| LoadError::WrongWorld(format!("{e:#}"));
+        let pre = asynk::StepPre::new(linkers.asynk.instantiate_pre(component).map_err(wrong)?).map_err(wrong)?;
+        let describe = sync::StepPre::new(linkers.sync.instantiate_pre(component).map_err(wrong)?).map_err(wrong)?;
+        Ok(ComponentGuest { pre, describe })
     }
 
     fn store(&self, engine: &Engine, inv: &Invocation) -> (Store<ComponentState>, CappedPipe) {
@@ -78,8 +91,8 @@ impl ComponentGuest {
     pub(crate) fn describe(&self, engine: &Engine) -> Result<Metadata, LoadError> {
         let inv = Invocation::describe();
         let (mut store, _) = self.store(engine, &inv);
-        let _armed = Armed::arm(&mut store, &inv).map_err(|e| LoadError::Describe(e.message))?;
-        let step = self.pre.instantiate(&mut store).map_err(|e| LoadError::Describe(format!("{e:#}")))?;
+        let _armed = Armed::arm(&mut store, &inv, Calls::Sync).map_err(|e| LoadError::Describe(e.message))?;
+        let step = self.describe.instantiate(&mut store).map_err(|e| LoadError::Describe(format!("{e:#}")))?;
         let m = step.call_describe(&mut store).map_err(|e| LoadError::Describe(format!("{e:#}")))?;
         let schema = |s: Option<String>, which: &str| -> Result<Option<serde_json::Value>, LoadError> {
             s.map(|t| {
@@ -98,9 +111,13 @@ impl ComponentGuest {
         })
     }
 
-    pub(crate) fn invoke(&self, engine: &Engine, inv: &Invocation) -> (Result<GuestOutcome, GuestError>, Collector) {
+    pub(crate) async fn invoke(
+        &self,
+        engine: &Engine,
+        inv: &Invocation,
+    ) -> (Result<GuestOutcome, GuestError>, Collector) {
         let (mut store, out) = self.store(engine, inv);
-        let result = self.call(&mut store, inv);
+        let result = self.call(&mut store, inv).await;
         let (text, _) = out.take();
         let mut collector = std::mem::replace(&mut store.data_mut().collector, Collector::new(0, 0, None));
         collector.fuel_used = invoke::fuel_used(&store, inv);
@@ -108,20 +125,20 @@ impl ComponentGuest {
         (result, collector)
     }
 
-    fn call(&self, store: &mut Store<ComponentState>, inv: &Invocation) -> Result<GuestOutcome, GuestError> {
-        let armed = Armed::arm(store, inv)?;
-        let ctx = bindings::Context {
+    async fn call(&self, store: &mut Store<ComponentState>, inv: &Invocation) -> Result<GuestOutcome, GuestError> {
+        let armed = Armed::arm(store, inv, Calls::Async)?;
+        let ctx = asynk::Context {
             run_id: inv.ctx.run_id.clone(),
             step: inv.ctx.step.clone(),
             attempt: inv.ctx.attempt,
             idempotency_key: inv.ctx.idempotency_key.clone(),
             deadline_ms: inv.ctx.deadline_ms,
         };
-        let step = self.pre.instantiate(&mut *store).map_err(|e| armed.classify(&e))?;
-        let result = step.call_run(&mut *store, &ctx, &inv.input).map_err(|e| armed.classify(&e))?;
+        let step = armed.bounded(self.pre.instantiate_async(&mut *store)).await?;
+        let result = armed.bounded(step.call_run(&mut *store, &ctx, &inv.input)).await?;
         match result {
-            Ok(bindings::Outcome::Done(text)) => invoke::parse_output(text.as_bytes(), false, &inv.limits),
-            Ok(bindings::Outcome::Reject(reason)) => Ok(GuestOutcome::Reject(reason)),
+            Ok(asynk::Outcome::Done(text)) => invoke::parse_output(text.as_bytes(), false, &inv.limits),
+            Ok(asynk::Outcome::Reject(reason)) => Ok(GuestOutcome::Reject(reason)),
             Err(e) => Err(GuestError {
                 kind: GuestErrorKind::GuestError,
                 message: e.message,

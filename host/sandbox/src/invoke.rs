@@ -80,11 +80,24 @@ pub(crate) fn store_limits(limits: &Limits) -> StoreLimits {
 pub(crate) struct Armed {
     interrupt: InterruptReason,
     limits: Limits,
+    deadline: Instant,
+    cancel: CancelHandle,
+}
+
+/// How an armed call may be interrupted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Calls {
+    /// Plain calls: the epoch check traps at the deadline or a cancel.
+    Sync,
+    /// `*_async` calls: the guest also yields to the executor at every
+    /// epoch tick, so a deadline or a cancel can drop the call even while
+    /// the guest waits in a host call (see [`Armed::bounded`]).
+    Async,
 }
 
 impl Armed {
     /// Sets fuel and the epoch deadline (with cancellation) on `store`.
-    pub(crate) fn arm<T: 'static>(store: &mut Store<T>, inv: &Invocation) -> Result<Armed, GuestError> {
+    pub(crate) fn arm<T: 'static>(store: &mut Store<T>, inv: &Invocation, calls: Calls) -> Result<Armed, GuestError> {
         match (store.set_fuel(inv.limits.fuel.unwrap_or(u64::MAX)), inv.limits.fuel) {
             (Ok(()), _) | (Err(_), None) => {}
             (Err(_), Some(_)) => {
@@ -99,8 +112,9 @@ impl Armed {
         let cancel = inv.cancel.clone();
         let why = interrupt.clone();
         store.set_epoch_deadline(1);
+        let c = cancel.clone();
         store.epoch_deadline_callback(move |_| {
-            if cancel.is_canceled() {
+            if c.is_canceled() {
                 why.set(InterruptReason::CANCELED);
                 return Err(Trap::Interrupt.into());
             }
@@ -108,14 +122,35 @@ impl Armed {
                 why.set(InterruptReason::TIMEOUT);
                 return Err(Trap::Interrupt.into());
             }
-            Ok(UpdateDeadline::Continue(1))
+            Ok(match calls {
+                Calls::Sync => UpdateDeadline::Continue(1),
+                Calls::Async => UpdateDeadline::Yield(1),
+            })
         });
-        Ok(Armed { interrupt, limits: inv.limits.clone() })
+        Ok(Armed { interrupt, limits: inv.limits.clone(), deadline, cancel })
     }
 
     /// Classifies an error from instantiation or a call.
     pub(crate) fn classify(&self, err: &wasmtime::Error) -> GuestError {
         classify(err, &self.interrupt, &self.limits)
+    }
+
+    /// Runs an async call to its end, or drops it at the invocation's
+    /// deadline or cancel: a guest parked in a host call (a WASI sleep, a
+    /// poll) is not running wasm, so no epoch check can stop it, but
+    /// dropping its future does.
+    pub(crate) async fn bounded<F: std::future::Future<Output = wasmtime::Result<R>>, R>(
+        &self,
+        call: F,
+    ) -> Result<R, GuestError> {
+        tokio::select! {
+            r = call => r.map_err(|e| self.classify(&e)),
+            _ = tokio::time::sleep_until(self.deadline.into()) => Err(GuestError::new(
+                GuestErrorKind::Timeout,
+                format!("the guest ran past its {} ms deadline (waiting in a host call)", self.limits.timeout.as_millis()),
+            )),
+            _ = self.cancel.canceled() => Err(GuestError::new(GuestErrorKind::Canceled, "the invocation was canceled")),
+        }
     }
 }
 

@@ -47,7 +47,7 @@ mod report;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -150,7 +150,7 @@ pub struct InvokeResult {
 /// compiled-artifact cache.
 struct Tier {
     engine: Engine,
-    components: wasmtime::component::Linker<component::ComponentState>,
+    components: component::Linkers,
     commands: wasmtime::Linker<command::CommandState>,
     cache: ArtifactCache,
 }
@@ -235,7 +235,7 @@ impl Sandbox {
     pub fn describe(&self, guest: &Guest) -> Result<Option<Metadata>, LoadError> {
         match &guest.kind {
             Kind::Component(c) => {
-                let _slot = self.slots.acquire();
+                let _slot = self.slots.acquire_blocking();
                 c.describe(&self.main.engine).map(Some)
             }
             Kind::Command(_) => Ok(None),
@@ -265,11 +265,12 @@ impl Sandbox {
         Ok((&tier.engine, kind))
     }
 
-    /// Runs one invocation in a fresh store. Blocks the calling thread for
-    /// at most the invocation's timeout (plus one epoch tick); call it from
-    /// a blocking-capable thread in async code.
-    pub fn invoke(&self, guest: &Guest, inv: &Invocation) -> InvokeResult {
-        let _slot = self.slots.acquire();
+    /// Runs one invocation in a fresh store. The guest yields to the
+    /// executor at every epoch tick (2 ms), and a guest parked in a host
+    /// call is dropped at its deadline or cancel, so this never holds a
+    /// thread past the invocation's timeout.
+    pub async fn invoke_async(&self, guest: &Guest, inv: &Invocation) -> InvokeResult {
+        let _slot = self.slots.acquire().await;
         let start = Instant::now();
         let (engine, kind) = match self.tier_for(guest, inv) {
             Ok(t) => t,
@@ -283,12 +284,46 @@ impl Sandbox {
             }
         };
         let (outcome, collector) = match kind {
-            Kind::Component(c) => c.invoke(engine, inv),
-            Kind::Command(c) => c.invoke(engine, inv),
+            Kind::Component(c) => c.invoke(engine, inv).await,
+            Kind::Command(c) => c.invoke(engine, inv).await,
         };
         let fuel_used = collector.fuel_used;
         InvokeResult { outcome, report: collector.report, elapsed: start.elapsed(), fuel_used }
     }
+
+    /// [`Sandbox::invoke_async`] for synchronous callers (the CLI, tests,
+    /// benches): blocks the calling thread until the invocation ends.
+    /// Inside a multi-threaded tokio runtime it hands the worker's other
+    /// tasks to another thread meanwhile; elsewhere it runs the invocation
+    /// on a small runtime of the calling thread's own.
+    pub fn invoke(&self, guest: &Guest, inv: &Invocation) -> InvokeResult {
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        match Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(|| h.block_on(self.invoke_async(guest, inv)))
+            }
+            // A current-thread runtime cannot be blocked from inside: a
+            // thread of its own runs the invocation.
+            Ok(_) => std::thread::scope(|s| {
+                s.spawn(|| own_runtime(|rt| rt.block_on(self.invoke_async(guest, inv))))
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p))
+            }),
+            Err(_) => own_runtime(|rt| rt.block_on(self.invoke_async(guest, inv))),
+        }
+    }
+}
+
+/// Runs `f` with this thread's own current-thread runtime (timers on),
+/// built on first use.
+fn own_runtime<R>(f: impl FnOnce(&tokio::runtime::Runtime) -> R) -> R {
+    thread_local! {
+        static RT: tokio::runtime::Runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a current-thread tokio runtime");
+    }
+    RT.with(f)
 }
 
 /// Tells a component from a core module by the preamble; text is accepted
@@ -314,31 +349,23 @@ fn sniff(bytes: &[u8]) -> Result<GuestKindName, LoadError> {
 
 /// Counts guests running at once so the pooling allocator never runs out of
 /// slots: a caller past the limit waits for a slot instead of failing.
-struct Slots {
-    free: Mutex<usize>,
-    cv: Condvar,
-}
-
-struct Slot<'a>(&'a Slots);
+struct Slots(tokio::sync::Semaphore);
 
 impl Slots {
     fn new(n: usize) -> Self {
-        Slots { free: Mutex::new(n), cv: Condvar::new() }
+        Slots(tokio::sync::Semaphore::new(n))
     }
-    fn acquire(&self) -> Slot<'_> {
-        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        while *free == 0 {
-            free = self.cv.wait(free).unwrap_or_else(|p| p.into_inner());
+    async fn acquire(&self) -> tokio::sync::SemaphorePermit<'_> {
+        self.0.acquire().await.expect("the slots are never closed")
+    }
+    /// For synchronous callers (`describe`): blocks the thread.
+    fn acquire_blocking(&self) -> tokio::sync::SemaphorePermit<'_> {
+        loop {
+            if let Ok(p) = self.0.try_acquire() {
+                return p;
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
-        *free -= 1;
-        Slot(self)
-    }
-}
-
-impl Drop for Slot<'_> {
-    fn drop(&mut self) {
-        *self.0.free.lock().unwrap_or_else(|p| p.into_inner()) += 1;
-        self.0.cv.notify_one();
     }
 }
 

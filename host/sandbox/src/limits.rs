@@ -6,7 +6,7 @@
 //! its timeout instead of meeting a hidden CPU cap.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use wasmtime::Trap;
@@ -56,22 +56,28 @@ impl Default for Limits {
     }
 }
 
-/// Lets the caller stop a running invocation (a canceled run).
+/// Lets the caller stop a running invocation (a canceled run): a guest
+/// running wasm stops at its next epoch check (within one tick), and one
+/// parked in a host call (a sleep) is dropped at once.
 #[derive(Debug, Clone, Default)]
-pub struct CancelHandle(Arc<AtomicBool>);
+pub struct CancelHandle(tokio_util::sync::CancellationToken);
 
 impl CancelHandle {
     /// A handle that is not canceled.
     pub fn new() -> Self {
         Self::default()
     }
-    /// Asks the guest to stop at its next epoch check (within one tick).
+    /// Asks the guest to stop.
     pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.0.cancel();
     }
     /// Whether cancel was asked.
     pub fn is_canceled(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.0.is_cancelled()
+    }
+    /// Resolves once cancel was asked.
+    pub async fn canceled(&self) {
+        self.0.cancelled().await
     }
 }
 

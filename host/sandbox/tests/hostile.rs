@@ -204,3 +204,61 @@ fn context_reaches_the_guest() {
         ))
     );
 }
+
+/// A guest parked in a blocking host call (a WASI sleep of an hour) is not
+/// running wasm, so no epoch check reaches it: its call is dropped at the
+/// deadline, as a component and as a WASI command, and a cancel drops it
+/// at once.
+#[test]
+fn a_guest_sleeping_in_a_host_call_meets_its_deadline_and_its_cancel() {
+    let limits = Limits { timeout: Duration::from_millis(300), ..Limits::default() };
+    for (name, g) in [("component", hostile()), ("command", guest(weft_test_artifacts::HOSTILE_COMMAND))] {
+        let r = call(&g, json!({"mode": "sleep", "n": 3600}), limits.clone());
+        let e = r.outcome.as_ref().unwrap_err();
+        assert_eq!(e.kind, GuestErrorKind::Timeout, "{name}: {}", e.message);
+        assert!(r.elapsed < Duration::from_millis(300 + 250), "{name}: slack exceeded: {:?}", r.elapsed);
+        let next = call(&g, json!({"mode": "ok"}), Limits::default());
+        assert!(next.outcome.is_ok(), "{name}: the next invocation: {:?}", next.outcome);
+
+        let inv = Invocation::new(json!({"mode": "sleep", "n": 3600}).to_string());
+        let cancel = inv.cancel.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            cancel.cancel();
+        });
+        let started = std::time::Instant::now();
+        let r = sandbox().invoke(&g, &inv);
+        t.join().unwrap();
+        assert_eq!(r.outcome.unwrap_err().kind, GuestErrorKind::Canceled, "{name}");
+        assert!(started.elapsed() < Duration::from_millis(100 + 250), "{name}: {:?}", started.elapsed());
+    }
+}
+
+/// Sleepers hold no thread: on a runtime with two workers, six guests
+/// sleeping in host calls (of this sandbox's 8 slots) leave a normal
+/// invocation beside them free to finish at once.
+#[test]
+fn sleepers_hold_no_thread() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
+    rt.block_on(async {
+        let g = hostile();
+        let mut sleepers = vec![];
+        for _ in 0..6 {
+            let g = g.clone();
+            sleepers.push(tokio::spawn(async move {
+                let mut inv = Invocation::new(json!({"mode": "sleep", "n": 3600}).to_string());
+                inv.limits.timeout = Duration::from_secs(5);
+                sandbox().invoke_async(&g, &inv).await
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let started = std::time::Instant::now();
+        let inv = Invocation::new(json!({"mode": "fib", "n": 20}).to_string());
+        let r = sandbox().invoke_async(&g, &inv).await;
+        assert!(r.outcome.is_ok(), "{:?}", r.outcome);
+        assert!(started.elapsed() < Duration::from_secs(1), "waited for the sleepers: {:?}", started.elapsed());
+        for s in sleepers {
+            assert_eq!(s.await.unwrap().outcome.unwrap_err().kind, GuestErrorKind::Timeout);
+        }
+    });
+}

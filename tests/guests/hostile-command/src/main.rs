@@ -31,6 +31,12 @@ fn main() {
                 std::process::exit(4);
             }
         },
+        "sleep" => {
+            // Blocks in a host call (WASI poll_oneoff) for `n` seconds.
+            let n = input["n"].as_u64().unwrap_or(3600);
+            std::thread::sleep(std::time::Duration::from_secs(n));
+            writeln!(out, "{}", json!({"slept_s": n})).unwrap();
+        }
         "exit" => {
             eprintln!("failing on purpose");
             std::process::exit(7);

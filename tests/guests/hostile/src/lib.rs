@@ -47,6 +47,11 @@ impl Guest for Hostile {
             "ok" => done(json!({"ok": true, "step": ctx.step, "attempt": ctx.attempt,
                                 "key": ctx.idempotency_key, "echo": input["echo"]})),
             "fib" => done(json!(fib(n))),
+            // Blocks in a host call (a WASI sleep) for `n` seconds.
+            "sleep" => {
+                std::thread::sleep(std::time::Duration::from_secs(n));
+                done(json!({"slept_s": n}))
+            }
             // Computes for `n` ms of wall time (CPU-bound: the clock is
             // read once per million iterations), then returns the count.
             "busy" => {
