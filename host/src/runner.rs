@@ -542,7 +542,7 @@ mod tests {
         fire.join().unwrap();
         assert_eq!(e.kind, ErrorKind::Canceled, "{e}");
         assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
-        assert!(!r.inner.is_fast(&hostile), "its next call gets a thread of its own");
+        assert!(!r.inner.is_fast(&hostile), "its next call is a task of its own");
     }
 
     /// A WASI command's stdio once went through wasmtime-wasi's blocking

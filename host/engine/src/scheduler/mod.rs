@@ -57,11 +57,10 @@ pub struct EngineConfig {
     ///
     /// The runner's guess can be wrong: a guest whose calls were short may
     /// compute for long on the next inputs (W6 mixes fib(27) and trivial
-    /// calls of one guest). Its attempts claimed meanwhile then wait for a
-    /// thread of the runner (weft's code runner has as many as the default
-    /// `max_concurrency`), and their `timeout_ms` runs while they wait;
-    /// this bound (a little above W3's 200 runs in flight) keeps that
-    /// queue short.
+    /// calls of one guest). Its attempts claimed meanwhile then share the
+    /// async workers (a guest yields every epoch tick), their `timeout_ms`
+    /// running; this bound (a little above W3's 200 runs in flight) keeps
+    /// that crowd small.
     ///
     /// [`StepRunner::finishes_in_place`]: crate::runner::StepRunner::finishes_in_place
     pub max_in_place: usize,
