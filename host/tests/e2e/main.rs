@@ -20,6 +20,7 @@ mod serve_recording;
 mod serve_tasks;
 mod serve_waits;
 mod sleep;
+mod sleepers;
 mod step_cli;
 mod tools;
 mod tools_chaos;

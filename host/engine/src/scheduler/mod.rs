@@ -44,7 +44,11 @@ pub struct EngineConfig {
     /// Attempts running at once, across all runs: from their claim (which
     /// waits for its commit) until they end. Those whose runner expects
     /// them to finish in place count against [`Self::max_in_place`]
-    /// instead, as long as it has room.
+    /// instead, as long as it has room. 64 by default: an attempt holds no
+    /// thread (guests are async and yield, tool calls wait on sockets), so
+    /// this bounds memory, not cores: the sandbox has 64 guest slots, and
+    /// a few guests parked in host calls (or slow tools) must not keep
+    /// every other run's steps from starting (it was 4 per core, 8 here).
     pub max_concurrency: usize,
     /// Attempts in flight at once whose runner expects them to finish in
     /// place ([`StepRunner::finishes_in_place`]: a guest whose recent calls
@@ -92,7 +96,7 @@ pub struct EngineConfig {
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
-            max_concurrency: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).max(1) * 4,
+            max_concurrency: 64,
             max_in_place: 256,
             lease_slack_ms: 30_000,
             default_lease_ms: 300_000,
