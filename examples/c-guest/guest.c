@@ -1,12 +1,17 @@
 /*
  * A weft step as a WASI command (preview 1), in plain C with no JSON library.
  *
- * Input  (stdin):  {"text": "..."}            other members are ignored
+ * Input  (stdin):  {"text": "...", "report": true?}   other members are ignored
  * Output (stdout): {"reversed": "...", "length": N, "words": N,
  *                   "context": {"run_id": ..., "step": ..., "attempt": N,
  *                               "idempotency_key": ..., "deadline_ms": N}}
+ *                  With "report": true, the same output in weft's `$weft`
+ *                  envelope, with the reversed text as an artifact
+ *                  (reversed.txt): {"$weft": {"output": ..., "artifacts": [...]}}
  * Logs   (stderr): one line per log message.
- * Errors:          a message on stderr and exit status 1.
+ * Errors:          a message on stderr and an exit status: 65 for bad input
+ *                  (a permanent failure: weft's retry policies do not retry
+ *                  it), 1 for anything else (retried when a policy says so).
  *
  * The text is reversed by Unicode code point (not by byte), so UTF-8 stays
  * valid. The step's context comes from the WEFT_* environment variables.
@@ -19,14 +24,29 @@
 
 #define MAX_INPUT (16u << 20)
 
-static _Noreturn void fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
+/* Exit statuses: bad input is permanent (65, EX_DATAERR), the rest may pass. */
+#define EXIT_BAD_INPUT 65
+#define EXIT_FAILURE_MAY_PASS 1
+
+static _Noreturn void vdie(int status, const char *fmt, va_list ap) {
     fputs("error: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
-    va_end(ap);
-    exit(1);
+    exit(status);
+}
+
+/* The input is wrong: no retry helps. */
+static _Noreturn void fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vdie(EXIT_BAD_INPUT, fmt, ap);
+}
+
+/* The host or the machine failed us (memory, I/O): a retry may help. */
+static _Noreturn void fail_io(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vdie(EXIT_FAILURE_MAY_PASS, fmt, ap);
 }
 
 /* ---- a growable byte buffer ---- */
@@ -36,7 +56,7 @@ static void put(buf *b, const char *s, size_t n) {
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->len + n + 1) cap *= 2;
-        if (!(b->p = realloc(b->p, cap))) fail("out of memory");
+        if (!(b->p = realloc(b->p, cap))) fail_io("out of memory");
         b->cap = cap;
     }
     memcpy(b->p + b->len, s, n);
@@ -189,13 +209,13 @@ int main(void) {
         put(&in, chunk, n);
         if (in.len > MAX_INPUT) fail("input is larger than %u bytes", MAX_INPUT);
     }
-    if (ferror(stdin)) fail("cannot read stdin");
+    if (ferror(stdin)) fail_io("cannot read stdin");
 
     /* Find "text" in the top-level object. */
     begin = p = in.p ? in.p : "";
     end = p + in.len;
     buf text = {0};
-    int found = 0;
+    int found = 0, report = 0;
     expect('{');
     ws();
     if (p < end && *p == '}') p++;
@@ -209,6 +229,9 @@ int main(void) {
             text.len = 0;
             string(&text);
             found = 1;
+        } else if (key.p && strcmp(key.p, "report") == 0 && key.len == 6 && end - p >= 4 && strncmp(p, "true", 4) == 0) {
+            p += 4;
+            report = 1;
         } else {
             value(1);
         }
@@ -255,8 +278,19 @@ int main(void) {
     snprintf(num, sizeof num, ",\"attempt\":%lu,\"idempotency_key\":", strtoul(env("WEFT_ATTEMPT"), NULL, 10));
     put(&out, num, strlen(num));
     put_json_string(&out, env("WEFT_IDEMPOTENCY_KEY"), strlen(env("WEFT_IDEMPOTENCY_KEY")));
-    snprintf(num, sizeof num, ",\"deadline_ms\":%llu}}\n", strtoull(env("WEFT_DEADLINE_MS"), NULL, 10));
+    snprintf(num, sizeof num, ",\"deadline_ms\":%llu}}", strtoull(env("WEFT_DEADLINE_MS"), NULL, 10));
     put(&out, num, strlen(num));
-    if (fwrite(out.p, 1, out.len, stdout) != out.len || fflush(stdout) != 0) fail("cannot write stdout");
+    if (report) {
+        /* The envelope: the output, and the reversed text as an artifact. */
+        buf env_out = {0};
+        put(&env_out, "{\"$weft\":{\"output\":", 19);
+        put(&env_out, out.p, out.len);
+        put(&env_out, ",\"artifacts\":[{\"name\":\"reversed.txt\",\"mime\":\"text/plain\",\"text\":", 64);
+        put_json_string(&env_out, rev.p, rev.len);
+        put(&env_out, "}]}}", 4);
+        out = env_out;
+    }
+    put(&out, "\n", 1);
+    if (fwrite(out.p, 1, out.len, stdout) != out.len || fflush(stdout) != 0) fail_io("cannot write stdout");
     return 0;
 }

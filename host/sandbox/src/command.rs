@@ -1,7 +1,9 @@
 //! WASI-command guests: core modules with `_start`, any language that
 //! targets WASI preview 1. The input arrives on stdin, the result is read
 //! from stdout, stderr lines become log lines, a non-zero exit is a step
-//! error, and the context arrives as the only environment variables
+//! error (retried by a retry policy, unless it is 65: `envelope`), stdout
+//! may carry a `$weft` envelope (an error of the guest's own, artifacts),
+//! and the context arrives as the only environment variables
 //! (`WEFT_RUN_ID`, `WEFT_STEP`, `WEFT_ATTEMPT`, `WEFT_IDEMPOTENCY_KEY`,
 //! `WEFT_DEADLINE_MS`).
 
@@ -10,7 +12,7 @@ use wasmtime_wasi::I32Exit;
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 
-use crate::GuestOutcome;
+use crate::{GuestOutcome, envelope};
 use crate::error::{GuestError, GuestErrorKind, LoadError, SandboxError};
 use crate::invoke::{self, Armed, Calls, Invocation};
 use crate::pipes::CappedPipe;
@@ -82,20 +84,16 @@ impl CommandGuest {
         let result = match exit {
             // A flood of output is the story, however the guest ended.
             _ if out_overflow => invoke::parse_output(&out, true, &inv.limits),
-            Ok(0) => invoke::parse_output(&out, false, &inv.limits),
-            Ok(code) => {
-                let tail = last_lines(&err_text, 5);
-                Err(GuestError {
-                    kind: GuestErrorKind::GuestError,
-                    message: if tail.is_empty() {
-                        format!("the guest exited with code {code}")
-                    } else {
-                        format!("the guest exited with code {code}: {tail}")
-                    },
-                    retryable: false,
-                    code: Some(format!("exit_{code}")),
-                })
-            }
+            Ok(0) => match invoke::parse_output(&out, false, &inv.limits) {
+                Ok(GuestOutcome::Done(v)) => envelope::unwrap(v, &mut collector),
+                other => other,
+            },
+            // A non-zero exit may still carry the guest's own error.
+            Ok(code) => match serde_json::from_slice::<serde_json::Value>(&out) {
+                Ok(v) if v.get("$weft").is_some() => envelope::unwrap(v, &mut collector)
+                    .and_then(|_| Err(envelope::exit_error(code, &last_lines(&err_text, 5)))),
+                _ => Err(envelope::exit_error(code, &last_lines(&err_text, 5))),
+            },
             Err(e) => Err(e),
         };
         (result, collector)

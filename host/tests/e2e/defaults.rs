@@ -185,3 +185,31 @@ fn a_run_of_log_flooders_is_capped_with_a_marker() {
         .unwrap();
     assert_eq!(markers, 1);
 }
+
+/// A retry policy the user wrote applies to WASI commands: a command that
+/// exits 1 on its first attempt is retried to success; one that exits 65
+/// (a permanent failure) is not retried under the same policy.
+#[test]
+fn a_flaky_command_is_retried_by_the_policy_a_permanent_failure_is_not() {
+    let w = Weft::new();
+    let command = weft_test_artifacts::HOSTILE_COMMAND;
+    let retry = json!({"max_attempts": 3, "initial_delay_ms": 10, "jitter": false});
+    let def = |mode: &str| {
+        json!({"name": mode, "steps": [{"name": "cmd", "code": {"path": command}, "input": {"mode": mode}, "retry": retry}]})
+    };
+    let file = w.write_def("flaky", &def("flaky"));
+    let out = w.run(&["run", file.to_str().unwrap(), "--json"]);
+    out.expect_code(0);
+    let run = out.json();
+    assert_eq!(run["output"]["cmd"]["attempt"], "2", "{run}");
+    assert_eq!(step(&run, "cmd")["attempts"], 2, "{run}");
+
+    let file = w.write_def("permanent", &def("permanent"));
+    let out = w.run(&["run", file.to_str().unwrap(), "--json"]);
+    out.expect_code(1);
+    let run = out.json();
+    assert_eq!(step(&run, "cmd")["attempts"], 1, "exit 65 is not retried: {run}");
+    let err = &step(&run, "cmd")["error"];
+    assert_eq!((err["kind"].as_str(), err["retryable"].as_bool()), (Some("guest_error"), Some(false)), "{run}");
+    assert!(err["message"].as_str().unwrap().contains("permanent"), "{run}");
+}

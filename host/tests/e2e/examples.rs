@@ -246,4 +246,15 @@ fn c_guest_reverses_text_and_sees_its_context() {
     assert_eq!(out.json()["kind"], "guest_error", "{}", out.stdout);
     assert!(out.stderr.contains("\"text\" must be a string"), "the guest's error is missing:\n{}", out.stderr);
     assert_step_error(&run(&weft, &guest, &json!({"no_text": true})), "guest_error", "");
+    // Bad input is a permanent failure (exit 65): a retry policy leaves it.
+    let out = run(&weft, &guest, &json!({"no_text": true}));
+    assert_eq!((out.json()["code"].as_str(), out.json()["retryable"].as_bool()), (Some("exit_65"), Some(false)));
+
+    // `"report": true`: the same output, and the reversed text as an
+    // artifact, through the `$weft` envelope.
+    let dir = weft.dir.path().join("artifacts");
+    let out = weft.step_run(&guest, &json!({"text": "stressed", "report": true}), &["--artifacts-dir", dir.to_str().unwrap()]);
+    out.expect_code(0);
+    assert_eq!(out.json()["reversed"], "desserts", "the envelope is unwrapped: {}", out.stdout);
+    assert_eq!(std::fs::read_to_string(dir.join("reversed.txt")).unwrap(), "desserts");
 }

@@ -37,6 +37,18 @@ fn main() {
             std::thread::sleep(std::time::Duration::from_secs(n));
             writeln!(out, "{}", json!({"slept_s": n})).unwrap();
         }
+        "flaky" => {
+            // Fails its first attempt (a retry policy retries an exit 1).
+            if std::env::var("WEFT_ATTEMPT").as_deref() == Ok("1") {
+                eprintln!("flaking on attempt 1");
+                std::process::exit(1);
+            }
+            writeln!(out, "{}", json!({"attempt": std::env::var("WEFT_ATTEMPT").unwrap_or_default()})).unwrap();
+        }
+        "permanent" => {
+            eprintln!("this input can never work");
+            std::process::exit(65);
+        }
         "exit" => {
             eprintln!("failing on purpose");
             std::process::exit(7);
