@@ -18,6 +18,14 @@ pub const DEFAULT_CODE_TIMEOUT_MS: u64 = 10_000;
 pub const DEFAULT_TOOL_TIMEOUT_MS: u64 = 30_000;
 /// Largest `limits.memory_mb` (a wasm32 memory is at most 4 GiB).
 pub const MAX_MEMORY_MB: u64 = 4096;
+/// Longest duration a definition may give (`timeout_ms`, retry delays,
+/// `sleep.ms`, a wait's `timeout_ms`): a year. The engine adds durations
+/// to a clock in ms; past this they are surely a mistake, not a plan.
+pub const MAX_DURATION_MS: u64 = 366 * 24 * 3600 * 1000;
+/// Most attempts a retry policy may ask for.
+pub const MAX_ATTEMPTS: u32 = 10_000;
+/// Longest step, definition or template name, in characters.
+pub const MAX_NAME_CHARS: usize = 128;
 
 /// A workflow definition. Build one with [`crate::parse_and_validate`].
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]

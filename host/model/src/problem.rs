@@ -18,6 +18,28 @@ pub struct Problem {
     pub hint: Option<String>,
 }
 
+/// User text as a message may show it: control characters escaped (an ESC
+/// must never reach a terminal raw) and at most 64 characters, the rest
+/// counted.
+pub fn shown(s: &str) -> String {
+    let n = s.chars().count();
+    let mut out: String =
+        s.chars().take(64).flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect();
+    if n > 64 {
+        out.push_str(&format!("… ({n} characters)"));
+    }
+    out
+}
+
+/// Control characters escaped, length kept.
+fn escaped(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.chars().any(char::is_control) {
+        s.chars().flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect::<String>().into()
+    } else {
+        s.into()
+    }
+}
+
 impl Problem {
     pub fn new(path: impl Into<String>, message: impl Into<String>) -> Problem {
         Problem { path: path.into(), message: message.into(), hint: None }
@@ -30,10 +52,11 @@ impl Problem {
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // What a user wrote may be in any part: nothing raw reaches a terminal.
         let path = if self.path.is_empty() { "/" } else { &self.path };
-        write!(f, "{path}: {}", self.message)?;
+        write!(f, "{}: {}", escaped(path), escaped(&self.message))?;
         if let Some(h) = &self.hint {
-            write!(f, " ({h})")?;
+            write!(f, " ({})", escaped(h))?;
         }
         Ok(())
     }

@@ -8,10 +8,28 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::decode::StepMeta;
-use crate::definition::{Action, CodeRef, Definition, MAX_MEMORY_MB, Step, StepPart};
+use crate::definition::{
+    Action, CodeRef, Definition, MAX_ATTEMPTS, MAX_DURATION_MS, MAX_MEMORY_MB, MAX_NAME_CHARS, SleepSpec, Step, StepPart,
+};
 use crate::graph::Graph;
 use crate::json_schema::{SchemaLookup, check_literal_input, check_schema};
-use crate::problem::{Problem, did_you_mean, range_msg};
+use crate::problem::{Problem, did_you_mean, range_msg, shown};
+
+/// A duration out of `[min, MAX_DURATION_MS]`, as a problem.
+fn duration(at: String, field: &str, min: u64, v: Option<u64>) -> Option<Problem> {
+    let v = v?;
+    (v < min || v > MAX_DURATION_MS).then(|| {
+        Problem::new(at, range_msg(field, min, Some(MAX_DURATION_MS), &v.to_string()))
+            .hint("durations are in milliseconds, at most a year")
+    })
+}
+
+/// A name longer than [`MAX_NAME_CHARS`], as a problem.
+fn too_long(at: String, what: &str, name: &str) -> Option<Problem> {
+    let n = name.chars().count();
+    (n > MAX_NAME_CHARS)
+        .then(|| Problem::new(at, format!("{what} `{}` is {n} characters long; at most {MAX_NAME_CHARS}", shown(name))))
+}
 use crate::refs::{RESERVED_ROOTS, RefRoot};
 
 /// Whether `s` matches `[a-z0-9][a-z0-9_-]*` (definition and template names).
@@ -68,15 +86,20 @@ pub(crate) fn check(
     if name_ok && !is_definition_name(&def.name) {
         p(
             "/name".into(),
-            format!("invalid definition name `{}`", def.name),
+            format!("invalid definition name `{}`", shown(&def.name)),
             Some("use lowercase letters, digits, `_` and `-`, starting with a letter or digit".into()),
         );
+    } else if let Some(pr) = too_long("/name".into(), "the definition name", &def.name).filter(|_| name_ok) {
+        p(pr.path, pr.message, None);
     }
     if def.version == 0 {
         p("/version".into(), range_msg("version", 1, None, "0"), None);
     }
-    if def.timeout_ms == Some(0) {
-        p("/timeout_ms".into(), range_msg("timeout_ms", 1, None, "0"), None);
+    if let Some(pr) = duration("/timeout_ms".into(), "timeout_ms", 1, def.timeout_ms) {
+        p(pr.path, pr.message, pr.hint);
+    }
+    if let Some(f) = def.limits.and_then(|l| l.run_fuel).filter(|f| *f == 0) {
+        p("/limits/run_fuel".into(), range_msg("run_fuel", 1, None, &f.to_string()), None);
     }
     if def.max_step_failures == Some(0) {
         p("/max_step_failures".into(), range_msg("max_step_failures", 1, None, "0"), None);
@@ -93,9 +116,11 @@ pub(crate) fn check(
         if !m.name_ok {
             continue;
         }
-        if !is_step_name(&s.name) {
+        if let Some(pr) = too_long(format!("{}/name", m.at), "the step name", &s.name) {
+            out.push(pr);
+        } else if !is_step_name(&s.name) {
             out.push(
-                Problem::new(format!("{}/name", m.at), format!("invalid step name `{}`", s.name))
+                Problem::new(format!("{}/name", m.at), format!("invalid step name `{}`", shown(&s.name)))
                     .hint("use letters, digits and `_`, not starting with a digit: [A-Za-z_][A-Za-z0-9_]*"),
             );
         } else if RESERVED_ROOTS.contains(&s.name.as_str()) {
@@ -107,7 +132,7 @@ pub(crate) fn check(
         match first.get(s.name.as_str()) {
             Some(&j) => out.push(Problem::new(
                 format!("{}/name", m.at),
-                format!("duplicate step name `{}` (also /steps/{j})", s.name),
+                format!("duplicate step name `{}` (also /steps/{j})", shown(&s.name)),
             )),
             None => {
                 first.insert(&s.name, i);
@@ -116,7 +141,7 @@ pub(crate) fn check(
     }
     let known: Vec<&str> = first.keys().copied().collect();
     let unknown = |name: &str, at: String| {
-        let mut pr = Problem::new(at, format!("unknown step `{name}`"));
+        let mut pr = Problem::new(at, format!("unknown step `{}`", shown(name)));
         if let Some(h) = did_you_mean(name, known.iter().copied()) {
             pr = pr.hint(h);
         }
@@ -255,9 +280,7 @@ fn step_rules(s: &Step, m: &StepMeta, out: &mut Vec<Problem>) {
             }
             Action::Wait(w) => {
                 let w_at = f("wait");
-                if w.timeout_ms == Some(0) {
-                    out.push(Problem::new(format!("{w_at}/timeout_ms"), range_msg("timeout_ms", 1, None, "0")));
-                }
+                out.extend(duration(format!("{w_at}/timeout_ms"), "timeout_ms", 1, w.timeout_ms));
                 if let Some(schema) = &w.schema {
                     out.extend(check_schema(schema, &format!("{w_at}/schema")));
                 }
@@ -288,6 +311,7 @@ fn step_rules(s: &Step, m: &StepMeta, out: &mut Vec<Problem>) {
                     }
                 }
             }
+            Action::Sleep(SleepSpec::Ms(ms)) => out.extend(duration(format!("{}/ms", f("sleep")), "ms", 0, Some(*ms))),
             Action::Sleep(_) => {}
             Action::Workflow(w) => {
                 if !is_definition_name(&w.template) {
@@ -310,13 +334,16 @@ fn step_rules(s: &Step, m: &StepMeta, out: &mut Vec<Problem>) {
         ),
         _ => {}
     }
-    if s.timeout_ms == Some(0) {
-        out.push(Problem::new(f("timeout_ms"), range_msg("timeout_ms", 1, None, "0")));
-    }
+    out.extend(duration(f("timeout_ms"), "timeout_ms", 1, s.timeout_ms));
     if let Some(r) = &s.retry {
-        if r.max_attempts == 0 {
-            out.push(Problem::new(format!("{at}/retry/max_attempts"), range_msg("max_attempts", 1, None, "0")));
+        if r.max_attempts == 0 || r.max_attempts > MAX_ATTEMPTS {
+            out.push(Problem::new(
+                format!("{at}/retry/max_attempts"),
+                range_msg("max_attempts", 1, Some(u64::from(MAX_ATTEMPTS)), &r.max_attempts.to_string()),
+            ));
         }
+        out.extend(duration(format!("{at}/retry/initial_delay_ms"), "initial_delay_ms", 0, Some(r.initial_delay_ms)));
+        out.extend(duration(format!("{at}/retry/max_delay_ms"), "max_delay_ms", 0, Some(r.max_delay_ms)));
         if r.max_delay_ms < r.initial_delay_ms {
             out.push(Problem::new(
                 format!("{at}/retry/max_delay_ms"),
@@ -367,5 +394,57 @@ mod tests {
         for bad in ["", "1a", "a-b", "a.b", "a b"] {
             assert!(!is_step_name(bad), "{bad}");
         }
+    }
+}
+
+#[cfg(test)]
+mod range_tests {
+    use serde_json::json;
+
+    use crate::{NoSchemas, from_value};
+
+    fn problems(v: serde_json::Value) -> Vec<String> {
+        match from_value(&v, &NoSchemas) {
+            Ok(_) => vec![],
+            Err(ps) => ps.iter().map(|p| p.to_string()).collect(),
+        }
+    }
+
+    /// Every number is range-checked with the limits the engine uses;
+    /// names have a length cap; user text reaches no terminal raw.
+    #[test]
+    fn numbers_names_and_control_characters() {
+        let step = |extra: serde_json::Value| {
+            let mut s = json!({"name": "a", "code": {"plugin": "p"}});
+            s.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            json!({"name": "w", "steps": [s]})
+        };
+        let year = crate::definition::MAX_DURATION_MS;
+        let cases = [
+            (step(json!({"timeout_ms": u64::MAX})), "/steps/0/timeout_ms: `timeout_ms` must be an integer from 1 to"),
+            (step(json!({"timeout_ms": year + 1})), "/steps/0/timeout_ms"),
+            (step(json!({"retry": {"max_attempts": 1_000_000}})), "/steps/0/retry/max_attempts"),
+            (step(json!({"retry": {"initial_delay_ms": u64::MAX, "max_delay_ms": u64::MAX}})), "/steps/0/retry/initial_delay_ms"),
+            (json!({"name": "w", "timeout_ms": u64::MAX, "steps": [{"name": "a", "return": {}}]}), "/timeout_ms"),
+            (json!({"name": "w", "limits": {"run_fuel": 0}, "steps": [{"name": "a", "return": {}}]}), "/limits/run_fuel"),
+            (json!({"name": "w", "steps": [{"name": "a", "sleep": {"ms": u64::MAX}}]}), "/steps/0/sleep/ms"),
+            (json!({"name": "w", "steps": [{"name": "a", "wait": {"signal": {}, "timeout_ms": u64::MAX}}]}), "/steps/0/wait/timeout_ms"),
+        ];
+        for (def, want) in cases {
+            let ps = problems(def.clone());
+            assert!(ps.iter().any(|p| p.contains(want)), "{def}: {ps:?}");
+        }
+        assert!(problems(step(json!({"timeout_ms": year}))).is_empty(), "a year is allowed");
+
+        let long = "a".repeat(100_000);
+        let ps = problems(json!({"name": "w", "steps": [{"name": long, "return": {}}]}));
+        assert!(ps.iter().any(|p| p.contains("100000 characters long; at most 128")), "{ps:?}");
+        assert!(ps.iter().all(|p| p.len() < 400), "the name is not echoed whole: {ps:?}");
+        let ps = problems(json!({"name": "t".repeat(5000), "steps": [{"name": "a", "return": {}}]}));
+        assert!(ps.iter().any(|p| p.starts_with("/name") && p.contains("5000 characters")), "{ps:?}");
+
+        let ps = problems(json!({"name": "w", "steps": [{"name": "a\u{1b}[31mred", "return": {}}]}));
+        assert!(!ps.is_empty() && ps.iter().all(|p| !p.contains('\u{1b}')), "{ps:?}");
+        assert!(ps.iter().any(|p| p.contains("\\u{1b}")), "shown escaped: {ps:?}");
     }
 }

@@ -123,7 +123,8 @@ fn typed_definitions_built_in_code_are_validated() {
     def.steps.push(extra);
     let problems = validate(&def, &NoSchemas);
     let expect = [
-        Problem::new("/steps/5/timeout_ms", "`timeout_ms` must be an integer ≥ 1, got 0"),
+        Problem::new("/steps/5/timeout_ms", "`timeout_ms` must be an integer from 1 to 31622400000, got 0")
+            .hint("durations are in milliseconds, at most a year"),
         Problem::new("/steps/5/input/id", "unknown step `nope`"),
     ];
     assert_eq!(problems, expect);
