@@ -143,6 +143,7 @@ impl App {
                 EngineConfig {
                     max_interruptions: limits.max_interruptions.unwrap_or(d.max_interruptions),
                     max_run_log_bytes: limits.max_run_log_bytes.unwrap_or(d.max_run_log_bytes),
+                    caps: self.settings.caps(),
                     ..d
                 }
             },

@@ -58,6 +58,13 @@ pub struct LimitsConfig {
     /// Bytes of logs and progress one run may add to its event log
     /// (default 16 MiB); past it one `log.truncated` event says so.
     pub max_run_log_bytes: Option<u64>,
+    /// A run's input, a signal's or an event's data (default 4 MiB).
+    pub max_input_bytes: Option<usize>,
+    /// A step's stored output: a guest's result, a tool's, a transform's
+    /// (default 16 MiB).
+    pub max_output_bytes: Option<usize>,
+    /// A definition, as JSON (default 1 MiB).
+    pub max_definition_bytes: Option<usize>,
 }
 
 /// A configuration problem: exit code 2.
@@ -161,7 +168,19 @@ impl Settings {
         if let Some(t) = c.code_timeout_ms {
             l.timeout = Duration::from_millis(t);
         }
+        l.output_bytes = self.caps().max_output_bytes;
         l
+    }
+
+    /// The caps of `[limits]` (defaults where unset).
+    pub fn caps(&self) -> weft_engine::caps::Caps {
+        let d = weft_engine::caps::Caps::default();
+        let c = &self.file.limits;
+        weft_engine::caps::Caps {
+            max_input_bytes: c.max_input_bytes.unwrap_or(d.max_input_bytes),
+            max_output_bytes: c.max_output_bytes.unwrap_or(d.max_output_bytes),
+            max_definition_bytes: c.max_definition_bytes.unwrap_or(d.max_definition_bytes),
+        }
     }
 }
 

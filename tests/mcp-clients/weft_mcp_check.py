@@ -320,6 +320,15 @@ async def check_runs(session: Any, client: Any, seen: Seen, tools_before: dict[s
         r = await call(session, "run_start", {"definition": fib, "wait_ms": 30000})
         check(r.structured_content["state"] == "completed", "without run_fuel there is no CPU cap", r.structured_content)
         seen.report["run_fuel"] = err["kind"]
+    # An input over the server's cap (4 MiB by default): isError naming the
+    # cap, and no run is created.
+    before = len((await call(session, "run_list", {"limit": 1000})).structured_content["runs"])
+    echo = {"name": "echo", "steps": [{"name": "a", "return": {"x": "@input.x"}}]}
+    r = await call(session, "run_start", {"definition": echo, "input": {"x": "y" * (5 << 20)}})
+    check(r.is_error is True and "4194304-byte cap" in text_of(r), "an oversized input is refused, naming the cap", text_of(r)[:500])
+    after = len((await call(session, "run_list", {"limit": 1000})).structured_content["runs"])
+    check(after == before, "no run was created for the oversized input", (before, after))
+    seen.report["oversized"] = True
 
     # Deleting the template removes its tool.
     seen.changed = anyio.Event()

@@ -5,10 +5,12 @@
 //! - [`runner`]: the seam that does code and tool steps ([`runner::StepRunner`]).
 //! - [`clock`], [`rng`]: injected time and randomness.
 //! - [`retry`]: retry decisions and delays.
+//! - [`caps`]: size and depth caps on what is accepted and stored.
 //! - [`scheduler`]: the [`Engine`] that creates, drives, recovers and cancels runs.
 //! - [`view`]: the `runs show --json` shape.
 
 pub mod cancel;
+pub mod caps;
 pub mod clock;
 pub mod error;
 pub mod ids;

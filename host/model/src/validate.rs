@@ -428,7 +428,7 @@ mod range_tests {
             (json!({"name": "w", "timeout_ms": u64::MAX, "steps": [{"name": "a", "return": {}}]}), "/timeout_ms"),
             (json!({"name": "w", "limits": {"run_fuel": 0}, "steps": [{"name": "a", "return": {}}]}), "/limits/run_fuel"),
             (json!({"name": "w", "steps": [{"name": "a", "sleep": {"ms": u64::MAX}}]}), "/steps/0/sleep/ms"),
-            (json!({"name": "w", "steps": [{"name": "a", "wait": {"signal": {}, "timeout_ms": u64::MAX}}]}), "/steps/0/wait/timeout_ms"),
+            (json!({"name": "w", "steps": [{"name": "a", "wait": {"prompt": "ok?", "timeout_ms": u64::MAX}}]}), "/steps/0/wait/timeout_ms"),
         ];
         for (def, want) in cases {
             let ps = problems(def.clone());

@@ -107,11 +107,11 @@ fn input_problems(problems: &[Problem]) -> anyhow::Error {
         let at = if p.path.is_empty() { "input".to_string() } else { format!("input{}", p.path) };
         eprintln!("{at}: {}", p.message);
     }
+    for h in problems.iter().filter_map(|p| p.hint.as_deref()) {
+        eprintln!("  to fix: {h}");
+    }
     let n = problems.len();
-    bad(anyhow::anyhow!(
-        "the input does not match the workflow's input_schema ({n} problem{})",
-        if n == 1 { "" } else { "s" }
-    ))
+    bad(anyhow::anyhow!("the input was refused ({n} problem{}); no run was created", if n == 1 { "" } else { "s" }))
 }
 
 /// A definition file, validated: its raw document and base folder.

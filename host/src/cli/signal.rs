@@ -93,13 +93,13 @@ pub fn signal(settings: &Settings, args: SignalArgs) -> anyhow::Result<Exit> {
     let engine = app.engine()?;
     let answer: SignalAnswer = match app.try_lock_briefly()? {
         Ok(_lock) => {
-            let a = app.block_on(engine.signal(&run, &args.step, data))?;
+            let a = app.block_on(engine.signal(&run, &args.step, data)).map_err(refused)?;
             // Answer what others queued while this process held the lock.
             app.block_on(engine.process_inbox())?;
             a
         }
         Err(pid) => {
-            let id = app.block_on(engine.post_signal(&run, &args.step, data))?;
+            let id = app.block_on(engine.post_signal(&run, &args.step, data)).map_err(refused)?;
             let v = owner_answer(&app, &engine, &id, pid)?;
             serde_json::from_value(v).context("the owner's answer to the signal is not readable")?
         }
@@ -134,6 +134,21 @@ pub fn signal(settings: &Settings, args: SignalArgs) -> anyhow::Result<Exit> {
     })
 }
 
+/// The engine's error; data it refused (over a cap) is bad input: exit 2,
+/// each problem said with how to fix it, nothing stored.
+fn refused(e: weft_engine::EngineError) -> anyhow::Error {
+    match e {
+        weft_engine::EngineError::Invalid(problems) => {
+            for p in &problems.0 {
+                let hint = p.hint.as_deref().map(|h| format!("\n  to fix: {h}")).unwrap_or_default();
+                eprintln!("data{}: {}{hint}", p.path.trim_start_matches("/data"), p.message);
+            }
+            bad(anyhow::anyhow!("the data was refused; nothing was stored"))
+        }
+        other => other.into(),
+    }
+}
+
 pub fn emit(settings: &Settings, args: EmitArgs) -> anyhow::Result<Exit> {
     if args.event.trim().is_empty() {
         return Err(bad(anyhow::anyhow!("the event name is empty")));
@@ -144,11 +159,11 @@ pub fn emit(settings: &Settings, args: EmitArgs) -> anyhow::Result<Exit> {
     let engine = app.engine()?;
     let answer: EmitAnswer = match app.try_lock_briefly()? {
         Ok(_lock) => {
-            let a = app.block_on(engine.emit(&args.event, data, args.id))?;
+            let a = app.block_on(engine.emit(&args.event, data, args.id)).map_err(refused)?;
             app.block_on(engine.process_inbox())?;
             a
         }
-        Err(pid) => match app.block_on(engine.post_event(&args.event, data, args.id))? {
+        Err(pid) => match app.block_on(engine.post_event(&args.event, data, args.id)).map_err(refused)? {
             Err(duplicate) => duplicate,
             Ok(id) => {
                 let v = owner_answer(&app, &engine, &id, pid)?;

@@ -102,6 +102,15 @@ pub(super) fn load_checked(
     if file.is_dir() {
         return Err(bad(anyhow::anyhow!("`{}` is a folder, not a definition file", file.display())));
     }
+    let cap = settings.caps().max_definition_bytes;
+    let size = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+    if size > cap as u64 {
+        return Err(bad(anyhow::anyhow!(
+            "{} is {size} bytes, over the {cap}-byte cap on definitions; split the workflow (child runs: \
+             `workflow` steps), or raise `[limits] max_definition_bytes` in weft.toml",
+            file.display()
+        )));
+    }
     let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display())).map_err(bad)?;
     let text =
         String::from_utf8(bytes).map_err(|e| bad(anyhow::anyhow!("{} is not UTF-8 text: {e}", file.display())))?;

@@ -154,7 +154,13 @@ pub async fn serve_http(
         .await
         .map_err(|e| crate::cli::bad(anyhow::anyhow!("cannot listen on {}: {e}", opts.addr)))?;
     let local = listener.local_addr()?;
-    let mut config = StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token());
+    // A request may carry an input and a definition at their caps (over
+    // them, the tool answers with the cap named); past that, 413.
+    let caps = core.settings.caps();
+    let body_cap = caps.max_input_bytes + caps.max_definition_bytes + (256 << 10);
+    let mut config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(stop.child_token())
+        .with_max_request_body_bytes(body_cap);
     if !is_loopback_only(&opts.addr) {
         // Reached by other names than localhost; the token guards it.
         config = config.disable_allowed_hosts();

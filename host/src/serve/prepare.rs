@@ -17,6 +17,17 @@ use super::errors::{ProblemOut, ToolError};
 use crate::lookup::{RegistryLookup, validate_text};
 use crate::{app, guests, online};
 
+/// A definition argument under the definition cap (`[limits]
+/// max_definition_bytes`), as a JSON document (see [`definition_doc`]).
+pub fn capped_definition_doc(v: Value, cap: usize) -> Result<Value, ToolError> {
+    let doc = definition_doc(v)?;
+    weft_engine::caps::check(&doc, cap).map_err(|o| {
+        ToolError::new(o.message("`definition`", "max_definition_bytes"))
+            .fix("split the workflow into templates run by `workflow` steps (child runs), or ask the operator to raise the cap")
+    })?;
+    Ok(doc)
+}
+
 /// A definition argument as a JSON document: an object, or a string with
 /// its JSON text (a syntax error is reported with its line and column).
 pub fn definition_doc(v: Value) -> Result<Value, ToolError> {
@@ -157,12 +168,14 @@ pub async fn for_run(core: &Arc<Core>, doc: Value, input: Value, opts: RunOption
 pub fn invalid_input(problems: &[Problem], def: &Definition) -> ToolError {
     let n = problems.len();
     let schema = def.input_schema.as_ref().map(|s| s.to_string()).unwrap_or_else(|| "{}".into());
+    let hints: Vec<&str> = problems.iter().filter_map(|p| p.hint.as_deref()).collect();
     ToolError::with_problems(
-        format!(
-            "the input does not match the workflow's input_schema ({n} problem{}); no run was created",
-            if n == 1 { "" } else { "s" }
-        ),
+        format!("the input was refused ({n} problem{}); no run was created", if n == 1 { "" } else { "s" }),
         ProblemOut::all("input", problems),
     )
-    .fix(format!("pass an `input` that matches this JSON Schema: {schema}"))
+    .fix(if hints.is_empty() {
+        format!("pass an `input` that matches this JSON Schema: {schema}")
+    } else {
+        hints.join("; ")
+    })
 }

@@ -21,7 +21,7 @@ use weft_engine::{RunId, RunOptions, RunRecord, RunState, Seq, Store, view};
 
 use super::elicit::Outcome;
 use super::errors::ToolError;
-use super::prepare::{self, definition_doc};
+use super::prepare;
 use super::views::{RunStartOut, RunView};
 use super::{Core, WeftServer};
 
@@ -364,7 +364,7 @@ impl WeftServer {
                         .fix("leave `version` out when running an inline `definition`"));
                 }
                 let opts = RunOptions { presets: p.presets.clone().into_iter().collect(), ..Default::default() };
-                (definition_doc(def)?, opts)
+                (prepare::capped_definition_doc(def, self.core.settings.caps().max_definition_bytes)?, opts)
             }
         };
         if let Some(key) = p.concurrency_key {

@@ -13,7 +13,7 @@ use weft_engine::clock::rfc3339;
 use weft_engine::store::TemplateRecord;
 
 use super::errors::{ProblemOut, ToolError};
-use super::prepare::{self, blocking, definition_doc};
+use super::prepare::{self, blocking};
 use super::{Change, WeftServer, wf_tools};
 use crate::guests;
 
@@ -173,7 +173,7 @@ impl WeftServer {
         &self,
         Parameters(p): Parameters<ValidateParams>,
     ) -> Result<Json<ValidateOut>, ToolError> {
-        let doc = match definition_doc(p.definition) {
+        let doc = match prepare::capped_definition_doc(p.definition, self.core.settings.caps().max_definition_bytes) {
             Ok(doc) => doc,
             Err(e) if !e.problems.is_empty() => {
                 return Ok(Json(ValidateOut {
@@ -216,7 +216,7 @@ impl WeftServer {
         )
     )]
     async fn template_save(&self, Parameters(p): Parameters<SaveParams>) -> Result<Json<SaveOut>, ToolError> {
-        let mut doc = definition_doc(p.definition)?;
+        let mut doc = prepare::capped_definition_doc(p.definition, self.core.settings.caps().max_definition_bytes)?;
         if let Some(name) = p.name {
             if name.trim().is_empty() {
                 return Err(ToolError::new("`name` is empty").fix("give the template a name, or leave `name` out"));

@@ -118,6 +118,7 @@ impl Engine {
         data: Value,
         inbox: Option<String>,
     ) -> Result<SignalAnswer, EngineError> {
+        super::over(&data, self.sh.config.caps.max_input_bytes, "/data", "the signal's data", "max_input_bytes")?;
         for _ in 0..20 {
             if let Some(tx) = self.mailbox(run) {
                 let (reply, rx) = oneshot::channel();
@@ -145,6 +146,7 @@ impl Engine {
     /// holds takes `data` as its output. With an `id` seen before, nothing
     /// happens and the first emit's deliveries are returned.
     pub async fn emit(&self, name: &str, data: Value, id: Option<String>) -> Result<EmitAnswer, EngineError> {
+        super::over(&data, self.sh.config.caps.max_input_bytes, "/data", "the event's data", "max_input_bytes")?;
         let msg = self.event_message(name, data, id);
         match self.sh.store.commit(Batch { writes: vec![Write::InboxPut(msg.clone())] }).await {
             Ok(()) => {}
@@ -180,6 +182,7 @@ impl Engine {
     /// Leaves a signal in the store's inbox for the owner (any process);
     /// returns the message id to await with [`Engine::inbox_answer`].
     pub async fn post_signal(&self, run: &RunId, step: &str, data: Value) -> Result<String, EngineError> {
+        super::over(&data, self.sh.config.caps.max_input_bytes, "/data", "the signal's data", "max_input_bytes")?;
         let msg = InboxRecord {
             id: new_id(&self.sh, "m_"),
             kind: InboxKind::Signal { run: run.clone(), step: step.to_string() },
@@ -199,6 +202,7 @@ impl Engine {
         data: Value,
         id: Option<String>,
     ) -> Result<Result<String, EmitAnswer>, EngineError> {
+        super::over(&data, self.sh.config.caps.max_input_bytes, "/data", "the event's data", "max_input_bytes")?;
         let msg = self.event_message(name, data, id);
         match self.sh.store.commit(Batch { writes: vec![Write::InboxPut(msg.clone())] }).await {
             Ok(()) => Ok(Ok(msg.id)),

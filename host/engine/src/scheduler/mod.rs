@@ -91,6 +91,9 @@ pub struct EngineConfig {
     /// many chatty items). Past it, one `log.truncated` event says so and
     /// the rest is dropped.
     pub max_run_log_bytes: u64,
+    /// Caps on inputs, data and step outputs (the front ends apply the
+    /// definition cap as they read one).
+    pub caps: crate::caps::Caps,
 }
 
 impl Default for EngineConfig {
@@ -105,6 +108,7 @@ impl Default for EngineConfig {
             max_depth: 16,
             max_interruptions: 3,
             max_run_log_bytes: 16 << 20,
+            caps: crate::caps::Caps::default(),
         }
     }
 }
@@ -140,6 +144,14 @@ pub enum EngineError {
     Transition(#[from] TransitionRefused),
     #[error("the run's stored plan does not load: {0}")]
     Plan(String),
+}
+
+/// A value over a cap, as the invalid-input error (nothing is stored);
+/// the problem's hint says how to get under it.
+pub(crate) fn over(v: &Value, cap: usize, path: &str, what: &str, setting: &str) -> Result<(), EngineError> {
+    crate::caps::check(v, cap).map_err(|o| {
+        EngineError::Invalid(Problems(vec![Problem::new(path, o.message(what, setting)).hint(o.hint(setting))]))
+    })
 }
 
 /// Prepares a stored template's definition for a run the engine creates
@@ -268,6 +280,8 @@ impl Engine {
         input: Value,
         opts: RunOptions,
     ) -> Result<(RunId, Batch, Arc<Definition>), EngineError> {
+        let caps = self.sh.config.caps;
+        over(&input, caps.max_input_bytes, "", "the run's input", "max_input_bytes")?;
         check_input(def, &input).map_err(EngineError::Invalid)?;
         let now = self.sh.clock.now_ms();
         let id = opts.id.clone().unwrap_or_else(|| self.sh.run_ids.next(now, self.sh.rng.as_ref()));

@@ -85,6 +85,12 @@ impl Driver {
         }
         let (i, u) = (d.step, d.unit);
         match d.result {
+            // Every output stored can be read back: over the size cap or
+            // too deep, the attempt fails (never retried) and nothing of it
+            // is stored.
+            Ok(StepOutput::Done(v)) if let Err(over) = crate::caps::check(&v, self.sh.config.caps.max_output_bytes) => {
+                self.attempt_failed(i, u, d.attempt, over.step_error())?
+            }
             Ok(StepOutput::Done(v)) => {
                 self.finish_attempt(i, u, d.attempt, AttemptState::Succeeded, Some(v.clone()), None);
                 let item = self.steps[i].units[u].item;

@@ -1,0 +1,144 @@
+//! Caps on what the engine accepts and stores: a run's input, signal and
+//! event data, a definition, a step's output. Every value accepted must be
+//! one the store can read back, so size and JSON nesting are checked at
+//! the edge with the limits the reader relies on (serde_json reads at most
+//! 128 levels; a stored value sits at most a few levels inside another, so
+//! [`MAX_DEPTH`] leaves room). Over a cap, nothing is stored and the
+//! message names the cap and how to raise it.
+
+use std::io;
+
+use serde_json::Value;
+
+use crate::error::{ErrorKind, StepError};
+
+/// The deepest JSON nesting accepted anywhere (input, data, outputs).
+pub const MAX_DEPTH: usize = 100;
+
+/// The caps (`[limits]` in weft.toml).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caps {
+    /// A run's input, a signal's or an event's data.
+    pub max_input_bytes: usize,
+    /// A step's stored output (a guest's result, a tool's, a transform's).
+    pub max_output_bytes: usize,
+    /// A definition (as JSON).
+    pub max_definition_bytes: usize,
+}
+
+impl Default for Caps {
+    fn default() -> Self {
+        Caps { max_input_bytes: 4 << 20, max_output_bytes: 16 << 20, max_definition_bytes: 1 << 20 }
+    }
+}
+
+/// What is wrong with a value: too big, or too deep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Over {
+    /// Its JSON text is over `cap` bytes (`size` is at least cap + 1).
+    Size { size: usize, cap: usize },
+    /// It nests deeper than [`MAX_DEPTH`].
+    Depth,
+}
+
+/// Counts bytes, and stops past a cap (no copy of a big value is made).
+struct Count {
+    n: usize,
+    cap: usize,
+}
+
+impl io::Write for Count {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.n += buf.len();
+        if self.n > self.cap { Err(io::Error::other("over the cap")) } else { Ok(buf.len()) }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn depth(v: &Value, at: usize) -> bool {
+    if at > MAX_DEPTH {
+        return false;
+    }
+    match v {
+        Value::Array(a) => a.iter().all(|x| depth(x, at + 1)),
+        Value::Object(m) => m.values().all(|x| depth(x, at + 1)),
+        _ => true,
+    }
+}
+
+/// Checks `v` against a size cap and [`MAX_DEPTH`].
+pub fn check(v: &Value, cap: usize) -> Result<(), Over> {
+    if !depth(v, 1) {
+        return Err(Over::Depth);
+    }
+    let mut c = Count { n: 0, cap };
+    match serde_json::to_writer(&mut c, v) {
+        Ok(()) => Ok(()),
+        Err(_) => Err(Over::Size { size: c.n, cap }),
+    }
+}
+
+impl Over {
+    /// The message for `what` (e.g. "the run's input"), naming the setting
+    /// that raises the cap.
+    pub fn message(&self, what: &str, setting: &str) -> String {
+        match self {
+            Over::Size { cap, .. } => format!(
+                "{what} is over the {cap}-byte cap (more than {cap} bytes as JSON; `[limits] {setting}`)"
+            ),
+            Over::Depth => {
+                format!("{what} nests deeper than {MAX_DEPTH} levels; flatten it (the cap keeps every stored value readable)")
+            }
+        }
+    }
+
+    /// How to get under the cap.
+    pub fn hint(&self, setting: &str) -> String {
+        match self {
+            Over::Size { .. } => {
+                format!("send less (large data belongs in artifacts or files), or raise `[limits] {setting}` in weft.toml")
+            }
+            Over::Depth => "flatten the value".to_string(),
+        }
+    }
+
+    /// A step's output over its cap: the attempt fails (never retried).
+    pub fn step_error(&self) -> StepError {
+        let kind = match self {
+            Over::Size { .. } => ErrorKind::OutputTooLarge,
+            Over::Depth => ErrorKind::InvalidOutput,
+        };
+        let m = format!("{}; {}", self.message("the step's output", "max_output_bytes"), self.hint("max_output_bytes"));
+        StepError::new(kind, m, false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn size_and_depth() {
+        assert_eq!(check(&json!({"a": "xx"}), 100), Ok(()));
+        let big = json!("x".repeat(1000));
+        assert!(matches!(check(&big, 100), Err(Over::Size { cap: 100, size }) if size > 100));
+        let mut deep = json!(1);
+        for _ in 0..MAX_DEPTH {
+            deep = json!([deep]);
+        }
+        assert_eq!(check(&deep, 1 << 20), Err(Over::Depth), "MAX_DEPTH + 1 levels");
+        let mut ok = json!(1);
+        for _ in 0..MAX_DEPTH - 1 {
+            ok = json!([ok]);
+        }
+        assert_eq!(check(&ok, 1 << 20), Ok(()), "MAX_DEPTH levels");
+        let m = Over::Size { size: 200, cap: 100 }.message("the run's input", "max_input_bytes");
+        assert!(m.contains("100-byte cap") && m.contains("[limits] max_input_bytes"), "{m}");
+        assert!(Over::Depth.message("x", "y").contains("deeper than 100 levels"));
+        assert_eq!(Over::Depth.step_error().kind, ErrorKind::InvalidOutput);
+        assert_eq!(Over::Size { size: 2, cap: 1 }.step_error().kind, ErrorKind::OutputTooLarge);
+    }
+}

@@ -1,0 +1,98 @@
+//! reliability.md "oversized": run input, signal and event data, a
+//! definition and a step's output (a guest's and a tool's) over their caps
+//! are refused with the cap named (exit 2 on the CLI), and nothing is
+//! stored. The run-input cap is tested at its default (4 MiB); the others
+//! with small caps in weft.toml to stay fast.
+
+use serde_json::{Value, json};
+
+use crate::common::Weft;
+use crate::tools::{everything_toml, with_config};
+
+const CAPS: &str = "[limits]\nmax_input_bytes = 1000\nmax_definition_bytes = 8000\nmax_output_bytes = 5000\n";
+
+fn runs(w: &Weft) -> Vec<Value> {
+    let out = w.run(&["runs", "list", "--json"]);
+    out.expect_code(0);
+    out.json().as_array().unwrap().clone()
+}
+
+#[test]
+fn a_run_input_over_the_default_cap_is_refused_and_nothing_is_stored() {
+    let w = Weft::new();
+    let file = w.write_def("echo", &json!({"name": "echo", "steps": [{"name": "a", "return": {"x": "@input.x"}}]}));
+    let big = w.dir.path().join("big.json");
+    std::fs::write(&big, json!({"x": "y".repeat(5 << 20)}).to_string()).unwrap();
+    let out = w.run(&["run", file.to_str().unwrap(), "--input-file", big.to_str().unwrap()]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("4194304-byte cap") && out.stderr.contains("max_input_bytes"), "{}", out.stderr);
+    assert!(runs(&w).is_empty(), "nothing stored");
+    // Under the cap it runs.
+    std::fs::write(&big, json!({"x": "y".repeat(1 << 20)}).to_string()).unwrap();
+    let out = w.run(&["run", file.to_str().unwrap(), "--input-file", big.to_str().unwrap()]);
+    out.expect_code(0);
+}
+
+#[test]
+fn signal_event_data_definitions_and_outputs_over_their_caps() {
+    let w = with_config(&format!("{CAPS}{}", everything_toml("everything")));
+    let big = json!({"d": "z".repeat(2000)}).to_string();
+
+    // A definition over its cap.
+    let steps: Vec<Value> = (0..400).map(|i| json!({"name": format!("s{i}"), "return": {"i": i}})).collect();
+    let file = w.write_def("huge", &json!({"name": "huge", "steps": steps}));
+    let out = w.run(&["run", file.to_str().unwrap()]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("8000-byte cap") && out.stderr.contains("max_definition_bytes"), "{}", out.stderr);
+    let out = w.run(&["templates", "save", file.to_str().unwrap()]);
+    out.expect_code(2);
+    assert!(runs(&w).is_empty());
+
+    // Signal data over the cap: refused, the run still waits; under it, taken.
+    let file = w.write_def(
+        "wait",
+        &json!({"name": "wait", "steps": [{"name": "w", "wait": {"prompt": "ok?"}}, {"name": "r", "return": "@w"}]}),
+    );
+    let out = w.run(&["run", file.to_str().unwrap(), "--detach"]);
+    out.expect_code(0);
+    let id = out.stdout.trim().to_string();
+    w.run(&["worker", "--until-idle"]).expect_code(0);
+    let out = w.run(&["signal", &id, "w", "--data", &big]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("1000-byte cap"), "{}", out.stderr);
+    let out = w.run(&["signal", &id, "w", "--data", r#"{"ok": true}"#]);
+    out.expect_code(0);
+    w.run(&["worker", "--until-idle"]).expect_code(0);
+    assert_eq!(w.show(&id)["output"], json!({"ok": true}));
+
+    // Event data over the cap.
+    let out = w.run(&["emit", "ev", "--data", &big]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("1000-byte cap"), "{}", out.stderr);
+
+    // A guest's output over the cap: output_too_large, not retried.
+    let retry = json!({"max_attempts": 3, "initial_delay_ms": 1});
+    let file = w.write_def(
+        "bigout",
+        &json!({"name": "bigout", "steps": [{"name": "g", "code": {"path": weft_test_artifacts::HOSTILE},
+            "input": {"mode": "big_output", "n": 1}, "retry": retry}]}),
+    );
+    let out = w.run(&["run", file.to_str().unwrap(), "--json"]);
+    out.expect_code(1);
+    let step = &out.json()["steps"][0];
+    assert_eq!(step["error"]["kind"], "output_too_large", "{}", out.stdout);
+    assert_eq!(step["attempts"], 1, "not retried");
+    assert!(step["output"].is_null());
+
+    // A tool's output over the cap (a real MCP server's echo of 6,000 characters).
+    let file = w.write_def(
+        "echo",
+        &json!({"name": "echo", "steps": [{"name": "e", "tool": {"server": "everything", "name": "echo"},
+            "input": {"message": "m".repeat(6000)}}]}),
+    );
+    let out = w.run(&["run", file.to_str().unwrap(), "--json"]);
+    out.expect_code(1);
+    let step = &out.json()["steps"][0];
+    assert_eq!(step["error"]["kind"], "output_too_large", "{}", out.stdout);
+    assert!(step["error"]["message"].as_str().unwrap().contains("max_output_bytes"), "{}", out.stdout);
+}
