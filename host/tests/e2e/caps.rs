@@ -96,3 +96,29 @@ fn signal_event_data_definitions_and_outputs_over_their_caps() {
     assert_eq!(step["error"]["kind"], "output_too_large", "{}", out.stdout);
     assert!(step["error"]["message"].as_str().unwrap().contains("max_output_bytes"), "{}", out.stdout);
 }
+
+/// An output nested too deep to be read back (127 levels: serde_json reads
+/// 128, and a stored output sits inside another value) or past what a
+/// parser takes (100,000) fails its step as `invalid_output`; the run can
+/// always be shown, and a worker finishes it.
+#[test]
+fn a_deeply_nested_output_is_refused_and_the_run_stays_readable() {
+    let w = Weft::new();
+    for n in [127u64, 100_000] {
+        let file = w.write_def(
+            "deep",
+            &json!({"name": "deep", "steps": [{"name": "d", "code": {"path": weft_test_artifacts::HOSTILE},
+                "input": {"mode": "deep", "n": n}}]}),
+        );
+        let out = w.run(&["run", file.to_str().unwrap(), "--detach"]);
+        out.expect_code(0);
+        let id = out.stdout.trim().to_string();
+        w.run(&["worker", "--until-idle"]).expect_code(0);
+        let run = w.show(&id);
+        assert_eq!(run["state"], "failed", "{n}: {run}");
+        assert_eq!(run["steps"][0]["error"]["kind"], "invalid_output", "{n}: {run}");
+    }
+    let out = w.run(&["runs", "list", "--json"]);
+    out.expect_code(0);
+    assert_eq!(out.json().as_array().unwrap().len(), 2);
+}

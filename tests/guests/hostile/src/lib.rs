@@ -93,6 +93,8 @@ impl Guest for Hostile {
             }
             "trap" => panic!("the hostile guest panics on purpose"),
             "invalid_json" => Ok(Outcome::Done("{this is not json".into())),
+            // JSON nested `n` levels deep: [[[...1...]]].
+            "deep" => Ok(Outcome::Done(format!("{}1{}", "[".repeat(n as usize), "]".repeat(n as usize)))),
             "reject" => Ok(Outcome::Reject("rejected on purpose".into())),
             "error" => Err(StepError { code: "flaky".into(), message: "try again".into(), retryable: true }),
             "log_flood" => {
