@@ -200,9 +200,8 @@ impl Inner {
         if run_budget_binds && matches!(&result.outcome, Err(e) if e.kind == GuestErrorKind::FuelExhausted) {
             return Err(run_budget_spent(req.run_fuel_left.unwrap_or(0)));
         }
-        for a in &result.report.artifacts {
-            // The engine's event sink has no artifacts yet: say they existed.
-            req.events.log(format!("[artifact] {} ({}, {} bytes) not stored", a.name, a.mime, a.data.len()));
+        for a in result.report.artifacts {
+            req.events.artifact(a.name, a.mime, a.data);
         }
         map_outcome(result.outcome)
     }

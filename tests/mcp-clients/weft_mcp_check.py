@@ -320,6 +320,17 @@ async def check_runs(session: Any, client: Any, seen: Seen, tools_before: dict[s
         r = await call(session, "run_start", {"definition": fib, "wait_ms": 30000})
         check(r.structured_content["state"] == "completed", "without run_fuel there is no CPU cap", r.structured_content)
         seen.report["run_fuel"] = err["kind"]
+        # Artifacts: listed by run_get, read as resources.
+        make = {"name": "make", "steps": [{"name": "make", "code": {"path": hostile}, "input": {"mode": "artifact"}}]}
+        r = await call(session, "run_start", {"definition": make, "wait_ms": 30000})
+        art_run = r.structured_content["run_id"]
+        run = (await call(session, "run_get", {"run_id": art_run})).structured_content
+        check([a["name"] for a in run["artifacts"]] == ["data.bin", "report.txt"], "run_get lists the artifacts", run)
+        res = await session.read_resource(f"weft://runs/{art_run}/artifacts/report.txt")
+        check(res.contents[0].text == "report of make", "a text artifact reads as text", res)
+        res = await session.read_resource(f"weft://runs/{art_run}/artifacts/data.bin")
+        check(res.contents[0].blob == "AAEC/w==", "a binary artifact reads as base64", res)
+        seen.report["artifacts"] = len(run["artifacts"])
     # An input over the server's cap (4 MiB by default): isError naming the
     # cap, and no run is created.
     before = len((await call(session, "run_list", {"limit": 1000})).structured_content["runs"])

@@ -15,6 +15,23 @@ use crate::error::{ErrorKind, StepError};
 /// The deepest JSON nesting accepted anywhere (input, data, outputs).
 pub const MAX_DEPTH: usize = 100;
 
+/// Longest artifact name, in bytes.
+pub const MAX_ARTIFACT_NAME: usize = 255;
+
+/// Whether `name` can name an artifact: a file name (no folders, no `..`,
+/// no control characters), at most [`MAX_ARTIFACT_NAME`] bytes; it becomes
+/// part of a resource URI and a file name when fetched.
+pub fn artifact_name(name: &str) -> Result<(), String> {
+    let shown = || name.chars().take(64).flat_map(char::escape_default).collect::<String>();
+    if name.is_empty() || name.len() > MAX_ARTIFACT_NAME {
+        return Err(format!("the name `{}` must have 1 to {MAX_ARTIFACT_NAME} bytes", shown()));
+    }
+    if name == "." || name == ".." || name.contains(['/', '\\']) || name.chars().any(char::is_control) {
+        return Err(format!("the name `{}` is not a plain file name (no `/`, `\\`, `..` or control characters)", shown()));
+    }
+    Ok(())
+}
+
 /// The caps (`[limits]` in weft.toml).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Caps {
@@ -138,6 +155,10 @@ mod tests {
         let m = Over::Size { size: 200, cap: 100 }.message("the run's input", "max_input_bytes");
         assert!(m.contains("100-byte cap") && m.contains("[limits] max_input_bytes"), "{m}");
         assert!(Over::Depth.message("x", "y").contains("deeper than 100 levels"));
+        assert!(artifact_name("report.csv").is_ok());
+        for bad in ["", "a/b", "..", "a\\b", "x\u{1b}", &"n".repeat(256)] {
+            assert!(artifact_name(bad).is_err(), "{bad:?}");
+        }
         assert_eq!(Over::Depth.step_error().kind, ErrorKind::InvalidOutput);
         assert_eq!(Over::Size { size: 2, cap: 1 }.step_error().kind, ErrorKind::OutputTooLarge);
     }

@@ -19,6 +19,8 @@ struct Inner {
     templates: BTreeMap<String, Vec<TemplateRecord>>,
     inbox: Vec<InboxRecord>,
     schedules: BTreeMap<String, ScheduleRecord>,
+    /// Artifacts by run, then name.
+    artifacts: HashMap<RunId, BTreeMap<String, (crate::store::ArtifactRecord, std::sync::Arc<[u8]>)>>,
 }
 
 /// See the module docs.
@@ -104,6 +106,12 @@ impl MemStore {
             }
         }
         inner.events.extend(events);
+        for w in &batch.writes {
+            if let Write::PutArtifact { artifact, data } = w {
+                let of_run = inner.artifacts.entry(artifact.run.clone()).or_default();
+                of_run.insert(artifact.name.clone(), (artifact.clone(), data.clone()));
+            }
+        }
         if global {
             inner.inbox = inbox;
             inner.schedules = schedules;
@@ -198,6 +206,13 @@ impl EventLog for Vec<Seq> {
 /// The reference semantics of one write against one run.
 pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut impl EventLog, w: &Write) -> Result<(), StoreError> {
     match w {
+        // Kept beside the run's record (see `MemStore::apply`).
+        Write::PutArtifact { artifact, .. } => {
+            let r = slot.as_mut().ok_or_else(|| missing(&format!("run {}", artifact.run)))?;
+            r.artifacts.retain(|a| a.name != artifact.name);
+            r.artifacts.push(artifact.clone());
+            r.artifacts.sort_by(|a, b| a.name.cmp(&b.name));
+        }
         Write::CreateRun { run, steps } => {
             if slot.is_some() {
                 return Err(StoreError::Conflict(format!("run {} exists", run.id)));
@@ -465,6 +480,20 @@ impl Store for MemStore {
             .filter(|r| !r.state.is_terminal() && r.concurrency_key.as_deref() == Some(key))
             .min_by_key(|r| (r.created_at, r.id.clone()))
             .map(|r| r.id.clone()))
+    }
+
+    async fn artifacts(&self, run: &RunId) -> Result<Vec<crate::store::ArtifactRecord>, StoreError> {
+        let inner = self.inner.lock().unwrap();
+        Ok(inner.artifacts.get(run).map(|m| m.values().map(|(a, _)| a.clone()).collect()).unwrap_or_default())
+    }
+
+    async fn artifact(
+        &self,
+        run: &RunId,
+        name: &str,
+    ) -> Result<Option<(crate::store::ArtifactRecord, Vec<u8>)>, StoreError> {
+        let inner = self.inner.lock().unwrap();
+        Ok(inner.artifacts.get(run).and_then(|m| m.get(name)).map(|(a, d)| (a.clone(), d.to_vec())))
     }
 }
 

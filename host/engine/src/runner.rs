@@ -19,6 +19,9 @@ pub trait EventSink: Send + Sync {
     fn log(&self, line: String);
     /// Fuel the attempt's guest used (counted against `limits.run_fuel`).
     fn fuel(&self, _used: u64) {}
+    /// A file the attempt produced, stored with the run (before the
+    /// attempt's outcome) and announced by an `artifact` event.
+    fn artifact(&self, _name: String, _mime: String, _data: Vec<u8>) {}
 }
 
 /// A sink that drops everything.

@@ -96,6 +96,24 @@ pub enum Write {
     /// A schedule fired (refused unless its next fire time is `from`, so a
     /// fire time is used once); `run` is the run it started, if any.
     ScheduleFired { name: String, from: i64, next: i64, run: Option<RunId> },
+    /// An artifact of a run: its bytes stored once per sha256, its record
+    /// by (run, name) (a later one of the same name replaces it).
+    PutArtifact { artifact: ArtifactRecord, data: std::sync::Arc<[u8]> },
+}
+
+/// A file a step produced (`artifact(name, mime, data)`), kept with its run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArtifactRecord {
+    pub run: RunId,
+    pub name: String,
+    pub mime: String,
+    pub size: u64,
+    /// Hex sha256 of the bytes (they are stored once per digest).
+    pub sha256: String,
+    pub step: String,
+    pub item: Option<ItemIndex>,
+    pub attempt: AttemptNo,
+    pub created_at: i64,
 }
 
 impl Write {
@@ -109,6 +127,7 @@ impl Write {
             | Write::FinishAttempt { run, .. }
             | Write::CloseWait { run, .. } => Some(run),
             Write::Event(e) => Some(&e.run),
+            Write::PutArtifact { artifact, .. } => Some(&artifact.run),
             Write::OpenWait(w) => Some(&w.run),
             Write::InboxPut(_)
             | Write::InboxAnswer { .. }
@@ -185,6 +204,9 @@ pub struct RunRecord {
     /// What its parked steps wait for, in definition order.
     #[serde(default)]
     pub waits: Vec<WaitRecord>,
+    /// Its artifacts (without their bytes), by name.
+    #[serde(default)]
+    pub artifacts: Vec<ArtifactRecord>,
 }
 
 impl RunRecord {
@@ -222,6 +244,7 @@ impl RunRecord {
             attempts: vec![],
             last_seq: Seq::ZERO,
             waits: vec![],
+            artifacts: vec![],
         }
     }
 }
@@ -395,4 +418,10 @@ pub trait Store: Send + Sync + 'static {
     /// The oldest unfinished run with this concurrency key: the only one
     /// of its key that may execute.
     async fn queue_head(&self, key: &str) -> Result<Option<RunId>, StoreError>;
+
+    /// A run's artifacts, by name.
+    async fn artifacts(&self, run: &RunId) -> Result<Vec<ArtifactRecord>, StoreError>;
+
+    /// One artifact of a run and its bytes.
+    async fn artifact(&self, run: &RunId, name: &str) -> Result<Option<(ArtifactRecord, Vec<u8>)>, StoreError>;
 }

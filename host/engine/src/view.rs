@@ -51,7 +51,20 @@ pub fn run_json(r: &RunRecord) -> Value {
         "updated_at": rfc3339(r.updated_at),
         "steps": steps,
         "waits": r.waits.iter().map(wait_json).collect::<Vec<_>>(),
+        "artifacts": r.artifacts.iter().map(artifact_json).collect::<Vec<_>>(),
     })
+}
+
+/// One artifact as JSON: `{"name", "mime", "size", "sha256", "step",
+/// "item"?, "attempt", "created_at"}` (its bytes: `weft runs artifacts`,
+/// or the MCP resource `weft://runs/{id}/artifacts/{name}`).
+pub fn artifact_json(a: &crate::store::ArtifactRecord) -> Value {
+    let mut v = json!({"name": a.name, "mime": a.mime, "size": a.size, "sha256": a.sha256, "step": a.step,
+                       "attempt": a.attempt, "created_at": rfc3339(a.created_at)});
+    if let Some(i) = a.item {
+        v["item"] = json!(i);
+    }
+    v
 }
 
 /// One open wait as JSON (times as RFC 3339).

@@ -14,6 +14,7 @@ macro_rules! outln {
     }};
 }
 
+mod artifacts;
 mod bench;
 mod graph;
 mod output;

@@ -45,6 +45,18 @@ pub enum RunsCommand {
         /// The run's id (r_...).
         run: String,
     },
+    /// The files a run's steps produced: list them, or write them to a folder.
+    Artifacts {
+        /// The run's id (r_...).
+        run: String,
+        /// Write each artifact into this folder (created if missing), as
+        /// its name.
+        #[arg(long, value_name = "DIR")]
+        out: Option<std::path::PathBuf>,
+        /// Print a JSON array.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -79,6 +91,10 @@ pub fn run(settings: &Settings, cmd: RunsCommand) -> anyhow::Result<Exit> {
         }
         RunsCommand::Events { run, follow, json } => events(&app, &run, follow, json),
         RunsCommand::Cancel { run } => cancel(&app, &run),
+        RunsCommand::Artifacts { run, out, json } => {
+            let rec = load_run(&app, &run)?;
+            super::artifacts::artifacts(&app, &rec, out.as_deref(), json)
+        }
     }
 }
 
@@ -192,6 +208,13 @@ pub fn print_human(r: &RunRecord) {
         }
     }
     print_waits(r);
+    if !r.artifacts.is_empty() {
+        outln!("artifacts:");
+        for a in &r.artifacts {
+            outln!("  {}  {}, {} bytes, from {} (attempt {})", a.name, a.mime, a.size, a.step, a.attempt);
+        }
+        outln!("  (weft runs artifacts {} --out DIR writes them)", r.id);
+    }
 }
 
 /// The `waits:` section of `runs show`: what each parked step waits for and

@@ -1,7 +1,10 @@
 //! Runs as MCP resources: `weft://runs/{id}` reads as the run's JSON (the
-//! `runs show --json` object). `resources/list` offers the 50 newest runs;
-//! the URI template lets a client read any run by id; `resources/subscribe`
-//! to a run sends `notifications/resources/updated` as it changes.
+//! `runs show --json` object, whose `artifacts` lists the run's files).
+//! `resources/list` offers the 50 newest runs; the URI templates let a
+//! client read any run by id, and any artifact of a run as
+//! `weft://runs/{id}/artifacts/{name}` (text for text and JSON types,
+//! base64 otherwise); `resources/subscribe` to a run sends
+//! `notifications/resources/updated` as it changes.
 
 use rmcp::ErrorData;
 use rmcp::model::{
@@ -41,6 +44,9 @@ pub fn templates() -> ListResourceTemplatesResult {
             .with_title("A workflow run")
             .with_description("A run's state, input, output, error and steps (the `runs show --json` object)")
             .with_mime_type("application/json"),
+        ResourceTemplate::new(format!("{PREFIX}{{id}}/artifacts/{{name}}"), "artifact")
+            .with_title("A file a run's step produced")
+            .with_description("An artifact of a run, by the name its run lists under `artifacts`"),
     ])
 }
 
@@ -92,8 +98,32 @@ pub async fn watch(
     }
 }
 
-/// Reads `weft://runs/{id}`.
+/// Reads `weft://runs/{id}/artifacts/{name}`.
+async fn read_artifact(core: &Core, uri_text: &str, id: &str, name: &str) -> Result<ReadResourceResult, ErrorData> {
+    use base64::Engine as _;
+    let not_found = || {
+        ErrorData::resource_not_found(
+            format!("no artifact `{name}` of run `{id}` (run_get lists a run's artifacts)"),
+            None,
+        )
+    };
+    let id: RunId = id.parse().map_err(|_| not_found())?;
+    let found = core.store.artifact(&id, name).await.map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+    let (a, data) = found.ok_or_else(not_found)?;
+    let textual = a.mime.starts_with("text/") || a.mime.ends_with("json") || a.mime.ends_with("+xml");
+    let contents = match (textual, String::from_utf8(data)) {
+        (true, Ok(text)) => ResourceContents::text(text, uri_text),
+        (_, Ok(text)) => ResourceContents::blob(base64::engine::general_purpose::STANDARD.encode(text), uri_text),
+        (_, Err(e)) => ResourceContents::blob(base64::engine::general_purpose::STANDARD.encode(e.into_bytes()), uri_text),
+    };
+    Ok(ReadResourceResult::new(vec![contents.with_mime_type(a.mime)]))
+}
+
+/// Reads `weft://runs/{id}` or `weft://runs/{id}/artifacts/{name}`.
 pub async fn read(core: &Core, uri_text: &str) -> Result<ReadResourceResult, ErrorData> {
+    if let Some((id, name)) = uri_text.strip_prefix(PREFIX).and_then(|rest| rest.split_once("/artifacts/")) {
+        return read_artifact(core, uri_text, id, name).await;
+    }
     let not_found =
         || ErrorData::resource_not_found(format!("no resource `{uri_text}` (runs are weft://runs/r_...)"), None);
     let id = run_id(uri_text)?;

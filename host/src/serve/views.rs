@@ -101,6 +101,27 @@ pub struct RunView {
     /// with run_signal, events to emit with event_emit, child runs, timers.
     #[serde(default)]
     pub waits: Vec<WaitView>,
+    /// Files the steps produced; read one as the resource
+    /// `weft://runs/{id}/artifacts/{name}` (resources/read).
+    #[serde(default)]
+    pub artifacts: Vec<ArtifactView>,
+}
+
+/// A file a step produced, kept with its run.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ArtifactView {
+    pub name: String,
+    pub mime: String,
+    /// Bytes.
+    pub size: u64,
+    /// Hex sha256 of its bytes.
+    pub sha256: String,
+    /// The step (and item, for a for_each step) whose attempt made it.
+    pub step: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<u32>,
+    pub attempt: u32,
+    pub created_at: String,
 }
 
 impl RunView {

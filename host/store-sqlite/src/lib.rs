@@ -352,6 +352,18 @@ impl Store for SqliteStore {
     async fn queue_head(&self, key: &str) -> Result<Option<RunId>, StoreError> {
         self.read(|c| outside::queue_head(c, key))
     }
+
+    async fn artifacts(&self, run: &RunId) -> Result<Vec<weft_engine::store::ArtifactRecord>, StoreError> {
+        self.read(|c| read::artifacts(c, run))
+    }
+
+    async fn artifact(
+        &self,
+        run: &RunId,
+        name: &str,
+    ) -> Result<Option<(weft_engine::store::ArtifactRecord, Vec<u8>)>, StoreError> {
+        self.read(|c| read::artifact(c, run, name))
+    }
 }
 
 /// How many batches each transaction carried on average (1.0 = no grouping).

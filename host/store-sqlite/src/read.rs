@@ -200,6 +200,7 @@ pub fn run(c: &Connection, run_id: &RunId) -> Result<Option<RunRecord>, StoreErr
         attempts,
         last_seq: Seq(last_seq as u64),
         waits: crate::outside::run_waits(c, run_id)?,
+        artifacts: artifacts(c, run_id)?,
     }))
 }
 
@@ -348,4 +349,67 @@ pub fn list_templates(c: &Connection) -> Result<Vec<TemplateRecord>, StoreError>
         .and_then(|mut s| s.query_map([], template_row)?.collect::<Raw<Vec<_>>>())
         .map_err(map_err)?;
     rows.into_iter().map(to_template).collect()
+}
+
+/// A run's artifacts, by name.
+pub fn artifacts(c: &Connection, run: &RunId) -> Result<Vec<weft_engine::store::ArtifactRecord>, StoreError> {
+    artifact_rows(c, run, None)
+}
+
+/// One artifact and its bytes.
+pub fn artifact(
+    c: &Connection,
+    run: &RunId,
+    name: &str,
+) -> Result<Option<(weft_engine::store::ArtifactRecord, Vec<u8>)>, StoreError> {
+    let Some(a) = artifact_rows(c, run, Some(name))?.pop() else { return Ok(None) };
+    let data: Option<Vec<u8>> = c
+        .prepare_cached("SELECT data FROM blobs WHERE sha256 = ?1")
+        .and_then(|mut s| s.query_row([&a.sha256], |r| r.get(0)).optional())
+        .map_err(map_err)?;
+    let data = data.ok_or_else(|| StoreError::Corrupt(format!("the bytes of artifact {name} of {run} are missing")))?;
+    Ok(Some((a, data)))
+}
+
+fn artifact_rows(
+    c: &Connection,
+    run: &RunId,
+    name: Option<&str>,
+) -> Result<Vec<weft_engine::store::ArtifactRecord>, StoreError> {
+    let rows = c
+        .prepare_cached(
+            "SELECT name, mime, size, sha256, step, item, attempt, created_at FROM artifacts
+             WHERE run_id = ?1 AND (?2 IS NULL OR name = ?2) ORDER BY name",
+        )
+        .and_then(|mut s| {
+            s.query_map(rusqlite::params![run.as_str(), name], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, i64>(5)?,
+                    r.get::<_, u32>(6)?,
+                    r.get::<_, i64>(7)?,
+                ))
+            })?
+            .collect::<Raw<Vec<_>>>()
+        })
+        .map_err(map_err)?;
+    rows.into_iter()
+        .map(|(name, mime, size, sha256, step, it, n, created_at)| {
+            Ok(weft_engine::store::ArtifactRecord {
+                run: run.clone(),
+                name,
+                mime,
+                size: size.max(0) as u64,
+                sha256,
+                step,
+                item: item(it),
+                attempt: attempt_no(n)?,
+                created_at,
+            })
+        })
+        .collect()
 }

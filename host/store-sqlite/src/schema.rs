@@ -154,6 +154,26 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE attempts ADD COLUMN blame INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE attempts ADD COLUMN fuel INTEGER;
     "#,
+    // 8: artifacts, kept with their run; their bytes once per sha256.
+    r#"
+    CREATE TABLE blobs (
+        sha256 TEXT PRIMARY KEY,
+        data BLOB NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE artifacts (
+        run_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        mime TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        sha256 TEXT NOT NULL,
+        step TEXT NOT NULL,
+        item INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (run_id, name)
+    ) WITHOUT ROWID;
+    CREATE INDEX artifacts_blob ON artifacts(sha256);
+    "#,
 ];
 
 /// The schema version this build writes.

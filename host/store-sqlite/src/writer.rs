@@ -429,6 +429,31 @@ fn apply_write<'a>(c: &Connection, w: &'a Write, found: &mut Found<'a>) -> Resul
             })
             .map_err(map_err)?;
         }
+        Write::PutArtifact { artifact: a, data } => {
+            found.check(c, a.run.as_str())?;
+            // The bytes once per digest; the record by (run, name).
+            c.prepare_cached("INSERT OR IGNORE INTO blobs (sha256, data) VALUES (?1, ?2)")
+                .and_then(|mut s| s.execute(params![a.sha256, &data[..]]))
+                .map_err(map_err)?;
+            c.prepare_cached(
+                "INSERT OR REPLACE INTO artifacts (run_id, name, mime, size, sha256, step, item, attempt, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    a.run.as_str(),
+                    a.name,
+                    a.mime,
+                    a.size as i64,
+                    a.sha256,
+                    a.step,
+                    item_col(a.item),
+                    a.attempt.get(),
+                    a.created_at
+                ])
+            })
+            .map_err(map_err)?;
+        }
         other => unreachable!("applied by crate::outside: {other:?}"),
     }
     Ok(())

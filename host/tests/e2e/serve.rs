@@ -117,6 +117,7 @@ fn check_store_after_full(w: &Weft, seen: &Value) {
     assert_eq!(canceled["error"]["kind"], "canceled", "{canceled}");
     assert_eq!(seen["run_fuel"], "fuel_exhausted", "run_start's run_fuel was checked: {seen}");
     assert_eq!(seen["oversized"], true, "the oversized input was checked: {seen}");
+    assert_eq!(seen["artifacts"], 2, "artifacts were read as resources: {seen}");
     // The template was deleted at the end; the broken one never stored.
     let out = w.run(&["templates", "list", "--json"]);
     out.expect_code(0);

@@ -6,7 +6,7 @@
 wit_bindgen::generate!({ path: "../../../wit", world: "weft:step/step" });
 
 use serde_json::{Value, json};
-use weft::step::host::{Level, log, progress};
+use weft::step::host::{Level, artifact, log, progress};
 
 struct Hostile;
 
@@ -47,6 +47,12 @@ impl Guest for Hostile {
             "ok" => done(json!({"ok": true, "step": ctx.step, "attempt": ctx.attempt,
                                 "key": ctx.idempotency_key, "echo": input["echo"]})),
             "fib" => done(json!(fib(n))),
+            // Two artifacts, a text and a binary one.
+            "artifact" => {
+                artifact("report.txt", "text/plain", format!("report of {}", ctx.step).as_bytes());
+                artifact("data.bin", "application/octet-stream", &[0, 1, 2, 255]);
+                done(json!({"artifacts": 2}))
+            }
             // Blocks in a host call (a WASI sleep) for `n` seconds.
             "sleep" => {
                 std::thread::sleep(std::time::Duration::from_secs(n));

@@ -133,6 +133,8 @@ enum SinkMsg {
     Log { step: usize, item: Option<ItemIndex>, line: String },
     /// Fuel an attempt's guest used, stored with the attempt's outcome.
     Fuel { step: usize, item: Option<ItemIndex>, used: u64 },
+    /// A file an attempt produced.
+    Artifact { step: usize, item: Option<ItemIndex>, name: String, mime: String, data: Vec<u8> },
 }
 
 struct Sink {
@@ -150,6 +152,9 @@ impl EventSink for Sink {
     }
     fn fuel(&self, used: u64) {
         let _ = self.tx.send(SinkMsg::Fuel { step: self.step, item: self.item, used });
+    }
+    fn artifact(&self, name: String, mime: String, data: Vec<u8>) {
+        let _ = self.tx.send(SinkMsg::Artifact { step: self.step, item: self.item, name, mime, data });
     }
 }
 

@@ -18,12 +18,43 @@ impl Driver {
                     self.event("log".into(), Some(step), item, json!({"line": line}));
                 }
             }
+            SinkMsg::Artifact { step, item, name, mime, data } => self.on_artifact(step, item, name, mime, data),
             SinkMsg::Fuel { step, item, used } => {
                 if let Some(unit) = self.steps.get_mut(step).and_then(|s| s.units.iter_mut().find(|u| u.item == item)) {
                     unit.fuel = Some(unit.fuel.unwrap_or(0).saturating_add(used));
                 }
             }
         }
+    }
+
+    /// Stores an artifact with the run (bytes once per sha256) and announces
+    /// it in the run's log; a name that could not be a file name is refused
+    /// with a log line instead.
+    fn on_artifact(&mut self, step: usize, item: Option<ItemIndex>, name: String, mime: String, data: Vec<u8>) {
+        use sha2::Digest as _;
+        if let Err(why) = crate::caps::artifact_name(&name) {
+            let line = format!("[weft: artifact refused: {why}]");
+            self.event("log".into(), Some(step), item, json!({"line": line}));
+            return;
+        }
+        let attempt = self.steps[step].units.iter().find(|u| u.item == item).and_then(|u| u.running.as_ref());
+        let Some(attempt) = attempt.map(|r| r.0) else { return };
+        let sha256 = hex::encode(sha2::Sha256::digest(&data));
+        let artifact = crate::store::ArtifactRecord {
+            run: self.id.clone(),
+            name,
+            mime,
+            size: data.len() as u64,
+            sha256,
+            step: self.def.steps[step].name.clone(),
+            item,
+            attempt,
+            created_at: self.now(),
+        };
+        let ev = json!({"name": artifact.name, "mime": artifact.mime, "size": artifact.size, "sha256": artifact.sha256,
+                        "item": item, "attempt": attempt});
+        self.batch.push(Write::PutArtifact { artifact, data: data.into() });
+        self.event("artifact".into(), Some(step), item, ev);
     }
 
     /// Whether a log line or progress of `len` bytes fits in the run's
