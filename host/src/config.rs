@@ -27,6 +27,20 @@ pub struct ConfigFile {
     /// Upstream MCP servers (used by tool steps).
     #[serde(default)]
     pub servers: BTreeMap<String, crate::servers::RawServer>,
+    /// Where guests may come from.
+    #[serde(default)]
+    pub guests: GuestsConfig,
+}
+
+/// `[guests]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuestsConfig {
+    /// Folders whose files a definition sent by a client (over MCP) may
+    /// name as `code.path`; none by default: clients name plugins and
+    /// digests. The CLI's own definition files are not limited.
+    #[serde(default)]
+    pub allow_paths: Vec<PathBuf>,
 }
 
 /// How hard commits are pushed to disk.

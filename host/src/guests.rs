@@ -52,7 +52,7 @@ pub struct Found {
 pub fn find(registry: &Registry, what: &str) -> Result<Found, FindError> {
     let path = Path::new(what);
     if path.is_file() {
-        let bytes = std::fs::read(path).map_err(|e| FindError::Read(path.to_path_buf(), e))?;
+        let bytes = crate::lookup::read_guest_file(path).map_err(FindError::NotFound)?;
         let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| what.into());
         return Ok(Found { name, origin: Origin::File(path.to_path_buf()), digest: Digest::of(&bytes), bytes });
     }

@@ -345,8 +345,8 @@ fn sniff(bytes: &[u8]) -> Result<GuestKindName, LoadError> {
     if text.starts_with("(module") {
         return Ok(GuestKindName::Command);
     }
-    let shown: Vec<u8> = bytes.iter().take(8).copied().collect();
-    Err(LoadError::NotWasm(format!("it starts with {shown:02x?} instead of the \\0asm preamble (or WAT text)")))
+    // Nothing of the file is shown: it may not be meant to be read.
+    Err(LoadError::NotWasm("it does not start with the \\0asm preamble of WebAssembly (nor with WAT text)".into()))
 }
 
 /// Counts guests running at once so the pooling allocator never runs out of

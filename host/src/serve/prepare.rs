@@ -68,10 +68,34 @@ pub async fn blocking<T: Send + 'static>(
 /// Validates `doc` against the installed plugins: the definition, or every
 /// problem with its JSON path.
 pub fn validate(core: &Core, doc: &Value) -> Result<Definition, Vec<Problem>> {
+    // A client names plugins and digests; files only where the operator
+    // allowed, and none is read before that is checked.
+    let paths = client_paths(core, doc);
+    if !paths.is_empty() {
+        return Err(paths);
+    }
     let registry = guests::registry(&core.settings);
     let servers = core.settings.servers.iter().map(|s| s.name.clone());
     let lookup = RegistryLookup::new(&core.sandbox, &registry, core.base_dir.clone()).with_servers(servers);
     validate_text(&doc.to_string(), &lookup).map_err(|invalid| invalid.problems)
+}
+
+/// A problem for each `code.path` (or `transform.path`) of a client's
+/// definition outside `[guests] allow_paths`.
+fn client_paths(core: &Core, doc: &Value) -> Vec<Problem> {
+    let allowed = &core.settings.file.guests.allow_paths;
+    let Some(steps) = doc.get("steps").and_then(Value::as_array) else { return vec![] };
+    let mut out = vec![];
+    for (i, step) in steps.iter().enumerate() {
+        for field in ["code", "transform"] {
+            if let Some(p) = step.get(field).and_then(|c| c.get("path")).and_then(Value::as_str)
+                && let Err(why) = crate::lookup::client_path_allowed(allowed, &core.base_dir, p)
+            {
+                out.push(Problem::new(format!("/steps/{i}/{field}/path"), why));
+            }
+        }
+    }
+    out
 }
 
 /// The refusal of an invalid definition.

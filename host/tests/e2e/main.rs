@@ -5,6 +5,7 @@
 mod artifacts;
 mod caps;
 mod chains;
+mod client_paths;
 mod children;
 mod common;
 mod defaults;

@@ -79,8 +79,18 @@ pub fn run_script<S: AsRef<std::ffi::OsStr>>(py: &std::path::Path, script: &std:
 }
 
 /// The stdio client arguments for a `Weft`'s data directory.
+/// A weft.toml in `dir` letting clients name the test guests' folder as
+/// `code.path` (`[guests] allow_paths`: by default they cannot).
+pub(crate) fn allow_test_guests(dir: &std::path::Path) {
+    let folder = std::path::Path::new(weft_test_artifacts::HOSTILE).parent().unwrap();
+    std::fs::write(dir.join("weft.toml"), format!("[guests]\nallow_paths = [{:?}]\n", folder.display().to_string()))
+        .unwrap();
+}
+
 fn stdio_args(w: &Weft, mode: &'static str) -> Vec<String> {
     std::fs::create_dir_all(w.data_dir()).unwrap();
+    // The server runs in the data folder (see the client script).
+    allow_test_guests(&w.data_dir());
     vec![
         "--mode".into(),
         mode.into(),
@@ -213,6 +223,7 @@ impl Drop for Server {
 fn http_on_loopback_with_both_clients() {
     let Some(py) = python("http_on_loopback_with_both_clients") else { return };
     let w = Weft::new();
+    allow_test_guests(w.dir.path());
     let server = Server::start(&w, &["--http", "127.0.0.1:0"]);
     assert!(server.url.starts_with("http://127.0.0.1:") && server.url.ends_with("/mcp"), "{}", server.url);
     let seen = client(&py, &["--mode", "legacy", "--url", &server.url, "--hostile", weft_test_artifacts::HOSTILE]);
