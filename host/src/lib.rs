@@ -39,6 +39,7 @@ pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod guests;
+pub mod logging;
 pub mod lookup;
 pub mod online;
 pub mod proxy;

@@ -67,8 +67,17 @@ pub fn resolve(
                 &format!("[servers.{name}]"),
             ));
         }
+        // Every value a `${VAR}` expanded to is a secret (see weft_mcp::redact).
+        let secrets = std::cell::RefCell::new(weft_mcp::Secrets::none());
+        let lookup_noting = |var: &str| {
+            let v = lookup(var);
+            if let Some(value) = &v {
+                secrets.borrow_mut().add(value, &format!("${{{var}}}"));
+            }
+            v
+        };
         let expand = |v: &str| -> Result<String, ConfigError> {
-            expand_vars(v, lookup).map_err(|var| {
+            expand_vars(v, &lookup_noting).map_err(|var| {
                 invalid(
                     format!(
                         "[servers.{name}]: environment variable `{var}` is not set (referenced as `${{{var}}}`); set it or remove the reference"
@@ -135,11 +144,16 @@ pub fn resolve(
         if s.timeout_ms == Some(0) {
             return Err(invalid(format!("[servers.{name}]: `timeout_ms` must be at least 1"), "timeout_ms"));
         }
+        let mut secrets = secrets.into_inner();
+        if let Transport::Http { url, .. } = &transport {
+            secrets.add_url_credentials(url);
+        }
         out.push(ServerConfig {
             name: name.clone(),
             transport,
             timeout: s.timeout_ms.map(Duration::from_millis),
             tools: ToolFilter { allow: s.allow_tools.clone(), deny: s.deny_tools.clone() },
+            secrets,
         });
     }
     Ok(out)

@@ -70,12 +70,21 @@ impl Upstreams {
     pub async fn call(&self, call: ToolCall, cancel: impl Future<Output = ()>) -> Result<ToolOutput, CallError> {
         let (server, tool) = (call.server.clone(), call.tool.clone());
         let result = self.call_raw(call, cancel).await?;
-        map_result(&server, &tool, result)
+        map_result(&server, &tool, result).map_err(|e| self.redacted(&server, e))
     }
 
     /// [`Upstreams::call`] without the mapping: the upstream's result as it
     /// came, `isError` results included (what a proxy forwards).
     pub async fn call_raw(
+        &self,
+        call: ToolCall,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<CallToolResult, CallError> {
+        let server = call.server.clone();
+        self.call_raw_inner(call, cancel).await.map_err(|e| self.redacted(&server, e))
+    }
+
+    async fn call_raw_inner(
         &self,
         call: ToolCall,
         cancel: impl Future<Output = ()>,

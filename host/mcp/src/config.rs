@@ -12,7 +12,7 @@ use std::time::Duration;
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One `[servers.NAME]` table.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct ServerConfig {
     /// The table's name (`everything` in `[servers.everything]`).
     pub name: String,
@@ -22,6 +22,21 @@ pub struct ServerConfig {
     pub timeout: Option<Duration>,
     /// Which tools may be called and are listed.
     pub tools: ToolFilter,
+    /// Values never to show (see [`crate::redact`]).
+    pub secrets: crate::redact::Secrets,
+}
+
+impl std::fmt::Debug for ServerConfig {
+    /// Without its secrets (see [`crate::redact`]).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let transport = self.secrets.redact(&format!("{:?}", self.transport));
+        f.debug_struct("ServerConfig")
+            .field("name", &self.name)
+            .field("transport", &format_args!("{transport}"))
+            .field("timeout", &self.timeout)
+            .field("tools", &self.tools)
+            .finish()
+    }
 }
 
 /// How an upstream is reached.

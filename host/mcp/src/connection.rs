@@ -168,7 +168,7 @@ pub(crate) async fn connect(cfg: &ServerConfig, generation: u64) -> Result<Conne
                     )
                 })?;
             if let Some(stderr) = stderr {
-                drain_stderr(name.clone(), stderr, stderr_tail.clone());
+                drain_stderr(name.clone(), stderr, stderr_tail.clone(), cfg.secrets.clone());
             }
             handler.serve_with_lifecycle(proc, lifecycle()).await.map_err(|e| {
                 let said = match summary(&stderr_tail) {
@@ -228,10 +228,17 @@ fn summary(tail: &Mutex<VecDeque<String>>) -> String {
 }
 
 /// Logs the child's stderr at debug level and keeps its last lines.
-fn drain_stderr(server: String, stderr: tokio::process::ChildStderr, tail: Arc<Mutex<VecDeque<String>>>) {
+fn drain_stderr(
+    server: String,
+    stderr: tokio::process::ChildStderr,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    secrets: crate::redact::Secrets,
+) {
     tokio::spawn(async move {
         let mut lines = tokio::io::BufReader::new(stderr).lines();
         while let Ok(Some(line)) = lines.next_line().await {
+            // An upstream may print what it was given (its environment).
+            let line = secrets.redact(&line);
             tracing::debug!(server = %server, "upstream stderr: {line}");
             let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
             if t.len() == STDERR_TAIL_LINES {

@@ -13,10 +13,12 @@ mod config;
 mod connection;
 mod error;
 mod pool;
+pub mod redact;
 
 pub use call::{IDEMPOTENCY_META_KEY, ToolCall, ToolOutput, map_result};
 pub use config::{DEFAULT_TOOL_TIMEOUT, ServerConfig, ToolFilter, Transport};
 pub use connection::{Progress, ProgressFn};
 pub use error::{CallError, CallErrorKind};
 pub use pool::{ToolInfo, Upstreams};
+pub use redact::Secrets;
 pub use rmcp::model::ProtocolVersion;

@@ -121,9 +121,18 @@ impl Upstreams {
         }
     }
 
+    /// `e` with `server`'s secrets replaced (see [`crate::redact`]): every
+    /// error that leaves the crate goes through here.
+    pub(crate) fn redacted(&self, server: &str, mut e: CallError) -> CallError {
+        if let Some(up) = self.servers.get(server) {
+            e.message = up.config.secrets.redact(&e.message);
+        }
+        e
+    }
+
     /// The negotiated protocol revision of `server`'s connection (opening it).
     pub async fn protocol(&self, server: &str) -> Result<Option<ProtocolVersion>, CallError> {
-        Ok(self.connection(server).await?.protocol.clone())
+        Ok(self.connection(server).await.map_err(|e| self.redacted(server, e))?.protocol.clone())
     }
 
     /// The process-level generation of `server`'s connection: 1 for the
@@ -134,6 +143,10 @@ impl Upstreams {
 
     /// The tools `server` offers that the configuration allows, sorted by name.
     pub async fn list_tools(&self, server: &str) -> Result<Vec<ToolInfo>, CallError> {
+        self.list_tools_inner(server).await.map_err(|e| self.redacted(server, e))
+    }
+
+    async fn list_tools_inner(&self, server: &str) -> Result<Vec<ToolInfo>, CallError> {
         let conn = self.connection(server).await?;
         let tools = match conn.cached_tools() {
             Some(t) => t,

@@ -36,6 +36,7 @@ pub fn everything_stdio(name: &str) -> ServerConfig {
         },
         timeout: None,
         tools: ToolFilter::default(),
+        secrets: Default::default(),
     }
 }
 
@@ -54,6 +55,7 @@ pub fn filesystem(name: &str, root: &Path) -> ServerConfig {
         },
         timeout: None,
         tools: ToolFilter::default(),
+        secrets: Default::default(),
     }
 }
 
@@ -99,6 +101,7 @@ impl EverythingHttp {
             transport: Transport::Http { url: self.url(), headers: BTreeMap::new() },
             timeout: None,
             tools: ToolFilter::default(),
+            secrets: Default::default(),
         }
     }
 }

@@ -51,6 +51,7 @@ fn config(js: &std::path::Path) -> ServerConfig {
         },
         timeout: None,
         tools: ToolFilter::default(),
+        secrets: Default::default(),
     }
 }
 

@@ -136,6 +136,9 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<Exit> {
     let settings = Settings::load(cli.config.as_deref(), cli.data_dir.as_deref()).map_err(bad)?;
+    for s in settings.servers.iter() {
+        crate::logging::add_secrets(s.secrets.clone());
+    }
     match cli.command {
         Command::Step(c) => step::run(&settings, c),
         Command::Plugin(c) => plugin::run(&settings, c),
@@ -176,5 +179,5 @@ fn init_tracing() {
         // rmcp warns when a closing upstream outlives its grace period;
         // weft kills it then, so that is not news for the user.
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp=error"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(crate::logging::Redacting).try_init();
 }

@@ -16,6 +16,7 @@ mod readme;
 mod recovery;
 mod runs;
 mod schedules;
+mod secrets;
 mod serve;
 mod serve_limits;
 mod serve_proxy;
