@@ -54,9 +54,14 @@ pub struct CallError {
 
 impl CallError {
     /// A failure of `kind` with the default retryability of its class
-    /// (transport, timeout and tool errors may pass; the rest will not).
+    /// (transport, timeout, protocol and tool errors may pass — a garbled
+    /// answer may come right over a new connection; a refusal or a cancel
+    /// will not).
     pub fn new(kind: CallErrorKind, message: impl Into<String>) -> Self {
-        let retryable = matches!(kind, CallErrorKind::Transport | CallErrorKind::Timeout | CallErrorKind::ToolError);
+        let retryable = matches!(
+            kind,
+            CallErrorKind::Transport | CallErrorKind::Timeout | CallErrorKind::ToolError | CallErrorKind::Protocol
+        );
         CallError { kind, message: message.into(), retryable }
     }
 }

@@ -87,6 +87,7 @@ fn the_example_runs_branches_a_when_a_retry_a_failure_handler_and_a_for_each() {
     assert_eq!(
         keys,
         [
+            "artifacts",
             "created_at",
             "error",
             "id",

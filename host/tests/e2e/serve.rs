@@ -83,8 +83,9 @@ pub fn run_script<S: AsRef<std::ffi::OsStr>>(py: &std::path::Path, script: &std:
 /// `code.path` (`[guests] allow_paths`: by default they cannot).
 pub(crate) fn allow_test_guests(dir: &std::path::Path) {
     let folder = std::path::Path::new(weft_test_artifacts::HOSTILE).parent().unwrap();
-    std::fs::write(dir.join("weft.toml"), format!("[guests]\nallow_paths = [{:?}]\n", folder.display().to_string()))
-        .unwrap();
+    // Appended: a test may have written its servers there already.
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("weft.toml")).unwrap();
+    writeln!(f, "\n[guests]\nallow_paths = [{:?}]", folder.display().to_string()).unwrap();
 }
 
 fn stdio_args(w: &Weft, mode: &'static str) -> Vec<String> {

@@ -159,8 +159,9 @@ fn is_error_is_a_tool_error_and_is_retried() {
 
 /// Garbage on the wire: a line that is not JSON is skipped (a call
 /// answered after it succeeds; one never answered times out); a result of
-/// the wrong shape is a `protocol` error, not retried by default; the
-/// connection keeps serving throughout.
+/// the wrong shape is a `protocol` error, retried by the policy the step
+/// wrote (the default `retry_on` retries every failure a retry can fix);
+/// the connection keeps serving throughout.
 #[test]
 fn garbage_and_malformed_results_are_classified() {
     let w = chaos();
@@ -178,8 +179,8 @@ fn garbage_and_malformed_results_are_classified() {
     assert_eq!(step(&run, "silent")["error"]["kind"], "timeout", "{run}");
     let bad = step(&run, "bad");
     assert_eq!(bad["error"]["kind"], "protocol", "{bad}");
-    assert_eq!(bad["error"]["retryable"], false, "{bad}");
-    assert_eq!(bad["attempts"], 1, "protocol errors are not in the default retry_on: {bad}");
+    assert_eq!(bad["error"]["retryable"], true, "{bad}");
+    assert_eq!(bad["attempts"], 3, "protocol errors are in the default retry_on: {bad}");
     assert_eq!(run["output"], json!({"text": "still serving"}), "{run}");
     let inits = received(&w).iter().filter(|m| m["method"] == "initialize").count();
     assert_eq!(inits, 1, "one connection served it all");
