@@ -67,11 +67,17 @@ pub fn read_guest_file(path: &Path) -> Result<Vec<u8>, String> {
         return Err(format!("{} is not a regular file", path.display()));
     }
     if meta.len() > MAX_GUEST_BYTES {
-        return Err(format!("{} is {} bytes, over the {MAX_GUEST_BYTES}-byte cap on guests", path.display(), meta.len()));
+        return Err(format!(
+            "{} is {} bytes, over the {MAX_GUEST_BYTES}-byte cap on guests",
+            path.display(),
+            meta.len()
+        ));
     }
     let file = std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut bytes = vec![];
-    file.take(MAX_GUEST_BYTES + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    file.take(MAX_GUEST_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     if bytes.len() as u64 > MAX_GUEST_BYTES {
         return Err(format!("{} grew past the {MAX_GUEST_BYTES}-byte cap on guests", path.display()));
     }

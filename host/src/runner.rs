@@ -558,7 +558,7 @@ mod tests {
         let pinned = CodeRef::Sha256(weft_sandbox::Digest::of(&bytes).hex());
         let by_path = Action::Code(CodeRef::Path(weft_test_artifacts::HOSTILE_COMMAND.into()));
         let ok = json!({"mode": "ok", "echo": 1});
-        assert!(matches!(r.run(request(by_path, ok.clone(), Arc::new(NoEvents)), CancelToken::new()).await, Ok(_)));
+        assert!(r.run(request(by_path, ok.clone(), Arc::new(NoEvents)), CancelToken::new()).await.is_ok());
         for _ in 0..30 {
             r.inner.took(&pinned, Duration::from_micros(5));
         }

@@ -27,7 +27,10 @@ pub fn artifact_name(name: &str) -> Result<(), String> {
         return Err(format!("the name `{}` must have 1 to {MAX_ARTIFACT_NAME} bytes", shown()));
     }
     if name == "." || name == ".." || name.contains(['/', '\\']) || name.chars().any(char::is_control) {
-        return Err(format!("the name `{}` is not a plain file name (no `/`, `\\`, `..` or control characters)", shown()));
+        return Err(format!(
+            "the name `{}` is not a plain file name (no `/`, `\\`, `..` or control characters)",
+            shown()
+        ));
     }
     Ok(())
 }
@@ -102,11 +105,13 @@ impl Over {
     /// that raises the cap.
     pub fn message(&self, what: &str, setting: &str) -> String {
         match self {
-            Over::Size { cap, .. } => format!(
-                "{what} is over the {cap}-byte cap (more than {cap} bytes as JSON; `[limits] {setting}`)"
-            ),
+            Over::Size { cap, .. } => {
+                format!("{what} is over the {cap}-byte cap (more than {cap} bytes as JSON; `[limits] {setting}`)")
+            }
             Over::Depth => {
-                format!("{what} nests deeper than {MAX_DEPTH} levels; flatten it (the cap keeps every stored value readable)")
+                format!(
+                    "{what} nests deeper than {MAX_DEPTH} levels; flatten it (the cap keeps every stored value readable)"
+                )
             }
         }
     }
@@ -115,7 +120,9 @@ impl Over {
     pub fn hint(&self, setting: &str) -> String {
         match self {
             Over::Size { .. } => {
-                format!("send less (large data belongs in artifacts or files), or raise `[limits] {setting}` in weft.toml")
+                format!(
+                    "send less (large data belongs in artifacts or files), or raise `[limits] {setting}` in weft.toml"
+                )
             }
             Over::Depth => "flatten the value".to_string(),
         }

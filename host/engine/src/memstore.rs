@@ -20,8 +20,11 @@ struct Inner {
     inbox: Vec<InboxRecord>,
     schedules: BTreeMap<String, ScheduleRecord>,
     /// Artifacts by run, then name.
-    artifacts: HashMap<RunId, BTreeMap<String, (crate::store::ArtifactRecord, std::sync::Arc<[u8]>)>>,
+    artifacts: HashMap<RunId, BTreeMap<String, StoredArtifact>>,
 }
+
+/// An artifact's record and bytes.
+type StoredArtifact = (crate::store::ArtifactRecord, std::sync::Arc<[u8]>);
 
 /// See the module docs.
 #[derive(Default)]

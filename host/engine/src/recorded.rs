@@ -117,7 +117,7 @@ pub fn done_step(run: &RunId, s: &DoneStep, seq: &mut u64) -> Result<Vec<Write>,
         output: Some(s.output.clone()),
         error: None,
         fuel: None,
-            blame: 0,
+        blame: 0,
         at: s.ended_at,
     });
     let done = running.apply(StepEvent::Succeed)?;

@@ -63,7 +63,10 @@ mod tests {
         let msg = "cannot connect to https://ada:pa55word@crm.example/mcp?key=tok-3f9a2c71e: Bearer tok-3f9a2c71e refused (1 try)";
         let r = s.redact(msg);
         assert!(!r.contains("tok-3f9a2c71e") && !r.contains("pa55word"), "{r}");
-        assert_eq!(r, "cannot connect to https://***@crm.example/mcp?key=${CRM_TOKEN}: Bearer ${CRM_TOKEN} refused (1 try)");
+        assert_eq!(
+            r,
+            "cannot connect to https://***@crm.example/mcp?key=${CRM_TOKEN}: Bearer ${CRM_TOKEN} refused (1 try)"
+        );
         assert_eq!(Secrets::none().redact(msg), msg);
     }
 }

@@ -23,8 +23,11 @@ pub struct Problem {
 /// counted.
 pub fn shown(s: &str) -> String {
     let n = s.chars().count();
-    let mut out: String =
-        s.chars().take(64).flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect();
+    let mut out: String = s
+        .chars()
+        .take(64)
+        .flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] })
+        .collect();
     if n > 64 {
         out.push_str(&format!("… ({n} characters)"));
     }
@@ -34,7 +37,10 @@ pub fn shown(s: &str) -> String {
 /// Control characters escaped, length kept.
 fn escaped(s: &str) -> std::borrow::Cow<'_, str> {
     if s.chars().any(char::is_control) {
-        s.chars().flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect::<String>().into()
+        s.chars()
+            .flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] })
+            .collect::<String>()
+            .into()
     } else {
         s.into()
     }

@@ -9,7 +9,8 @@ use std::collections::{HashMap, HashSet};
 
 use crate::decode::StepMeta;
 use crate::definition::{
-    Action, CodeRef, Definition, MAX_ATTEMPTS, MAX_DURATION_MS, MAX_MEMORY_MB, MAX_NAME_CHARS, SleepSpec, Step, StepPart,
+    Action, CodeRef, Definition, MAX_ATTEMPTS, MAX_DURATION_MS, MAX_MEMORY_MB, MAX_NAME_CHARS, SleepSpec, Step,
+    StepPart,
 };
 use crate::graph::Graph;
 use crate::json_schema::{SchemaLookup, check_literal_input, check_schema};
@@ -424,11 +425,20 @@ mod range_tests {
             (step(json!({"timeout_ms": u64::MAX})), "/steps/0/timeout_ms: `timeout_ms` must be an integer from 1 to"),
             (step(json!({"timeout_ms": year + 1})), "/steps/0/timeout_ms"),
             (step(json!({"retry": {"max_attempts": 1_000_000}})), "/steps/0/retry/max_attempts"),
-            (step(json!({"retry": {"initial_delay_ms": u64::MAX, "max_delay_ms": u64::MAX}})), "/steps/0/retry/initial_delay_ms"),
+            (
+                step(json!({"retry": {"initial_delay_ms": u64::MAX, "max_delay_ms": u64::MAX}})),
+                "/steps/0/retry/initial_delay_ms",
+            ),
             (json!({"name": "w", "timeout_ms": u64::MAX, "steps": [{"name": "a", "return": {}}]}), "/timeout_ms"),
-            (json!({"name": "w", "limits": {"run_fuel": 0}, "steps": [{"name": "a", "return": {}}]}), "/limits/run_fuel"),
+            (
+                json!({"name": "w", "limits": {"run_fuel": 0}, "steps": [{"name": "a", "return": {}}]}),
+                "/limits/run_fuel",
+            ),
             (json!({"name": "w", "steps": [{"name": "a", "sleep": {"ms": u64::MAX}}]}), "/steps/0/sleep/ms"),
-            (json!({"name": "w", "steps": [{"name": "a", "wait": {"prompt": "ok?", "timeout_ms": u64::MAX}}]}), "/steps/0/wait/timeout_ms"),
+            (
+                json!({"name": "w", "steps": [{"name": "a", "wait": {"prompt": "ok?", "timeout_ms": u64::MAX}}]}),
+                "/steps/0/wait/timeout_ms",
+            ),
         ];
         for (def, want) in cases {
             let ps = problems(def.clone());

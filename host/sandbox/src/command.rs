@@ -12,11 +12,11 @@ use wasmtime_wasi::I32Exit;
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 
-use crate::{GuestOutcome, envelope};
 use crate::error::{GuestError, GuestErrorKind, LoadError, SandboxError};
 use crate::invoke::{self, Armed, Calls, Invocation};
 use crate::pipes::CappedPipe;
 use crate::report::{Collector, Level};
+use crate::{GuestOutcome, envelope};
 
 /// What a command guest's store holds.
 pub(crate) struct CommandState {

@@ -122,9 +122,13 @@ mod tests {
         assert_eq!(unwrap(v, &mut c).unwrap(), GuestOutcome::Done(json!([1])));
         let arts = &c.report.artifacts;
         assert_eq!((arts[0].name.as_str(), arts[0].data.as_slice()), ("a.txt", b"hi".as_slice()));
-        assert_eq!((arts[1].mime.as_str(), arts[1].data.as_slice()), ("application/octet-stream", [0u8, 1, 2].as_slice()));
-        let e = unwrap(json!({"$weft": {"error": {"message": "no such user", "code": "nf", "retryable": false}}}), &mut c)
-            .unwrap_err();
+        assert_eq!(
+            (arts[1].mime.as_str(), arts[1].data.as_slice()),
+            ("application/octet-stream", [0u8, 1, 2].as_slice())
+        );
+        let e =
+            unwrap(json!({"$weft": {"error": {"message": "no such user", "code": "nf", "retryable": false}}}), &mut c)
+                .unwrap_err();
         assert_eq!((e.kind, e.retryable, e.code.as_deref()), (GuestErrorKind::GuestError, false, Some("nf")));
         for (bad, at) in [
             (json!({"$weft": 3}), "/$weft:"),

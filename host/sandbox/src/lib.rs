@@ -61,9 +61,7 @@ pub use envelope::PERMANENT_EXIT;
 pub use error::{GuestError, GuestErrorKind, HostError, LoadError, SandboxError};
 pub use invoke::{Invocation, StepContext};
 pub use limits::{CancelHandle, Limits};
-pub use limits::{
-    DEFAULT_ARTIFACT_BYTES, DEFAULT_LOG_BYTES, DEFAULT_MEMORY_MB, DEFAULT_OUTPUT_BYTES, DEFAULT_TIMEOUT,
-};
+pub use limits::{DEFAULT_ARTIFACT_BYTES, DEFAULT_LOG_BYTES, DEFAULT_MEMORY_MB, DEFAULT_OUTPUT_BYTES, DEFAULT_TIMEOUT};
 pub use report::{Artifact, Level, LogLine, Observer, Report, TRUNCATED_MARKER};
 
 use command::CommandGuest;

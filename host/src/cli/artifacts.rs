@@ -6,8 +6,8 @@ use std::path::Path;
 
 use anyhow::Context;
 use sha2::Digest as _;
-use weft_engine::{RunRecord, Store};
 use weft_engine::view::artifact_json;
+use weft_engine::{RunRecord, Store};
 
 use super::{Exit, bad, output};
 use crate::app::App;
@@ -21,7 +21,15 @@ pub fn artifacts(app: &App, rec: &RunRecord, out: Option<&Path>, json: bool) -> 
         } else {
             for a in &rec.artifacts {
                 let item = a.item.map(|i| format!(" item {i}")).unwrap_or_default();
-                outln!("{}\t{}\t{} bytes\t{}{item} (attempt {})\t{}", a.name, a.mime, a.size, a.step, a.attempt, &a.sha256[..12]);
+                outln!(
+                    "{}\t{}\t{} bytes\t{}{item} (attempt {})\t{}",
+                    a.name,
+                    a.mime,
+                    a.size,
+                    a.step,
+                    a.attempt,
+                    &a.sha256[..12]
+                );
             }
         }
         return Ok(Exit::Success);

@@ -135,7 +135,9 @@ async fn cap_sessions(State(sessions): State<Arc<LocalSessionManager>>, req: Req
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             [(header::RETRY_AFTER, "30")],
-            format!("503: {MAX_SESSIONS} MCP sessions are open; close one (DELETE with its Mcp-Session-Id) or retry later\n"),
+            format!(
+                "503: {MAX_SESSIONS} MCP sessions are open; close one (DELETE with its Mcp-Session-Id) or retry later\n"
+            ),
         )
             .into_response();
     }
@@ -170,9 +172,8 @@ pub async fn serve_http(
     let sessions = Arc::new(sessions);
     let service: StreamableHttpService<WeftServer, LocalSessionManager> =
         StreamableHttpService::new(move || Ok(WeftServer::new(core.clone())), sessions.clone(), config);
-    let mut app = axum::Router::new()
-        .nest_service("/mcp", service)
-        .layer(middleware::from_fn_with_state(sessions, cap_sessions));
+    let mut app =
+        axum::Router::new().nest_service("/mcp", service).layer(middleware::from_fn_with_state(sessions, cap_sessions));
     if let Some(token) = &opts.token {
         app = app.layer(middleware::from_fn_with_state(Arc::new(Bearer::new(token)), check_bearer));
     }

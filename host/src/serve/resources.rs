@@ -114,7 +114,9 @@ async fn read_artifact(core: &Core, uri_text: &str, id: &str, name: &str) -> Res
     let contents = match (textual, String::from_utf8(data)) {
         (true, Ok(text)) => ResourceContents::text(text, uri_text),
         (_, Ok(text)) => ResourceContents::blob(base64::engine::general_purpose::STANDARD.encode(text), uri_text),
-        (_, Err(e)) => ResourceContents::blob(base64::engine::general_purpose::STANDARD.encode(e.into_bytes()), uri_text),
+        (_, Err(e)) => {
+            ResourceContents::blob(base64::engine::general_purpose::STANDARD.encode(e.into_bytes()), uri_text)
+        }
     };
     Ok(ReadResourceResult::new(vec![contents.with_mime_type(a.mime)]))
 }

@@ -84,7 +84,7 @@ fn finish(
         output,
         error,
         fuel: None,
-            blame: 0,
+        blame: 0,
         at: 120,
     }
 }

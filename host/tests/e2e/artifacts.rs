@@ -18,7 +18,11 @@ fn run(w: &Weft, name: &str, step: serde_json::Value) -> String {
 #[test]
 fn artifacts_of_a_component_and_of_a_command_round_trip() {
     let w = Weft::new();
-    let id = run(&w, "comp", json!({"name": "make", "code": {"path": weft_test_artifacts::HOSTILE}, "input": {"mode": "artifact"}}));
+    let id = run(
+        &w,
+        "comp",
+        json!({"name": "make", "code": {"path": weft_test_artifacts::HOSTILE}, "input": {"mode": "artifact"}}),
+    );
     let shown = w.show(&id);
     let arts = shown["artifacts"].as_array().unwrap();
     let names: Vec<&str> = arts.iter().map(|a| a["name"].as_str().unwrap()).collect();
@@ -34,7 +38,11 @@ fn artifacts_of_a_component_and_of_a_command_round_trip() {
     assert_eq!(std::fs::read_to_string(dir.join("report.txt")).unwrap(), "report of make");
     assert_eq!(std::fs::read(dir.join("data.bin")).unwrap(), [0u8, 1, 2, 255]);
     // Content-addressed: a second run's identical artifacts add no bytes.
-    run(&w, "comp", json!({"name": "make", "code": {"path": weft_test_artifacts::HOSTILE}, "input": {"mode": "artifact"}}));
+    run(
+        &w,
+        "comp",
+        json!({"name": "make", "code": {"path": weft_test_artifacts::HOSTILE}, "input": {"mode": "artifact"}}),
+    );
     let db = rusqlite::Connection::open(w.data_dir().join("weft.db")).unwrap();
     let count = |sql: &str| db.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
     assert_eq!((count("SELECT count(*) FROM artifacts"), count("SELECT count(*) FROM blobs")), (4, 2));
@@ -43,7 +51,8 @@ fn artifacts_of_a_component_and_of_a_command_round_trip() {
 
     // A WASI command (the C example) returns one through its `$weft` envelope.
     let Some(guest) = build("c-guest", &["clang-19"], "sh", &["build.sh"]) else { return };
-    let id = run(&w, "cmd", json!({"name": "rev", "code": {"path": guest}, "input": {"text": "stressed", "report": true}}));
+    let id =
+        run(&w, "cmd", json!({"name": "rev", "code": {"path": guest}, "input": {"text": "stressed", "report": true}}));
     let shown = w.show(&id);
     assert_eq!(shown["output"]["rev"]["reversed"], "desserts", "{shown}");
     assert_eq!(shown["artifacts"][0]["name"], "reversed.txt", "{shown}");

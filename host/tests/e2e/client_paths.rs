@@ -44,15 +44,19 @@ fn a_client_names_files_only_where_the_operator_allowed() {
         run_of("/dev/zero"),
         run_of(allowed.join("ok.wasm").to_str().unwrap()),
     ]);
-    let seen = run_script(&py, &repo_root().join("tests/mcp-clients/calls.py"), &["--url", &server.url, "--calls", &calls.to_string()]);
+    let seen = run_script(
+        &py,
+        &repo_root().join("tests/mcp-clients/calls.py"),
+        &["--url", &server.url, "--calls", &calls.to_string()],
+    );
     let results = seen.as_array().unwrap();
     for (k, r) in results[..6].iter().enumerate() {
         let text = r["text"].as_str().unwrap();
         assert_eq!(r["is_error"], true, "call {k} was not refused: {r}");
         assert!(!text.contains("root:") && !text.contains("daemon"), "call {k} shows a file's content: {text}");
     }
-    for k in 0..5 {
-        let text = results[k]["text"].as_str().unwrap();
+    for (k, r) in results[..5].iter().enumerate() {
+        let text = r["text"].as_str().unwrap();
         assert!(text.contains("allow_paths") && text.contains("plugin"), "call {k} does not say what to do: {text}");
     }
     assert!(results[5]["text"].as_str().unwrap().contains("not a regular file"), "{}", results[5]);

@@ -89,13 +89,8 @@ impl Weft {
     /// Runs `weft ARGS...` to completion, or kills it and panics after
     /// `limit`: a hung run fails its test instead of hanging the suite.
     pub fn run_within<S: AsRef<std::ffi::OsStr>>(&self, limit: std::time::Duration, args: &[S]) -> Outcome {
-        let mut child = self
-            .cmd()
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start weft");
+        let mut child =
+            self.cmd().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start weft");
         let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
         let read_out = std::thread::spawn(move || {
             let mut s = String::new();

@@ -76,8 +76,9 @@ fn a_run_budget_is_spent_across_its_steps() {
         .map(Result::unwrap)
         .collect();
     assert_eq!(fuel.len(), 4);
-    let uncounted: i64 =
-        db.query_row("SELECT count(*) FROM attempts WHERE run_id = ?1 AND fuel IS NULL", [&free], |r| r.get(0)).unwrap();
+    let uncounted: i64 = db
+        .query_row("SELECT count(*) FROM attempts WHERE run_id = ?1 AND fuel IS NULL", [&free], |r| r.get(0))
+        .unwrap();
     assert_eq!(uncounted, 4, "without a budget no fuel is metered");
     assert!(fuel.iter().all(|f| *f > 0 && *f == fuel[0]), "the same work costs the same fuel: {fuel:?}");
     let per_step = fuel[0] as u64;
@@ -174,9 +175,11 @@ fn a_run_of_log_flooders_is_capped_with_a_marker() {
     let id = out.json()["id"].as_str().unwrap().to_string();
     let db = rusqlite::Connection::open(w.data_dir().join("weft.db")).unwrap();
     let (events, bytes): (i64, i64) = db
-        .query_row("SELECT count(*), coalesce(sum(length(data)), 0) FROM events WHERE run_id = ?1 AND kind = 'log'", [&id], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
+        .query_row(
+            "SELECT count(*), coalesce(sum(length(data)), 0) FROM events WHERE run_id = ?1 AND kind = 'log'",
+            [&id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
         .unwrap();
     assert!(bytes <= 2_200_000, "{events} log events, {bytes} bytes: over the run's cap");
     assert!(events >= 1_500, "{events} log events: the cap cut too early");
@@ -194,9 +197,7 @@ fn a_flaky_command_is_retried_by_the_policy_a_permanent_failure_is_not() {
     let w = Weft::new();
     let command = weft_test_artifacts::HOSTILE_COMMAND;
     let retry = json!({"max_attempts": 3, "initial_delay_ms": 10, "jitter": false});
-    let def = |mode: &str| {
-        json!({"name": mode, "steps": [{"name": "cmd", "code": {"path": command}, "input": {"mode": mode}, "retry": retry}]})
-    };
+    let def = |mode: &str| json!({"name": mode, "steps": [{"name": "cmd", "code": {"path": command}, "input": {"mode": mode}, "retry": retry}]});
     let file = w.write_def("flaky", &def("flaky"));
     let out = w.run(&["run", file.to_str().unwrap(), "--json"]);
     out.expect_code(0);

@@ -253,7 +253,11 @@ fn c_guest_reverses_text_and_sees_its_context() {
     // `"report": true`: the same output, and the reversed text as an
     // artifact, through the `$weft` envelope.
     let dir = weft.dir.path().join("artifacts");
-    let out = weft.step_run(&guest, &json!({"text": "stressed", "report": true}), &["--artifacts-dir", dir.to_str().unwrap()]);
+    let out = weft.step_run(
+        &guest,
+        &json!({"text": "stressed", "report": true}),
+        &["--artifacts-dir", dir.to_str().unwrap()],
+    );
     out.expect_code(0);
     assert_eq!(out.json()["reversed"], "desserts", "the envelope is unwrapped: {}", out.stdout);
     assert_eq!(std::fs::read_to_string(dir.join("reversed.txt")).unwrap(), "desserts");

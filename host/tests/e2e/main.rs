@@ -5,8 +5,8 @@
 mod artifacts;
 mod caps;
 mod chains;
-mod client_paths;
 mod children;
+mod client_paths;
 mod common;
 mod defaults;
 mod disk_full;

@@ -60,4 +60,3 @@ pub(super) async fn run_attempt(runner: Arc<dyn StepRunner>, clock: Arc<dyn Cloc
     };
     Done { step, unit, attempt, result }
 }
-

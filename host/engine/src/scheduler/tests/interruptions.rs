@@ -145,7 +145,9 @@ async fn a_store_that_cannot_write_for_a_while_is_waited_out() {
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let g = gate.clone();
     h.fake.on("a", move |_| Act::Gate(g.clone(), json!(1)));
-    let id = h.submit(json!({"name": "w", "steps": [code("a"), {"name": "b", "code": {"plugin": "p"}, "input": "@a"}]})).await;
+    let id = h
+        .submit(json!({"name": "w", "steps": [code("a"), {"name": "b", "code": {"plugin": "p"}, "input": "@a"}]}))
+        .await;
     h.until_calls("a", 1).await;
     let tries = EngineConfig::default().commit_retries + 3;
     h.store.fail_next_commits(crate::store::StoreError::Io("database or disk is full".into()), tries);
@@ -180,12 +182,13 @@ async fn a_run_s_logs_are_capped_with_a_marker() {
     let h = harness_config(Arc::new(MemStore::new()), Arc::new(Fake::default()), cfg);
     h.fake.on("e", |_| Act::Chatty(100, 1000));
     let items: Vec<u32> = (0..10).collect();
-    let d = json!({"name": "w", "steps": [{"name": "e", "code": {"plugin": "p"}, "for_each": items, "input": "@item"}]});
+    let d =
+        json!({"name": "w", "steps": [{"name": "e", "code": {"plugin": "p"}, "for_each": items, "input": "@item"}]});
     let r = h.run(d, json!({})).await;
     assert_eq!(r.state, RunState::Completed, "{:?}", r.error);
     let evs = h.store.all_events(&r.id);
     let logged: usize = evs.iter().filter(|e| e.kind == "log").map(|e| e.data["line"].as_str().unwrap().len()).sum();
-    assert!(logged <= 100_000 && logged >= 99_000, "{logged} bytes of 1,000,000 logged");
+    assert!((99_000..=100_000).contains(&logged), "{logged} bytes of 1,000,000 logged");
     let markers: Vec<_> = evs.iter().filter(|e| e.kind == "log.truncated").collect();
     assert_eq!(markers.len(), 1, "one marker");
     assert!(markers[0].data["line"].as_str().unwrap().contains("100000 bytes"), "{}", markers[0].data);
