@@ -272,11 +272,12 @@ fn events(app: &App, id: &str, follow: bool, json: bool) -> anyhow::Result<Exit>
                     outln!("{:>4}  {}  {}{step}{data}", e.seq.0, rfc3339(e.at), e.kind);
                 }
             }
-            if !follow || evs.len() == 1000 {
-                if !follow {
-                    return Ok::<_, anyhow::Error>(());
-                }
+            // Every event is listed: page on while pages are full.
+            if evs.len() == 1000 {
                 continue;
+            }
+            if !follow {
+                return Ok::<_, anyhow::Error>(());
             }
             let state = app.store.run(&rec.id).await?.map(|r| r.state);
             if state.is_none_or(|s| s.is_terminal()) {

@@ -214,3 +214,25 @@ fn a_flaky_command_is_retried_by_the_policy_a_permanent_failure_is_not() {
     assert_eq!((err["kind"].as_str(), err["retryable"].as_bool()), (Some("guest_error"), Some(false)), "{run}");
     assert!(err["message"].as_str().unwrap().contains("permanent"), "{run}");
 }
+
+/// `weft runs events` lists every event of a run, past its first page
+/// of 1,000.
+#[test]
+fn runs_events_lists_every_event() {
+    let w = Weft::new();
+    let file = w.write_def(
+        "chatty",
+        &json!({"name": "chatty", "steps": [{"name": "c", "code": {"path": HOSTILE}, "input": {"mode": "log_flood"}}]}),
+    );
+    let out = w.run(&["run", file.to_str().unwrap(), "--json"]);
+    out.expect_code(0);
+    let id = out.json()["id"].as_str().unwrap().to_string();
+    let db = rusqlite::Connection::open(w.data_dir().join("weft.db")).unwrap();
+    let n: i64 = db.query_row("SELECT count(*) FROM events WHERE run_id = ?1", [&id], |r| r.get(0)).unwrap();
+    assert!(n > 1000, "only {n} events: the test needs more than a page");
+    let out = w.run(&["runs", "events", &id, "--json"]);
+    out.expect_code(0);
+    assert_eq!(out.stdout.lines().count() as i64, n, "every event, in order");
+    let last: Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(last["kind"], "run.completed", "{last}");
+}
