@@ -185,8 +185,10 @@ fn a_fuel_budget_runs_on_a_metered_engine_built_on_demand() {
     assert!(metered.outcome.is_ok(), "{:?}", metered.outcome);
     let used = metered.fuel_used.expect("fuel is counted with a budget");
     assert!(used > 1000 && used < 1_000_000_000, "{used}");
-    // The same work costs the same fuel; a smaller budget stops it.
-    assert_eq!(s.invoke(&g, &budgeted).fuel_used, Some(used));
+    // The same work costs about the same fuel (the guest's runtime varies
+    // by a few dozen units from call to call); a smaller budget stops it.
+    let again = s.invoke(&g, &budgeted).fuel_used.unwrap();
+    assert!(again.abs_diff(used) * 100 < used, "{used} then {again}");
     budgeted.limits.fuel = Some(used / 2);
     let short = s.invoke(&g, &budgeted);
     assert_eq!(short.outcome.unwrap_err().kind, GuestErrorKind::FuelExhausted);

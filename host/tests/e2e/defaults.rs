@@ -80,8 +80,10 @@ fn a_run_budget_is_spent_across_its_steps() {
         .query_row("SELECT count(*) FROM attempts WHERE run_id = ?1 AND fuel IS NULL", [&free], |r| r.get(0))
         .unwrap();
     assert_eq!(uncounted, 4, "without a budget no fuel is metered");
-    assert!(fuel.iter().all(|f| *f > 0 && *f == fuel[0]), "the same work costs the same fuel: {fuel:?}");
-    let per_step = fuel[0] as u64;
+    // The same work costs about the same fuel (a guest's runtime varies by
+    // a few dozen units from call to call).
+    let per_step = *fuel.iter().max().unwrap() as u64;
+    assert!(fuel.iter().all(|f| (*f as u64).abs_diff(per_step) * 100 < per_step), "{fuel:?}");
 
     // Two and a half steps' worth: the third step runs out.
     let budget = per_step * 5 / 2;
@@ -96,7 +98,11 @@ fn a_run_budget_is_spent_across_its_steps() {
     assert_eq!(err["kind"], "fuel_exhausted", "{run}");
     let msg = err["message"].as_str().unwrap();
     assert!(msg.contains("run's CPU budget") && msg.contains("limits.run_fuel"), "{msg}");
-    assert!(msg.contains(&(budget - 2 * per_step).to_string()), "names what was left: {msg}");
+    let id = run["id"].as_str().unwrap();
+    let spent: i64 = db
+        .query_row("SELECT sum(fuel) FROM attempts WHERE run_id = ?1 AND step IN ('s0', 's1')", [id], |r| r.get(0))
+        .unwrap();
+    assert!(msg.contains(&(budget - spent as u64).to_string()), "names what was left ({budget} - {spent}): {msg}");
     assert_ne!(step(&run, "s3")["state"], "succeeded");
 }
 
