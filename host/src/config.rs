@@ -206,10 +206,38 @@ fn read_file(path: &Path) -> Result<(ConfigFile, String), ConfigError> {
 
 /// Parses `text` (the content of `path`), mapping errors to file:line.
 pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, ConfigError> {
-    toml::from_str(text).map_err(|e| {
+    let file: ConfigFile = toml::from_str(text).map_err(|e| {
         let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1).unwrap_or(1);
         ConfigError::Invalid { path: path.to_path_buf(), line, message: e.message().to_string() }
-    })
+    })?;
+    check_limits(&file.limits).map_err(|(key, message)| {
+        // The line of `key = ...` (the first, as `[limits]` keys are unique).
+        let line = text.lines().position(|l| l.trim_start().starts_with(key)).map_or(1, |n| n + 1);
+        ConfigError::Invalid { path: path.to_path_buf(), line, message }
+    })?;
+    Ok(file)
+}
+
+/// `[limits]` numbers in the ranges the engine can use (the same as a
+/// definition's: durations at most a year, memory at most 4096 MiB, caps
+/// and fuel at least 1).
+fn check_limits(l: &LimitsConfig) -> Result<(), (&'static str, String)> {
+    use weft_model::definition::{MAX_DURATION_MS, MAX_MEMORY_MB};
+    let range = |key: &'static str, v: Option<u64>, max: u64| match v {
+        Some(n) if n < 1 || n > max => {
+            let range = if max == u64::MAX { String::from("≥ 1") } else { format!("from 1 to {max}") };
+            Err((key, format!("`{key}` must be an integer {range}, got {n}")))
+        }
+        _ => Ok(()),
+    };
+    range("fuel", l.fuel, u64::MAX)?;
+    range("memory_mb", l.memory_mb, MAX_MEMORY_MB)?;
+    range("code_timeout_ms", l.code_timeout_ms, MAX_DURATION_MS)?;
+    range("tool_timeout_ms", l.tool_timeout_ms, MAX_DURATION_MS)?;
+    range("max_input_bytes", l.max_input_bytes.map(|n| n as u64), u64::MAX)?;
+    range("max_output_bytes", l.max_output_bytes.map(|n| n as u64), u64::MAX)?;
+    range("max_definition_bytes", l.max_definition_bytes.map(|n| n as u64), u64::MAX)?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -222,6 +250,23 @@ mod tests {
         let err = parse(Path::new("weft.toml"), text).unwrap_err().to_string();
         assert!(err.starts_with("weft.toml:4:"), "{err}");
         assert!(err.contains("fule"), "{err}");
+    }
+
+    #[test]
+    fn limits_out_of_range_name_the_key_and_line() {
+        for (text, want) in [
+            ("[limits]\nmemory_mb = 0\n", "weft.toml:2: `memory_mb` must be an integer from 1 to 4096, got 0"),
+            ("[limits]\nfuel = 5\n  code_timeout_ms = 9223372036854775807\n", "weft.toml:3: `code_timeout_ms`"),
+            ("[limits]\ntool_timeout_ms = 0\n", "weft.toml:2: `tool_timeout_ms`"),
+            ("[limits]\nmax_input_bytes = 0\n", "weft.toml:2: `max_input_bytes` must be an integer ≥ 1, got 0"),
+            ("[limits]\nmax_output_bytes = 0\n", "`max_output_bytes`"),
+            ("[limits]\nmax_definition_bytes = 0\n", "`max_definition_bytes`"),
+        ] {
+            let err = parse(Path::new("weft.toml"), text).unwrap_err().to_string();
+            assert!(err.starts_with("weft.toml:") && err.contains(want), "{err}");
+        }
+        let ok = "[limits]\nmemory_mb = 4096\ncode_timeout_ms = 31622400000\nmax_input_bytes = 1\n";
+        assert!(parse(Path::new("weft.toml"), ok).is_ok());
     }
 
     #[test]

@@ -55,22 +55,21 @@ impl Default for Caps {
 /// What is wrong with a value: too big, or too deep.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Over {
-    /// Its JSON text is over `cap` bytes (`size` is at least cap + 1).
+    /// Its JSON text is `size` bytes, over `cap`.
     Size { size: usize, cap: usize },
     /// It nests deeper than [`MAX_DEPTH`].
     Depth,
 }
 
-/// Counts bytes, and stops past a cap (no copy of a big value is made).
+/// Counts bytes (no copy of a big value is made).
 struct Count {
     n: usize,
-    cap: usize,
 }
 
 impl io::Write for Count {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.n += buf.len();
-        if self.n > self.cap { Err(io::Error::other("over the cap")) } else { Ok(buf.len()) }
+        Ok(buf.len())
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
@@ -93,11 +92,10 @@ pub fn check(v: &Value, cap: usize) -> Result<(), Over> {
     if !depth(v, 1) {
         return Err(Over::Depth);
     }
-    let mut c = Count { n: 0, cap };
-    match serde_json::to_writer(&mut c, v) {
-        Ok(()) => Ok(()),
-        Err(_) => Err(Over::Size { size: c.n, cap }),
-    }
+    // The whole size is counted, so the message can say it.
+    let mut c = Count { n: 0 };
+    serde_json::to_writer(&mut c, v).expect("counting never fails");
+    if c.n > cap { Err(Over::Size { size: c.n, cap }) } else { Ok(()) }
 }
 
 impl Over {
@@ -105,8 +103,8 @@ impl Over {
     /// that raises the cap.
     pub fn message(&self, what: &str, setting: &str) -> String {
         match self {
-            Over::Size { cap, .. } => {
-                format!("{what} is over the {cap}-byte cap (more than {cap} bytes as JSON; `[limits] {setting}`)")
+            Over::Size { size, cap } => {
+                format!("{what} is {size} bytes as JSON, over the {cap}-byte cap (`[limits] {setting}`)")
             }
             Over::Depth => {
                 format!(
@@ -148,7 +146,8 @@ mod tests {
     fn size_and_depth() {
         assert_eq!(check(&json!({"a": "xx"}), 100), Ok(()));
         let big = json!("x".repeat(1000));
-        assert!(matches!(check(&big, 100), Err(Over::Size { cap: 100, size }) if size > 100));
+        assert_eq!(check(&big, 100), Err(Over::Size { cap: 100, size: 1002 }), "the whole size, quotes included");
+        assert_eq!(check(&big, 1002), Ok(()), "at the cap is allowed");
         let mut deep = json!(1);
         for _ in 0..MAX_DEPTH {
             deep = json!([deep]);
@@ -160,7 +159,7 @@ mod tests {
         }
         assert_eq!(check(&ok, 1 << 20), Ok(()), "MAX_DEPTH levels");
         let m = Over::Size { size: 200, cap: 100 }.message("the run's input", "max_input_bytes");
-        assert!(m.contains("100-byte cap") && m.contains("[limits] max_input_bytes"), "{m}");
+        assert_eq!(m, "the run's input is 200 bytes as JSON, over the 100-byte cap (`[limits] max_input_bytes`)");
         assert!(Over::Depth.message("x", "y").contains("deeper than 100 levels"));
         assert!(artifact_name("report.csv").is_ok());
         for bad in ["", "a/b", "..", "a\\b", "x\u{1b}", &"n".repeat(256)] {

@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::definition::{ACTION_KEYS, Action, Definition, Step};
-use crate::problem::{Problem, did_you_mean, type_name};
+use crate::problem::{Problem, did_you_mean, shown, type_name};
 use crate::refs::parse_ref;
 use crate::template::{Template, ptr};
 
@@ -141,7 +141,7 @@ impl D<'_> {
             if !allowed.contains(&k.as_str()) {
                 let hint = did_you_mean(k, allowed.iter().copied())
                     .unwrap_or_else(|| format!("{what} fields are: {}", allowed.join(", ")));
-                self.out.push(Problem::new(ptr(at, k), format!("unknown field `{k}`")).hint(hint));
+                self.out.push(Problem::new(ptr(at, k), format!("unknown field `{}`", shown(k))).hint(hint));
             }
         }
     }
@@ -194,7 +194,7 @@ impl D<'_> {
         match serde_json::from_value::<T>(v.clone()) {
             Ok(t) => Some(t),
             Err(_) => {
-                self.push(at, format!("`{field}` must be one of {options}, got {v}"));
+                self.push(at, format!("`{field}` must be one of {options}, got {}", shown(&v.to_string())));
                 None
             }
         }
@@ -326,7 +326,10 @@ impl D<'_> {
                 .and_then(|v| match v.as_i64() {
                     Some(p) => Some(p),
                     None => {
-                        self.push(&f("priority"), format!("`priority` must be an integer, got {v}"));
+                        self.push(
+                            &f("priority"),
+                            format!("`priority` must be an integer, got {}", shown(&v.to_string())),
+                        );
                         None
                     }
                 })

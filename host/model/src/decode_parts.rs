@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::{D, StepMeta, opt};
 use crate::condition::{Condition, Operator, Test};
 use crate::definition::{Action, CodeRef, Edge, EdgeOn, Limits, SleepSpec, ToolRef, WaitSpec, WorkflowRef};
-use crate::problem::{Problem, did_you_mean, type_name};
+use crate::problem::{Problem, did_you_mean, shown, type_name};
 use crate::refs::parse_ref;
 use crate::retry::RetryPolicy;
 use crate::template::{Template, ptr};
@@ -152,7 +152,7 @@ impl D<'_> {
             let names: Vec<&str> = Operator::ALL.iter().map(|o| o.as_str()).chain(["ref"]).collect();
             let hint = did_you_mean(k, names.iter().copied())
                 .unwrap_or_else(|| format!("a `when` has `ref` and at most one of: {}", names[..8].join(", ")));
-            self.out.push(Problem::new(ptr(at, k), format!("unknown operator `{k}`")).hint(hint));
+            self.out.push(Problem::new(ptr(at, k), format!("unknown operator `{}`", shown(k))).hint(hint));
         }
         for (k, _) in ops.iter().skip(1) {
             self.out.push(

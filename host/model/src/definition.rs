@@ -24,8 +24,12 @@ pub const MAX_MEMORY_MB: u64 = 4096;
 pub const MAX_DURATION_MS: u64 = 366 * 24 * 3600 * 1000;
 /// Most attempts a retry policy may ask for.
 pub const MAX_ATTEMPTS: u32 = 10_000;
-/// Longest step, definition or template name, in characters.
+/// Longest step, definition or template name (and event, server or tool
+/// name a definition gives), in characters.
 pub const MAX_NAME_CHARS: usize = 128;
+/// Largest `priority` magnitude: the engine orders ready steps by its
+/// negation, so `i64::MIN` cannot be allowed; a million levels is plenty.
+pub const MAX_PRIORITY: i64 = 1_000_000;
 
 /// A workflow definition. Build one with [`crate::parse_and_validate`].
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
@@ -33,7 +37,7 @@ pub const MAX_NAME_CHARS: usize = 128;
 #[schemars(title = "weft workflow definition")]
 pub struct Definition {
     /// `[a-z0-9][a-z0-9_-]*`
-    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"))]
+    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"), length(max = MAX_NAME_CHARS))]
     pub name: String,
     /// The template's plan version (default 1).
     #[serde(default = "one")]
@@ -46,7 +50,7 @@ pub struct Definition {
     pub input_schema: Option<Value>,
     /// Whole-run deadline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = MAX_DURATION_MS))]
     pub timeout_ms: Option<u64>,
     /// On an unhandled failure, let independent branches finish first.
     #[serde(default, skip_serializing_if = "is_false")]
@@ -90,7 +94,7 @@ impl Definition {
 #[serde(deny_unknown_fields)]
 pub struct Step {
     /// `[A-Za-z_][A-Za-z0-9_]*`, unique, not `input`, `item`, `index` or `run`.
-    #[schemars(regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]*$"))]
+    #[schemars(regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]*$"), length(max = MAX_NAME_CHARS))]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -116,7 +120,7 @@ pub struct Step {
     pub retry: Option<RetryPolicy>,
     /// Per attempt; defaults: code 10 s, tool 30 s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = MAX_DURATION_MS))]
     pub timeout_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "is_false")]
     pub continue_on_error: bool,
@@ -125,6 +129,7 @@ pub struct Step {
     pub limits: Option<Limits>,
     /// Higher first among ready steps.
     #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(range(min = -MAX_PRIORITY, max = MAX_PRIORITY))]
     pub priority: i64,
     /// Tool steps only: a code step applied to the tool's output.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -232,7 +237,9 @@ pub enum CodeRef {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolRef {
+    #[schemars(length(max = MAX_NAME_CHARS))]
     pub server: String,
+    #[schemars(length(max = MAX_NAME_CHARS))]
     pub name: String,
 }
 
@@ -250,10 +257,11 @@ pub struct WaitSpec {
     pub reason: WaitReason,
     /// Fails the step with a `timeout` error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = MAX_DURATION_MS))]
     pub timeout_ms: Option<u64>,
     /// Event name to wait for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_NAME_CHARS))]
     pub event: Option<String>,
     /// Object of field → value (refs allowed); every field must equal the
     /// same top-level field of the event's data.
@@ -296,7 +304,7 @@ impl WaitReason {
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum SleepSpec {
     /// Milliseconds from the moment the step starts.
-    Ms(u64),
+    Ms(#[schemars(range(max = MAX_DURATION_MS))] u64),
     /// An RFC 3339 instant.
     Until(Timestamp),
 }
@@ -305,6 +313,7 @@ pub enum SleepSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WorkflowRef {
+    #[schemars(length(max = MAX_NAME_CHARS))]
     pub template: String,
     /// Pinned template version; default: the latest at run creation.
     #[serde(default, skip_serializing_if = "Option::is_none")]

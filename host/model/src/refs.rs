@@ -22,6 +22,7 @@ use std::fmt;
 use serde_json::Value;
 
 use crate::definition::StepStatus;
+use crate::problem::shown;
 use crate::scope::Scope;
 
 /// Names that cannot be step names because they are ref roots.
@@ -63,19 +64,19 @@ pub struct Ref {
 /// Why a string is not a valid ref.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RefError {
-    #[error("`{0}` is not a ref: a ref is `@` followed by a name, like `@input.email` or `@step.field`")]
+    #[error("`{}` is not a ref: a ref is `@` followed by a name, like `@input.email` or `@step.field`", shown(.0))]
     NotARef(String),
     #[error("`@run` needs a field: only `@run.id` exists")]
     RunWithoutField,
-    #[error("unknown run field `{0}`: only `@run.id` exists")]
+    #[error("unknown run field `{}`: only `@run.id` exists", shown(.0))]
     UnknownRunField(String),
     #[error("`@index` is a number and has no fields")]
     IndexHasNoFields,
-    #[error("`${0}` is not a known step property: only `$status` exists")]
+    #[error("`${}` is not a known step property: only `$status` exists", shown(.0))]
     UnknownDollar(String),
     #[error("`$status` must follow a step name directly, as in `@step.$status`")]
     MisplacedStatus,
-    #[error("`@{0}` is not followed by anything: did you mean a field of `@{0}`?")]
+    #[error("`@{n}` is not followed by anything: did you mean a field of `@{n}`?", n = shown(.0))]
     Empty(String),
 }
 

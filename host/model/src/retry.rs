@@ -18,13 +18,15 @@ pub const DEFAULT_MAX_DELAY_MS: u64 = 60_000;
 pub struct RetryPolicy {
     /// Attempts in all, the first included (1 = no retry).
     #[serde(default = "one")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = crate::definition::MAX_ATTEMPTS))]
     pub max_attempts: u32,
     #[serde(default)]
     pub backoff: Backoff,
     #[serde(default = "initial")]
+    #[schemars(range(max = crate::definition::MAX_DURATION_MS))]
     pub initial_delay_ms: u64,
     #[serde(default = "max")]
+    #[schemars(range(max = crate::definition::MAX_DURATION_MS))]
     pub max_delay_ms: u64,
     /// Randomise each delay within [delay/2, delay].
     #[serde(default = "yes")]

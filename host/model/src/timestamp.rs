@@ -15,7 +15,7 @@ pub struct Timestamp {
 
 /// Why a string is not an RFC 3339 timestamp.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{0}` is not an RFC 3339 timestamp like 2026-01-31T09:00:00Z")]
+#[error("`{}` is not an RFC 3339 timestamp like 2026-01-31T09:00:00Z", crate::problem::shown(.0))]
 pub struct TimestampError(pub String);
 
 impl Timestamp {

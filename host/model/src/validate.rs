@@ -9,8 +9,8 @@ use std::collections::{HashMap, HashSet};
 
 use crate::decode::StepMeta;
 use crate::definition::{
-    Action, CodeRef, Definition, MAX_ATTEMPTS, MAX_DURATION_MS, MAX_MEMORY_MB, MAX_NAME_CHARS, SleepSpec, Step,
-    StepPart,
+    Action, CodeRef, Definition, MAX_ATTEMPTS, MAX_DURATION_MS, MAX_MEMORY_MB, MAX_NAME_CHARS, MAX_PRIORITY, SleepSpec,
+    Step, StepPart,
 };
 use crate::graph::Graph;
 use crate::json_schema::{SchemaLookup, check_literal_input, check_schema};
@@ -158,7 +158,7 @@ pub(crate) fn check(
                 out.push(unknown(&e.step, at));
             } else if !seen_after.insert(e.step.as_str()) {
                 out.push(
-                    Problem::new(at, format!("step `{}` is listed twice in `after`", e.step))
+                    Problem::new(at, format!("step `{}` is listed twice in `after`", shown(&e.step)))
                         .hint("keep one edge per step; use `on: always` for both outcomes"),
                 );
             }
@@ -269,6 +269,7 @@ fn step_rules(s: &Step, m: &StepMeta, out: &mut Vec<Problem>) {
                     if v.is_empty() {
                         out.push(Problem::new(format!("{at}/tool/{k}"), format!("`{k}` must not be empty")));
                     }
+                    out.extend(too_long(format!("{at}/tool/{k}"), &format!("the tool's {k}"), v));
                 }
             }
             Action::Return => {
@@ -290,6 +291,7 @@ fn step_rules(s: &Step, m: &StepMeta, out: &mut Vec<Problem>) {
                         if e.is_empty() {
                             out.push(Problem::new(format!("{w_at}/event"), "`event` must not be empty"));
                         }
+                        out.extend(too_long(format!("{w_at}/event"), "the event name", e));
                         for (k, set) in [("prompt", w.prompt.is_some()), ("schema", w.schema.is_some())] {
                             if set {
                                 out.push(
@@ -315,11 +317,16 @@ fn step_rules(s: &Step, m: &StepMeta, out: &mut Vec<Problem>) {
             Action::Sleep(SleepSpec::Ms(ms)) => out.extend(duration(format!("{}/ms", f("sleep")), "ms", 0, Some(*ms))),
             Action::Sleep(_) => {}
             Action::Workflow(w) => {
-                if !is_definition_name(&w.template) {
-                    out.push(Problem::new(
-                        format!("{at}/workflow/template"),
-                        format!("invalid template name `{}`", w.template),
-                    ));
+                if let Some(pr) = too_long(format!("{at}/workflow/template"), "the template name", &w.template) {
+                    out.push(pr);
+                } else if !is_definition_name(&w.template) {
+                    out.push(
+                        Problem::new(
+                            format!("{at}/workflow/template"),
+                            format!("invalid template name `{}`", shown(&w.template)),
+                        )
+                        .hint("template names use lowercase letters, digits, `_` and `-`"),
+                    );
                 }
                 if w.version == Some(0) {
                     out.push(Problem::new(format!("{at}/workflow/version"), range_msg("version", 1, None, "0")));
@@ -336,6 +343,12 @@ fn step_rules(s: &Step, m: &StepMeta, out: &mut Vec<Problem>) {
         _ => {}
     }
     out.extend(duration(f("timeout_ms"), "timeout_ms", 1, s.timeout_ms));
+    if s.priority.unsigned_abs() > MAX_PRIORITY.unsigned_abs() {
+        out.push(Problem::new(
+            f("priority"),
+            format!("`priority` must be an integer from -{MAX_PRIORITY} to {MAX_PRIORITY}, got {}", s.priority),
+        ));
+    }
     if let Some(r) = &s.retry {
         if r.max_attempts == 0 || r.max_attempts > MAX_ATTEMPTS {
             out.push(Problem::new(
@@ -439,12 +452,44 @@ mod range_tests {
                 json!({"name": "w", "steps": [{"name": "a", "wait": {"prompt": "ok?", "timeout_ms": u64::MAX}}]}),
                 "/steps/0/wait/timeout_ms",
             ),
+            (step(json!({"timeout_ms": 0})), "/steps/0/timeout_ms"),
+            (step(json!({"retry": {"max_attempts": 0}})), "/steps/0/retry/max_attempts"),
+            (step(json!({"retry": {"max_delay_ms": year + 1}})), "/steps/0/retry/max_delay_ms"),
+            (step(json!({"limits": {"memory_mb": 4097}})), "/steps/0/limits/memory_mb"),
+            (step(json!({"limits": {"memory_mb": 0}})), "/steps/0/limits/memory_mb"),
+            (step(json!({"limits": {"fuel": 0}})), "/steps/0/limits/fuel"),
+            (step(json!({"priority": i64::MIN})), "/steps/0/priority: `priority` must be an integer from -1000000"),
+            (step(json!({"priority": 1_000_001})), "/steps/0/priority"),
+            (step(json!({"for_each": [1], "concurrency": 0})), "/steps/0/concurrency"),
+            (
+                json!({"name": "w", "max_step_failures": 0, "steps": [{"name": "a", "return": {}}]}),
+                "/max_step_failures",
+            ),
+            (json!({"name": "w", "steps": [{"name": "a", "sleep": {"ms": year + 1}}]}), "/steps/0/sleep/ms"),
+            (
+                json!({"name": "w", "steps": [{"name": "a", "workflow": {"template": "t".repeat(129)}}]}),
+                "/steps/0/workflow/template: the template name `ttt",
+            ),
+            (
+                json!({"name": "w", "steps": [{"name": "a", "wait": {"event": "e".repeat(200)}}]}),
+                "/steps/0/wait/event: the event name",
+            ),
+            (
+                json!({"name": "w", "steps": [{"name": "a", "tool": {"server": "s", "name": "n".repeat(129)}}]}),
+                "/steps/0/tool/name: the tool's name",
+            ),
         ];
         for (def, want) in cases {
             let ps = problems(def.clone());
             assert!(ps.iter().any(|p| p.contains(want)), "{def}: {ps:?}");
         }
         assert!(problems(step(json!({"timeout_ms": year}))).is_empty(), "a year is allowed");
+        let edges = json!({"priority": -1_000_000, "retry": {"max_attempts": 10_000, "max_delay_ms": year},
+            "limits": {"memory_mb": 4096, "fuel": u64::MAX}});
+        assert!(problems(step(edges)).is_empty(), "every limit itself is allowed");
+        let name = "n".repeat(128);
+        let ok = json!({"name": "t".repeat(128), "steps": [{"name": name, "return": {}}]});
+        assert!(problems(ok).is_empty(), "128 characters are allowed");
 
         let long = "a".repeat(100_000);
         let ps = problems(json!({"name": "w", "steps": [{"name": long, "return": {}}]}));
@@ -456,5 +501,27 @@ mod range_tests {
         let ps = problems(json!({"name": "w", "steps": [{"name": "a\u{1b}[31mred", "return": {}}]}));
         assert!(!ps.is_empty() && ps.iter().all(|p| !p.contains('\u{1b}')), "{ps:?}");
         assert!(ps.iter().any(|p| p.contains("\\u{1b}")), "shown escaped: {ps:?}");
+
+        // User text in every other message: escaped and cut short.
+        let esc = format!("x\u{1b}]0;{}", "y".repeat(10_000));
+        let defs = [
+            json!({"name": "w", "steps": [{"name": "a", "return": {}, &esc: 1}]}),
+            json!({"name": "w", "steps": [{"name": "a", "return": true, "input": {"v": format!("@{esc}")}}]}),
+            json!({"name": "w", "steps": [{"name": "a", "return": {}, "when": {"ref": "@input.x", &esc: 1}}]}),
+            json!({"name": "w", "steps": [{"name": "a", "sleep": {"until": esc}}]}),
+            json!({"name": "w", "steps": [{"name": "a", "return": {}, "after": [esc]}]}),
+            json!({"name": "w", "steps": [{"name": "a", "return": {}, "join": esc}]}),
+            json!({"name": "w", "steps": [{"name": "a", "return": {}, "priority": esc}]}),
+            json!({"name": "w", "steps": [{"name": "a", "workflow": {"template": "T\u{1b}"}}]}),
+        ];
+        for def in defs {
+            let ps = problems(def.clone());
+            assert!(!ps.is_empty(), "{def}");
+            for p in &ps {
+                // The path stays an exact JSON Pointer (escaped); the message is cut.
+                let msg = p.split_once(": ").map_or(p.as_str(), |(_, m)| m);
+                assert!(!p.contains('\u{1b}') && msg.len() < 600, "raw or whole: {}", &p[..p.len().min(300)]);
+            }
+        }
     }
 }

@@ -169,7 +169,8 @@ pub(crate) fn parse_output(bytes: &[u8], overflowed: bool, limits: &Limits) -> R
         return Err(GuestError::new(
             GuestErrorKind::OutputTooLarge,
             format!(
-                "the guest's output is larger than the {} byte cap; return less, or write large results as artifacts",
+                "the guest's output is over the {}-byte cap (`[limits] max_output_bytes` in weft.toml); return less, \
+                 or write large results as artifacts",
                 limits.output_bytes
             ),
         ));

@@ -26,6 +26,8 @@ fn a_run_input_over_the_default_cap_is_refused_and_nothing_is_stored() {
     let out = w.run(&["run", file.to_str().unwrap(), "--input-file", big.to_str().unwrap()]);
     out.expect_code(2);
     assert!(out.stderr.contains("4194304-byte cap") && out.stderr.contains("max_input_bytes"), "{}", out.stderr);
+    assert!(out.stderr.contains(&format!("is {} bytes as JSON", (5 << 20) + 8)), "the size is named: {}", out.stderr);
+    assert!(out.stderr.contains("weft.toml"), "how to raise it: {}", out.stderr);
     assert!(runs(&w).is_empty(), "nothing stored");
     // Under the cap it runs.
     std::fs::write(&big, json!({"x": "y".repeat(1 << 20)}).to_string()).unwrap();
@@ -70,6 +72,16 @@ fn signal_event_data_definitions_and_outputs_over_their_caps() {
     out.expect_code(2);
     assert!(out.stderr.contains("1000-byte cap"), "{}", out.stderr);
 
+    // A schedule's input (stored, and the input of every run it fires).
+    let file = w.write_def("tick", &json!({"name": "tick", "steps": [{"name": "a", "return": "@input"}]}));
+    w.run(&["templates", "save", file.to_str().unwrap()]).expect_code(0);
+    let out = w.run(&["schedule", "add", "tick", "--cron", "0 2 * * *", "--input", &big]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("1000-byte cap") && out.stderr.contains("max_input_bytes"), "{}", out.stderr);
+    let out = w.run(&["schedule", "list", "--json"]);
+    out.expect_code(0);
+    assert_eq!(out.json(), json!([]), "no schedule stored");
+
     // A guest's output over the cap: output_too_large, not retried.
     let retry = json!({"max_attempts": 3, "initial_delay_ms": 1});
     let file = w.write_def(
@@ -81,6 +93,8 @@ fn signal_event_data_definitions_and_outputs_over_their_caps() {
     out.expect_code(1);
     let step = &out.json()["steps"][0];
     assert_eq!(step["error"]["kind"], "output_too_large", "{}", out.stdout);
+    let msg = step["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("5000-byte cap") && msg.contains("max_output_bytes"), "{msg}");
     assert_eq!(step["attempts"], 1, "not retried");
     assert!(step["output"].is_null());
 
@@ -121,4 +135,36 @@ fn a_deeply_nested_output_is_refused_and_the_run_stays_readable() {
     let out = w.run(&["runs", "list", "--json"]);
     out.expect_code(0);
     assert_eq!(out.json().as_array().unwrap().len(), 2);
+}
+
+/// A `return` step's value and a run's `output` are built from stored
+/// values and stored again: over `max_output_bytes` the run fails
+/// `output_too_large` naming the cap, and the value is not stored.
+#[test]
+fn a_return_or_output_built_over_the_output_cap_fails_the_run() {
+    let w = with_config(CAPS);
+    let input = json!({"x": "q".repeat(900)}).to_string();
+    let six: serde_json::Map<String, Value> = (0..6).map(|i| (format!("k{i}"), json!("@input.x"))).collect();
+    for (name, def) in [
+        ("ret", json!({"name": "ret", "steps": [{"name": "r", "return": six}]})),
+        ("out", json!({"name": "out", "output": six, "steps": [{"name": "r", "return": {"small": true}}]})),
+    ] {
+        let file = w.write_def(name, &def);
+        let out = w.run(&["run", file.to_str().unwrap(), "--input", &input, "--json"]);
+        out.expect_code(1);
+        let run = out.json();
+        assert_eq!(run["state"], "failed", "{name}: {run}");
+        assert_eq!(run["error"]["kind"], "output_too_large", "{name}: {run}");
+        let msg = run["error"]["message"].as_str().unwrap();
+        assert!(msg.contains("5000-byte cap") && msg.contains("max_output_bytes"), "{name}: {msg}");
+        assert!(run["output"].is_null(), "{name}: nothing of it is stored: {run}");
+        if name == "ret" {
+            assert!(run["steps"][0]["output"].is_null(), "{run}");
+        }
+    }
+    // Under the cap the same return completes.
+    let file = w.write_def("ret", &json!({"name": "ret", "steps": [{"name": "r", "return": {"a": "@input.x"}}]}));
+    let out = w.run(&["run", file.to_str().unwrap(), "--input", &input, "--json"]);
+    out.expect_code(0);
+    assert_eq!(out.json()["output"]["a"], "q".repeat(900));
 }

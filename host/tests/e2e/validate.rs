@@ -226,3 +226,60 @@ fn the_example_workflows_validate() {
         assert!(out.stdout.contains(part), "{part} missing from\n{}", out.stdout);
     }
 }
+
+/// Names have a length cap, numbers are range-checked with the engine's
+/// limits, and what a user wrote reaches no terminal raw: an ESC in a step
+/// name, a field or a template name is shown escaped, a 100,000-character
+/// name is cut, and `weft run` of the same file stores nothing.
+#[test]
+fn long_names_control_characters_and_numbers_out_of_range_are_refused_escaped() {
+    let w = Weft::new();
+    let def = json!({
+        "name": "t".repeat(5000),
+        "steps": [
+            {"name": "a\u{1b}[31mred", "return": {}},
+            {"name": "n".repeat(100_000), "return": {}},
+            {"name": "c", "code": {"plugin": "json-select"}, "timeout_ms": u64::MAX, "priority": i64::MIN,
+             "retry": {"max_attempts": 1_000_000}},
+            {"name": "d", "return": {}, "bell\u{7}\u{1b}]0;title\u{7}": 1},
+            {"name": "e", "workflow": {"template": "x\u{1b}[2J"}}
+        ]
+    });
+    let file = write(&w, "hostile.json", &def);
+    let f = file.to_str().unwrap();
+    let out = w.run(&["validate", f]);
+    out.expect_code(2);
+    let err = &out.stderr;
+    assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "a control character reached the terminal raw");
+    assert!(err.len() < 8000, "names are cut, not echoed whole ({} bytes)", err.len());
+    for (path, words) in [
+        ("/name", "5000 characters long; at most 128"),
+        ("/steps/0/name", "invalid step name `a\\u{1b}[31mred`"),
+        ("/steps/1/name", "100000 characters long; at most 128"),
+        ("/steps/2/timeout_ms", "must be an integer from 1 to 31622400000"),
+        ("/steps/2/priority", "from -1000000 to 1000000"),
+        ("/steps/2/retry/max_attempts", "from 1 to 10000"),
+        ("/steps/3/bell\\u{7}\\u{1b}]0;title\\u{7}", "unknown field"),
+        ("/steps/4/workflow/template", "invalid template name `x\\u{1b}[2J`"),
+    ] {
+        let line = format!("{f}: {path}: ");
+        assert!(err.lines().any(|l| l.starts_with(&line) && l.contains(words)), "no `{line}...{words}` in\n{err}");
+    }
+
+    // The JSON report keeps the JSON Pointers exact; messages are escaped.
+    let out = w.run(&["validate", f, "--json"]);
+    out.expect_code(2);
+    assert!(!out.stdout.contains('\u{1b}'));
+    let v = out.json();
+    let problems = v["problems"].as_array().unwrap();
+    assert!(problems.iter().any(|p| p["path"] == "/steps/3/bell\u{7}\u{1b}]0;title\u{7}"), "{v:#}");
+    assert!(problems.iter().all(|p| !p["message"].as_str().unwrap().contains('\u{1b}')), "{v:#}");
+
+    // Running it is refused the same way, and nothing is stored.
+    let out = w.run(&["run", f]);
+    out.expect_code(2);
+    assert!(!out.stderr.contains('\u{1b}'), "weft run shows the problems escaped too");
+    let out = w.run(&["runs", "list", "--json"]);
+    out.expect_code(0);
+    assert_eq!(out.json(), json!([]));
+}

@@ -149,11 +149,26 @@ impl Driver {
                 let input = self.def.steps[i].input.clone();
                 let value = self.scope_eval(None, |s| input.resolve(s));
                 self.step_to(i, StepEvent::Claim, Value::Null, None, json!({}))?;
+                // What a return builds from stored values is stored too: it
+                // is capped like any step output, and nothing of it is kept.
+                let cap = self.sh.config.caps.max_output_bytes;
+                if let Err(over) = crate::caps::check(&value, cap) {
+                    return self.step_failed(i, over.step_error());
+                }
                 self.step_to(i, StepEvent::Succeed, value.clone(), None, json!({}))?;
                 let output = match self.def.output.clone() {
                     Some(t) => self.scope_eval(None, |s| t.resolve(s)),
                     None => value,
                 };
+                if let Err(over) = crate::caps::check(&output, cap) {
+                    let m = format!(
+                        "{}; {}",
+                        over.message("the run's `output`", "max_output_bytes"),
+                        over.hint("max_output_bytes")
+                    );
+                    let kind = over.step_error().kind;
+                    return self.end_run(RunEvent::Fail, None, StepError::new(kind, m, false), false);
+                }
                 let err = StepError::canceled(format!("the run returned at step `{}`", self.def.steps[i].name));
                 return self.end_run(RunEvent::Complete, Some(output), err, false);
             }
