@@ -1,6 +1,10 @@
-//! The `weft` binary: parse arguments, run the command, exit with its code.
+//! The `weft` binary: argument parsing, terminal rendering and exit codes.
+//! What it runs lives in `weft-runtime` (the pipeline, runners, the store
+//! owner) and `weft-server` (`weft serve`); nothing imports this crate.
+
+mod cli;
 
 fn main() -> std::process::ExitCode {
-    weft::small_pages();
-    weft::cli::main()
+    weft_runtime::process::small_pages();
+    cli::main()
 }

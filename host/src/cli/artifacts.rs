@@ -10,7 +10,7 @@ use weft_engine::view::artifact_json;
 use weft_engine::{RunRecord, Store};
 
 use super::{Exit, bad, output};
-use crate::app::App;
+use weft_runtime::app::App;
 
 pub fn artifacts(app: &App, rec: &RunRecord, out: Option<&Path>, json: bool) -> anyhow::Result<Exit> {
     let Some(dir) = out else {

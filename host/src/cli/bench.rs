@@ -1,6 +1,6 @@
 //! `weft bench NAME... [--rounds N] [--runs N] [--json FILE]`: the
 //! workloads of performance.md that run from the CLI (see
-//! [`crate::bench`]). Names: `w5` (tool-step overhead against
+//! [`weft_bench`]). Names: `w5` (tool-step overhead against
 //! server-everything), `w7` (runs parked on a wait: memory, and resuming
 //! one by signal), `w8` (cold `weft run`), or `all`. The engine workloads
 //! are `cargo bench -p weft --bench engine`.
@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::{Exit, bad};
-use crate::bench::{self, Figures};
+use weft_bench::Figures;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -49,16 +49,16 @@ pub fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             "weft bench: this is a debug build; figures of a release build (`cargo build --release`) are the ones to compare"
         );
     }
-    outln!("# load {}", bench::loadavg());
+    outln!("# load {}", weft_bench::loadavg());
     let mut figures = Figures::default();
     for n in &names {
         match n.as_str() {
-            "w5" => bench::w5::run(args.rounds.unwrap_or(30).max(1), &mut figures)?,
-            "w7" => bench::w7::run(args.runs.unwrap_or(10_000), &mut figures)?,
-            _ => bench::w8::run(args.rounds.unwrap_or(20).max(1), &mut figures)?,
+            "w5" => weft_bench::w5::run(args.rounds.unwrap_or(30).max(1), &mut figures)?,
+            "w7" => weft_bench::w7::run(args.runs.unwrap_or(10_000), &mut figures)?,
+            _ => weft_bench::w8::run(args.rounds.unwrap_or(20).max(1), &mut figures)?,
         }
     }
-    outln!("# load {}", bench::loadavg());
+    outln!("# load {}", weft_bench::loadavg());
     if let Some(p) = args.json {
         std::fs::write(&p, serde_json::to_string_pretty(&figures.json)?)?;
     }

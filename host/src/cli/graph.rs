@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use weft_engine::Store as _;
 
 use super::{Exit, bad};
-use crate::config::Settings;
+use weft_runtime::config::Settings;
 
 #[derive(Debug, Args)]
 pub struct GraphArgs {
@@ -55,7 +55,7 @@ fn stored(
     settings: &Settings,
     target: &str,
 ) -> anyhow::Result<(weft_model::Definition, HashMap<String, weft_model::StepStatus>)> {
-    let app = crate::app::App::open(settings)?;
+    let app = weft_runtime::app::App::open(settings)?;
     if let Ok(id) = target.parse::<weft_engine::RunId>() {
         let run = app
             .block_on(app.store.run(&id))?

@@ -19,6 +19,7 @@ mod bench;
 mod graph;
 mod output;
 mod plugin;
+mod prepare;
 mod progress;
 mod run;
 mod runs;
@@ -36,7 +37,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::Settings;
+use weft_runtime::config::Settings;
 
 /// weft: durable workflows of sandboxed WebAssembly code steps and MCP tool calls.
 #[derive(Debug, Parser)]
@@ -124,12 +125,14 @@ impl From<Exit> for ExitCode {
 /// Parses the process's arguments and runs the command.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    weft_runtime::logging::init();
     match run(cli) {
         Ok(exit) => exit.into(),
         Err(e) => {
             eprintln!("error: {}", chain(&e));
-            if e.downcast_ref::<BadInput>().is_some() { ExitCode::from(2) } else { ExitCode::from(1) }
+            let users = e.downcast_ref::<BadInput>().is_some()
+                || e.downcast_ref::<weft_runtime::RuntimeError>().is_some_and(|r| r.is_invalid());
+            if users { ExitCode::from(2) } else { ExitCode::from(1) }
         }
     }
 }
@@ -137,7 +140,7 @@ pub fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<Exit> {
     let settings = Settings::load(cli.config.as_deref(), cli.data_dir.as_deref()).map_err(bad)?;
     for s in settings.servers.iter() {
-        crate::logging::add_secrets(s.secrets.clone());
+        weft_runtime::logging::add_secrets(s.secrets.clone());
     }
     match cli.command {
         Command::Step(c) => step::run(&settings, c),
@@ -172,12 +175,4 @@ fn chain(e: &anyhow::Error) -> String {
         out.push_str(&s);
     }
     out
-}
-
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("WEFT_LOG")
-        // rmcp warns when a closing upstream outlives its grace period;
-        // weft kills it then, so that is not news for the user.
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp=error"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(crate::logging::Redacting).try_init();
 }

@@ -9,8 +9,8 @@ use serde_json::json;
 
 use super::step::{find_error, sandbox_error};
 use super::{Exit, bad, output};
-use crate::config::Settings;
-use crate::guests::{self, Origin};
+use weft_runtime::config::Settings;
+use weft_runtime::guests::{self, Origin};
 
 #[derive(Debug, Subcommand)]
 pub enum PluginCommand {

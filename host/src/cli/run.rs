@@ -25,15 +25,15 @@ use clap::Args;
 use serde_json::Value;
 use weft_engine::outside::WaitKind;
 use weft_engine::{Engine, EngineError, RunId, RunOptions, RunRecord, RunState, Store, view};
-use weft_model::{Definition, NoSchemas, Problem};
+use weft_model::Definition;
+use weft_runtime::pipeline::{Prepared, Refused, Source};
 use weft_store_sqlite::SchedulerLock;
 
 use super::progress::Progress;
 use super::runs::exit_for;
 use super::{Exit, bad, output};
-use crate::app::{self, App};
-use crate::config::Settings;
-use crate::guests;
+use weft_runtime::app::{self, App};
+use weft_runtime::config::Settings;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -101,115 +101,50 @@ fn is_file(target: &str) -> bool {
     p.exists() || target.contains('/') || target.contains(std::path::MAIN_SEPARATOR) || target.ends_with(".json")
 }
 
-/// Prints problems located in the run input and returns the exit-2 error.
-fn input_problems(problems: &[Problem]) -> anyhow::Error {
-    for p in problems {
-        let at = if p.path.is_empty() { "input".to_string() } else { format!("input{}", p.path) };
-        eprintln!("{at}: {}", p.message);
-    }
-    for h in problems.iter().filter_map(|p| p.hint.as_deref()) {
-        eprintln!("  to fix: {h}");
-    }
-    let n = problems.len();
-    bad(anyhow::anyhow!("the input was refused ({n} problem{}); no run was created", if n == 1 { "" } else { "s" }))
-}
-
-/// A definition file, validated: its raw document and base folder.
-pub(super) fn load_file(settings: &Settings, file: &Path, json: bool) -> anyhow::Result<(Value, Definition, PathBuf)> {
-    let def = match super::validate::load(settings, file)? {
-        Ok(def) => def,
-        Err(invalid) => return Err(super::validate::report(file, &invalid, json)),
-    };
-    let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display())).map_err(bad)?;
-    let doc: Value = serde_json::from_str(&text).map_err(|e| bad(anyhow::anyhow!("{}: {e}", file.display())))?;
-    let base = file.parent().map(Path::to_path_buf).filter(|b| !b.as_os_str().is_empty()).unwrap_or_else(|| ".".into());
-    Ok((doc, def, base))
-}
-
-/// Asks the upstreams of the definition's tool steps for their tools before
-/// the run is created: an unknown tool or an input that breaks the tool's
-/// input schema refuses the run (exit 2); an unreachable server is only a
-/// warning (the run's attempts will retry per policy).
-fn check_tools_online(settings: &Settings, app: &App, doc: &Value, what: &str) -> anyhow::Result<()> {
-    if crate::online::tool_steps(doc).is_empty() {
-        return Ok(());
-    }
-    let online = app.block_on(crate::online::check(&app.upstreams, doc));
-    for p in &online.unreachable {
-        eprintln!("warning: {what}: {p}");
-    }
-    let mut problems = online.problems.clone();
-    if !online.schemas.is_empty() {
-        let sandbox = guests::sandbox(settings)?;
-        let registry = guests::registry(settings);
-        let lookup =
-            crate::lookup::RegistryLookup::new(&sandbox, &registry, ".").with_tool_schemas(online.schemas.clone());
-        if let Err(ps) = weft_model::from_value(doc, &lookup) {
-            problems.extend(ps);
-        }
-    }
-    if problems.is_empty() {
-        return Ok(());
-    }
-    for p in &problems {
-        eprintln!("{what}: {p}");
-    }
-    Err(bad(anyhow::anyhow!("{what}: the tool steps do not match what their MCP servers offer")))
-}
-
-/// Problems of pinning, reported like validation problems (exit 2).
-fn pin_problems(what: &str, problems: &[Problem]) -> anyhow::Error {
-    for p in problems {
-        eprintln!("{what}: {p}");
-    }
-    bad(anyhow::anyhow!("{what}: cannot pin the code of every step"))
-}
-
 pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
     let input = read_input(args.input.as_deref(), args.input_file.as_deref())?;
     let presets = parse_presets(&args.preset)?;
-    // A file is validated before the store is touched.
-    let from_file =
-        if is_file(&args.target) { Some(load_file(settings, Path::new(&args.target), args.json)?) } else { None };
-    let app = App::open(settings)?;
-    // Engine::start spawns onto the runtime.
-    let _rt = app.rt.enter();
-    let registry = guests::registry(settings);
-    let (mut doc, def, base, mut opts) = match from_file {
-        Some((doc, def, base)) => (doc, def, base, RunOptions::default()),
-        None => {
-            let name = &args.target;
-            let t = app
-                .block_on(app.store.template(name, None))?
-                .ok_or_else(|| bad(anyhow::anyhow!("no file or template `{name}` (see `weft templates list`)")))?;
-            let sandbox = guests::sandbox(settings)?;
-            let lookup = crate::lookup::RegistryLookup::new(&sandbox, &registry, ".");
-            let def = weft_model::from_value(&t.definition, &lookup).map_err(|ps| {
-                for p in &ps {
-                    eprintln!("template {name} v{}: {p}", t.version);
-                }
-                bad(anyhow::anyhow!(
-                    "template `{name}` version {} does not validate against the installed plugins",
-                    t.version
-                ))
-            })?;
-            let opts = RunOptions { template: Some(t.name.clone()), version: Some(t.version), ..Default::default() };
-            (t.definition, def, PathBuf::from("."), opts)
-        }
-    };
-    if let Err(problems) = weft_model::validate_input(&def, &input) {
-        return Err(input_problems(&problems));
-    }
-    opts.presets = presets;
+    let mut opts = RunOptions { presets, ..Default::default() };
     if let Some(k) = &args.key {
         if k.trim().is_empty() {
             return Err(bad(anyhow::anyhow!("--key: the concurrency key is empty")));
         }
         opts.concurrency_key = Some(k.clone());
     }
-    check_tools_online(settings, &app, &doc, &args.target)?;
-    app::pin_code(&mut doc, &registry, &base, false).map_err(|p| pin_problems(&args.target, &p))?;
-    let pinned = weft_model::from_value(&doc, &NoSchemas).map_err(|p| pin_problems(&args.target, &p))?;
+    // A file is validated before the store is touched.
+    let from_file = if is_file(&args.target) {
+        let file = Path::new(&args.target);
+        Some(
+            super::prepare::pipeline(settings)?
+                .load_file(file)
+                .map_err(|r| super::prepare::refused(r, &args.target, args.json))?,
+        )
+    } else {
+        None
+    };
+    let app = App::open(settings)?;
+    // Engine::start spawns onto the runtime.
+    let _rt = app.rt.enter();
+    let pipeline = app.pipeline()?;
+    let what = &args.target;
+    let prepared = app
+        .block_on(async {
+            let loaded = match from_file {
+                Some(loaded) => loaded,
+                None => pipeline.load(Source::Template(what.clone())).await?,
+            };
+            pipeline.prepare(loaded, input, opts).await
+        })
+        .map_err(|r| match r {
+            Refused::Unusable(_) if !is_file(what) => {
+                bad(anyhow::anyhow!("no file or template `{what}` (see `weft templates list`)"))
+            }
+            other => super::prepare::refused(other, what, args.json),
+        })?;
+    for p in &prepared.warnings {
+        eprintln!("warning: {what}: {p}");
+    }
+    let Prepared { plan: pinned, input, opts, .. } = prepared;
 
     let engine = app.engine()?;
     if args.detach {
@@ -251,7 +186,7 @@ fn create(app: &App, engine: &Engine, def: &Definition, input: Value, opts: RunO
 
 fn create_error(e: EngineError) -> anyhow::Error {
     match e {
-        EngineError::Invalid(p) => input_problems(&p.0),
+        EngineError::Invalid(p) => super::prepare::input_problems(&p.0),
         other => other.into(),
     }
 }

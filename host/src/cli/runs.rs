@@ -13,8 +13,8 @@ use weft_engine::{RunId, RunRecord, RunState, Seq, Store, view};
 
 use super::progress::{describe, human_ms};
 use super::{Exit, bad, output};
-use crate::app::App;
-use crate::config::Settings;
+use weft_runtime::app::App;
+use weft_runtime::config::Settings;
 
 #[derive(Debug, Subcommand)]
 pub enum RunsCommand {
@@ -306,7 +306,7 @@ fn cancel(app: &App, id: &str) -> anyhow::Result<Exit> {
     // Hold the lock when it is free, so no worker starts the run meanwhile.
     let _lock = app.try_lock_briefly()?.ok();
     let engine = app.engine()?;
-    let rec = app.block_on(crate::app::cancel_run(&engine, &rec.id))?;
+    let rec = app.block_on(engine.cancel(&rec.id))?;
     eprintln!("run {} {}", rec.id, rec.state);
     Ok(Exit::Success)
 }

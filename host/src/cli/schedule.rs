@@ -15,8 +15,8 @@ use weft_engine::store::ScheduleRecord;
 use weft_engine::{EngineError, Store};
 
 use super::{Exit, bad, output};
-use crate::app::App;
-use crate::config::Settings;
+use weft_runtime::app::App;
+use weft_runtime::config::Settings;
 
 #[derive(Debug, Subcommand)]
 pub enum ScheduleCommand {

@@ -1,5 +1,5 @@
 //! `weft serve [--stdio | --http [ADDR]] [--token TOKEN]`: the MCP server
-//! (see `crate::serve`).
+//! (see `weft_server`).
 //!
 //! - Owns the store like `weft worker`: takes the scheduler lock (another
 //!   owner: exit 2, naming it), resumes unfinished runs, executes runs
@@ -22,9 +22,9 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use super::{Exit, bad};
-use crate::app::{self, App};
-use crate::config::Settings;
-use crate::serve::{self, Core, HttpOptions};
+use weft_runtime::app::{self, App};
+use weft_runtime::config::Settings;
+use weft_server::{Core, HttpOptions};
 
 /// The default HTTP address.
 pub const DEFAULT_HTTP: &str = "127.0.0.1:7777";
@@ -71,7 +71,7 @@ pub fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<Exit> {
             if args.token.as_deref() == Some("") {
                 return Err(bad(anyhow::anyhow!("the token is empty: give a non-empty --token or WEFT_TOKEN")));
             }
-            if token.is_none() && !serve::is_loopback_only(&addr) {
+            if token.is_none() && !weft_server::is_loopback_only(&addr) {
                 return Err(bad(anyhow::anyhow!(
                     "refusing to serve on {addr} without a token: any address but loopback needs --token TOKEN or WEFT_TOKEN (clients then send `Authorization: Bearer TOKEN`)"
                 )));
@@ -90,14 +90,13 @@ pub fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<Exit> {
             )));
         }
     };
-    let sandbox =
-        Arc::new(crate::guests::sandbox(settings).map_err(|e| anyhow::anyhow!("cannot build the sandbox: {e}"))?);
     let _rt = app.rt.enter();
-    let engine = app.engine_with(sandbox.clone());
-    // Extra tool sources (`serve::ToolSource`) besides the templates' own:
+    let engine = app.engine()?;
+    // Extra tool sources (`weft_server::ToolSource`) besides the templates' own:
     // the proxy's `<server>__<tool>` tools.
-    let extra: Vec<Arc<dyn serve::ToolSource>> = vec![Arc::new(serve::ProxyTools::default())];
-    let core = Core::new(settings.clone(), app.store.clone(), engine.clone(), sandbox, app.upstreams.clone(), extra);
+    let extra: Vec<Arc<dyn weft_server::ToolSource>> = vec![Arc::new(weft_server::ProxyTools::default())];
+    let core =
+        Core::new(settings.clone(), app.store.clone(), engine.clone(), app.sandbox()?, app.upstreams.clone(), extra);
     eprintln!("weft serve: owns {} (pid {})", app.db_path.display(), std::process::id());
     let result = app.block_on(async {
         let stop = CancellationToken::new();
@@ -110,16 +109,19 @@ pub fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<Exit> {
             match http {
                 Some(opts) => {
                     let secured = if opts.token.is_some() { " (bearer token required)" } else { "" };
-                    serve::serve_http(core.clone(), opts, stop.clone(), |a| {
+                    weft_server::serve_http(core.clone(), opts, stop.clone(), |a| {
                         eprintln!("weft serve: listening on http://{a}/mcp{secured}");
                     })
                     .await
                 }
-                None => serve::serve_stdio(core.clone(), stop.clone()).await,
+                None => weft_server::serve_stdio(core.clone(), stop.clone()).await,
             }
         };
         let result = tokio::select! {
-            r = served => r,
+            r = served => r.map_err(|e| match e {
+                weft_server::ServeError::Listen(_) => bad(e),
+                other => other.into(),
+            }),
             _ = tokio::signal::ctrl_c() => Ok(()),
             _ = term.recv() => Ok(()),
         };

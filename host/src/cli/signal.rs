@@ -29,8 +29,8 @@ use weft_engine::{EmitAnswer, Engine, SignalAnswer};
 
 use super::runs::parse_id;
 use super::{Exit, bad, output};
-use crate::app::{self, App};
-use crate::config::Settings;
+use weft_runtime::app::{self, App};
+use weft_runtime::config::Settings;
 
 /// How long to wait for the store's owner to answer before giving up.
 const OWNER_ANSWER: Duration = Duration::from_secs(30);

@@ -11,8 +11,8 @@ use clap::{Args, Subcommand};
 use weft_sandbox::{Artifact, GuestOutcome, Invocation, Level, LogLine, Observer, SandboxError, StepContext};
 
 use super::{Exit, bad, output};
-use crate::config::Settings;
-use crate::guests::{self, FindError};
+use weft_runtime::config::Settings;
+use weft_runtime::guests::{self, FindError};
 
 #[derive(Debug, Subcommand)]
 pub enum StepCommand {

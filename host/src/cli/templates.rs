@@ -14,9 +14,8 @@ use weft_engine::clock::rfc3339;
 use weft_engine::store::TemplateRecord;
 
 use super::{Exit, bad, output};
-use crate::app::{self, App};
-use crate::config::Settings;
-use crate::guests;
+use weft_runtime::app::App;
+use weft_runtime::config::Settings;
 
 #[derive(Debug, Subcommand)]
 pub enum TemplatesCommand {
@@ -65,18 +64,16 @@ fn record_json(t: &TemplateRecord, with_definition: bool) -> serde_json::Value {
 pub fn run(settings: &Settings, cmd: TemplatesCommand) -> anyhow::Result<Exit> {
     match cmd {
         TemplatesCommand::Save { file } => {
-            let (mut doc, def, base) = super::run::load_file(settings, &file, false)?;
-            let registry = guests::registry(settings);
-            app::pin_code(&mut doc, &registry, &base, true).map_err(|ps| {
-                for p in &ps {
-                    eprintln!("{}: {p}", file.display());
-                }
-                bad(anyhow::anyhow!("{}: cannot store the code of every step", file.display()))
-            })?;
+            let what = file.display().to_string();
+            let pipeline = super::prepare::pipeline(settings)?;
+            let (doc, name) = pipeline
+                .load_file(&file)
+                .and_then(|loaded| pipeline.template_doc(loaded))
+                .map_err(|r| super::prepare::refused(r, &what, false))?;
             let app = App::open(settings)?;
-            let version = app.block_on(app.store.save_template(&def.name, &doc, now_ms()))?;
-            eprintln!("saved template {} version {version}", def.name);
-            output::json(&json!({"name": def.name, "version": version}));
+            let version = app.block_on(app.store.save_template(&name, &doc, now_ms()))?;
+            eprintln!("saved template {name} version {version}");
+            output::json(&json!({"name": name, "version": version}));
             Ok(Exit::Success)
         }
         TemplatesCommand::List { json } => {

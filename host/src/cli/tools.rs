@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
 use super::{Exit, bad, output};
-use crate::config::Settings;
+use weft_runtime::config::Settings;
 
 #[derive(Debug, Subcommand)]
 pub enum ToolsCommand {

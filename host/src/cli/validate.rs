@@ -20,10 +20,10 @@ use serde_json::json;
 use weft_model::Definition;
 
 use super::{Exit, bad, output};
-use crate::config::Settings;
-use crate::guests;
-use crate::lookup::{Invalid, RegistryLookup, validate_text};
-use crate::online::{self, Online};
+use weft_runtime::config::Settings;
+use weft_runtime::guests;
+use weft_runtime::lookup::{Invalid, RegistryLookup, validate_text};
+use weft_runtime::online::{self, Online};
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
@@ -96,24 +96,8 @@ pub(super) fn load_checked(
     file: &Path,
     online: Option<&Online>,
 ) -> anyhow::Result<Result<Definition, Invalid>> {
-    if !file.exists() {
-        return Err(bad(anyhow::anyhow!("no file `{}`", file.display())));
-    }
-    if file.is_dir() {
-        return Err(bad(anyhow::anyhow!("`{}` is a folder, not a definition file", file.display())));
-    }
     let cap = settings.caps().max_definition_bytes;
-    let size = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
-    if size > cap as u64 {
-        return Err(bad(anyhow::anyhow!(
-            "{} is {size} bytes, over the {cap}-byte cap on definitions; split the workflow (child runs: \
-             `workflow` steps), or raise `[limits] max_definition_bytes` in weft.toml",
-            file.display()
-        )));
-    }
-    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display())).map_err(bad)?;
-    let text =
-        String::from_utf8(bytes).map_err(|e| bad(anyhow::anyhow!("{} is not UTF-8 text: {e}", file.display())))?;
+    let text = weft_runtime::pipeline::read_definition(file, cap).map_err(|why| bad(anyhow::anyhow!(why)))?;
     let base = file.parent().map(Path::to_path_buf).unwrap_or_default();
     let base = if base.as_os_str().is_empty() { PathBuf::from(".") } else { base };
     let sandbox = guests::sandbox(settings)?;

@@ -20,9 +20,12 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
+use tokio_util::sync::CancellationToken;
+use weft_runtime::app::{self, App};
+use weft_runtime::config::Settings;
+use weft_runtime::owner::{self, Owning};
+
 use super::Exit;
-use crate::app::{self, App};
-use crate::config::Settings;
 
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
@@ -31,8 +34,6 @@ pub struct WorkerArgs {
     until_idle: bool,
 }
 
-/// How often the store is asked for newly submitted runs.
-const POLL: Duration = Duration::from_millis(20);
 /// How long runs in flight get to finish after SIGINT/SIGTERM.
 const GRACE: Duration = Duration::from_secs(3);
 
@@ -58,24 +59,18 @@ pub fn run(settings: &Settings, args: WorkerArgs) -> anyhow::Result<Exit> {
         }
         // Fires cron schedules (`weft schedule add`); ends with the runtime.
         let schedules = tokio::spawn(engine.clone().run_schedules());
-        let mut poller = app::Poller::new(recovered);
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let mut tick = tokio::time::interval(POLL);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let stop = loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = tokio::signal::ctrl_c() => break "SIGINT",
-                _ = term.recv() => break "SIGTERM",
-            }
-            let fresh = match poller.poll(&engine, store.as_ref()).await {
-                Ok(n) => n,
-                Err(e) if e.is_retryable() => continue,
-                Err(e) => return Err(e.into()),
-            };
-            if args.until_idle && fresh == 0 && engine.busy_runs() == 0 {
+        let stop = CancellationToken::new();
+        let how = Owning { until_idle: args.until_idle, outlive_errors: false };
+        let owned = owner::own_store(&engine, store.as_ref(), recovered, how, &stop);
+        let stop = tokio::select! {
+            r = owned => {
+                r?;
+                schedules.abort();
                 return Ok(());
             }
+            _ = tokio::signal::ctrl_c() => "SIGINT",
+            _ = term.recv() => "SIGTERM",
         };
         let active = engine.busy_runs();
         if active > 0 {

@@ -488,25 +488,38 @@ impl Engine {
     /// Cancel a run: running attempts get their cancel token fired and are
     /// recorded `canceled`, like every unfinished step; the run ends `canceled`.
     /// A hibernated run wakes to be canceled by its driver.
+    ///
+    /// A run not driven here whose owner commits a transition meanwhile (a
+    /// store conflict) is read again and canceled, up to 20 times.
     pub async fn cancel(&self, id: &RunId) -> Result<RunRecord, EngineError> {
-        let driven = {
-            let mut runs = self.sh.active.lock().unwrap();
-            if runs.hibernated.contains_key(id) {
-                self.start_locked(&mut runs, id, None);
+        let mut tries = 0;
+        loop {
+            let driven = {
+                let mut runs = self.sh.active.lock().unwrap();
+                if runs.hibernated.contains_key(id) {
+                    self.start_locked(&mut runs, id, None);
+                }
+                // Fired under the lock: a driver deciding to hibernate sees it.
+                runs.driven.get(id).filter(|a| !*a.done.borrow()).map(|a| {
+                    a.cancel.cancel();
+                    a.done.clone()
+                })
+            };
+            match driven {
+                Some(mut done) => {
+                    let _ = done.wait_for(|v| *v).await;
+                }
+                None => match driver::cancel_undriven(&self.sh, id).await {
+                    Err(EngineError::Store(StoreError::Conflict(_))) if tries < 20 => {
+                        tries += 1;
+                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                        continue;
+                    }
+                    other => other?,
+                },
             }
-            // Fired under the lock: a driver deciding to hibernate sees it.
-            runs.driven.get(id).filter(|a| !*a.done.borrow()).map(|a| {
-                a.cancel.cancel();
-                a.done.clone()
-            })
-        };
-        match driven {
-            Some(mut done) => {
-                let _ = done.wait_for(|v| *v).await;
-            }
-            None => driver::cancel_undriven(&self.sh, id).await?,
+            return self.sh.store.run(id).await?.ok_or_else(|| EngineError::NotFound(id.clone()));
         }
-        self.sh.store.run(id).await?.ok_or_else(|| EngineError::NotFound(id.clone()))
     }
 
     /// Runs with a driver task now (hibernated runs are not counted: see
@@ -550,21 +563,6 @@ impl Drop for Shared {
     fn drop(&mut self) {
         if let Ok(mut runs) = self.active.lock() {
             runs.abort_all();
-        }
-    }
-}
-
-/// Cancels a run, reading it again when its owner committed a transition
-/// meanwhile (a store conflict), up to 20 times.
-pub async fn cancel_with_retries(engine: &Engine, id: &RunId) -> Result<RunRecord, EngineError> {
-    let mut tries = 0;
-    loop {
-        match engine.cancel(id).await {
-            Err(EngineError::Store(StoreError::Conflict(_))) if tries < 20 => {
-                tries += 1;
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-            }
-            other => return other,
         }
     }
 }

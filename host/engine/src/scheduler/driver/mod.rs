@@ -693,7 +693,7 @@ impl Driver {
         for child in self.to_cancel.drain(..) {
             let engine = Engine::from_shared(self.sh.clone());
             tokio::spawn(async move {
-                if let Err(e) = crate::scheduler::cancel_with_retries(&engine, &child).await {
+                if let Err(e) = engine.cancel(&child).await {
                     tracing::warn!(run = %child, error = %e, "cannot cancel a child run");
                 }
             });

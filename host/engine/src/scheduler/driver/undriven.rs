@@ -92,7 +92,7 @@ pub(in crate::scheduler) async fn cancel_undriven(sh: &Arc<Shared>, id: &RunId) 
     let engine = Engine::from_shared(sh.clone());
     for w in &rec.waits {
         if let WaitKind::Child { run } = &w.kind
-            && let Err(e) = Box::pin(crate::scheduler::cancel_with_retries(&engine, run)).await
+            && let Err(e) = Box::pin(engine.cancel(run)).await
         {
             tracing::warn!(run = %run, error = %e, "cannot cancel a child run");
         }

@@ -24,8 +24,8 @@ use weft_model::NoSchemas;
 use weft_store_sqlite::{Durability, SqliteStore};
 
 use super::{Figures, pct};
-use crate::runner::CodeRunner;
-use crate::tool_runner::{Runners, ToolRunner};
+use weft_runtime::runner::CodeRunner;
+use weft_runtime::tool_runner::{Runners, ToolRunner};
 
 /// Signals timed (at most one per run).
 const SIGNALS: usize = 1000;
@@ -65,7 +65,7 @@ pub fn run(runs: usize, out: &mut Figures) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("weft").build()?;
     let dir = tempfile::tempdir()?;
     let store = Arc::new(SqliteStore::open(dir.path().join("weft.db"), Durability::Normal)?);
-    let settings = crate::config::Settings {
+    let settings = weft_runtime::config::Settings {
         data_dir: dir.path().join("data"),
         cache_dir: dir.path().join("cache"),
         config_path: None,

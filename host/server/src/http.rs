@@ -29,7 +29,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use super::{Core, WeftServer};
+use super::{Core, ServeError, WeftServer};
 
 /// Where and how to listen.
 #[derive(Clone)]
@@ -151,10 +151,10 @@ pub async fn serve_http(
     opts: HttpOptions,
     stop: CancellationToken,
     on_bound: impl FnOnce(SocketAddr),
-) -> anyhow::Result<()> {
+) -> Result<(), ServeError> {
     let listener = tokio::net::TcpListener::bind(opts.addr)
         .await
-        .map_err(|e| crate::cli::bad(anyhow::anyhow!("cannot listen on {}: {e}", opts.addr)))?;
+        .map_err(|e| ServeError::Listen(format!("cannot listen on {}: {e}", opts.addr)))?;
     let local = listener.local_addr()?;
     // A request may carry an input and a definition at their caps (over
     // them, the tool answers with the cap named); past that, 413.

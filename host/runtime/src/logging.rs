@@ -10,6 +10,16 @@ use weft_mcp::Secrets;
 
 static SECRETS: RwLock<Vec<Secrets>> = RwLock::new(Vec::new());
 
+/// Logs to stderr through [`Redacting`], filtered by `$WEFT_LOG` (default:
+/// warnings).
+pub fn init() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("WEFT_LOG")
+        // rmcp warns when a closing upstream outlives its grace period;
+        // weft kills it then, so that is not news for the user.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp=error"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(Redacting).try_init();
+}
+
 /// Redacts these secrets from every log line from now on.
 pub fn add_secrets(s: Secrets) {
     SECRETS.write().unwrap_or_else(|p| p.into_inner()).push(s);

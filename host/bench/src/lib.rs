@@ -1,4 +1,4 @@
-//! `weft bench NAME...`: the workloads of performance.md that run from the
+//! The workloads of performance.md that run from the
 //! CLI (W5 tool-step overhead, W7 runs parked on waits, W8 cold start), printing one greppable line
 //! per figure (`W5 mcp-chain-20 path=engine ... per_call_us_p50=...`) and,
 //! with `--json FILE`, the same figures as JSON. The engine workloads (W1,

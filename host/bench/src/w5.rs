@@ -20,8 +20,8 @@ use weft_model::NoSchemas;
 use weft_store_sqlite::{Durability, SqliteStore};
 
 use super::{Figures, pct};
-use crate::runner::CodeRunner;
-use crate::tool_runner::{Runners, ToolRunner};
+use weft_runtime::runner::CodeRunner;
+use weft_runtime::tool_runner::{Runners, ToolRunner};
 
 const CALLS: usize = 20;
 
@@ -129,7 +129,7 @@ pub fn run(rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
     // 4. The engine: a run of 20 sequential tool steps, committed to SQLite.
     let dir = tempfile::tempdir()?;
     let store = Arc::new(SqliteStore::open(dir.path().join("weft.db"), Durability::Normal)?);
-    let settings = crate::config::Settings {
+    let settings = weft_runtime::config::Settings {
         data_dir: dir.path().join("data"),
         cache_dir: dir.path().join("cache"),
         config_path: None,

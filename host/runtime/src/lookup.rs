@@ -7,132 +7,15 @@
 //! `weft-model` only asks the lookup for schemas (an unknown guest is "no
 //! schema" to it), so the existence check is done here, on the raw JSON.
 
+use crate::guests::resolve_code;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 use serde_json::Value;
 use weft_model::{CodeRef, Definition, Problem, SchemaLookup};
+use weft_sandbox::Sandbox;
 use weft_sandbox::registry::Registry;
-use weft_sandbox::{Digest, Sandbox};
-
-/// A guest resolved from a [`CodeRef`]: its bytes and digest.
-#[derive(Debug, Clone)]
-pub struct Code {
-    /// A display name (plugin name, file name or short digest).
-    pub name: String,
-    /// The sha256 of `bytes`.
-    pub digest: Digest,
-    /// The module or component.
-    pub bytes: Vec<u8>,
-}
-
-/// Finds the bytes of a code step's guest: a plugin by name (added or
-/// bundled), a file (relative paths against `base_dir`, the definition
-/// file's folder), or a stored module by digest. The error is a sentence
-/// for a person.
-pub fn resolve_code(registry: &Registry, base_dir: &Path, code: &CodeRef) -> Result<Code, String> {
-    match code {
-        CodeRef::Plugin(name) => {
-            let r = registry.resolve(name).map_err(|e| e.to_string())?;
-            Ok(Code { name: r.name, digest: r.digest, bytes: r.bytes })
-        }
-        CodeRef::Path(p) => {
-            let path = resolve_path(base_dir, p);
-            let bytes = read_guest_file(&path).map_err(|e| format!("`{p}`: {e}"))?;
-            let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| p.clone());
-            Ok(Code { name, digest: Digest::of(&bytes), bytes })
-        }
-        CodeRef::Sha256(hex) => {
-            let digest: Digest = hex.parse().map_err(|e: weft_sandbox::BadDigest| e.to_string())?;
-            let bytes = registry.blob(&digest).map_err(|e| e.to_string())?;
-            Ok(Code { name: digest.short(), digest, bytes })
-        }
-    }
-}
-
-/// The largest guest file read.
-pub const MAX_GUEST_BYTES: u64 = 256 << 20;
-
-/// A guest's bytes from a file: a regular file (not a device, a FIFO or a
-/// folder) of at most [`MAX_GUEST_BYTES`], read through a cap. The error
-/// says what is wrong with the file, never what is in it.
-pub fn read_guest_file(path: &Path) -> Result<Vec<u8>, String> {
-    use std::io::Read;
-    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => format!("no file {}", path.display()),
-        _ => format!("cannot read {}: {e}", path.display()),
-    })?;
-    if !meta.is_file() {
-        return Err(format!("{} is not a regular file", path.display()));
-    }
-    if meta.len() > MAX_GUEST_BYTES {
-        return Err(format!(
-            "{} is {} bytes, over the {MAX_GUEST_BYTES}-byte cap on guests",
-            path.display(),
-            meta.len()
-        ));
-    }
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let mut bytes = vec![];
-    file.take(MAX_GUEST_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if bytes.len() as u64 > MAX_GUEST_BYTES {
-        return Err(format!("{} grew past the {MAX_GUEST_BYTES}-byte cap on guests", path.display()));
-    }
-    Ok(bytes)
-}
-
-/// Whether a definition sent by a client may name the file `p`: only
-/// under a folder of `[guests] allow_paths`. Checked on the path as
-/// written (no file is looked at outside those folders, so a client
-/// cannot learn what exists), then on the real path (symlinks resolved).
-pub fn client_path_allowed(allowed: &[PathBuf], base_dir: &Path, p: &str) -> Result<(), String> {
-    let lexical = |path: &Path| -> PathBuf {
-        let mut out = PathBuf::new();
-        for c in path.components() {
-            match c {
-                std::path::Component::ParentDir => {
-                    out.pop();
-                }
-                std::path::Component::CurDir => {}
-                other => out.push(other),
-            }
-        }
-        out
-    };
-    let refused = || {
-        if allowed.is_empty() {
-            "a definition sent over MCP cannot name a file as `code.path`: name a plugin (`{\"plugin\": NAME}`, \
-             see plugin_list) or a digest (`{\"sha256\": HEX}`); the operator can allow folders with \
-             `[guests] allow_paths`"
-                .to_string()
-        } else {
-            "this `code.path` is outside the folders the operator allowed (`[guests] allow_paths`): name a plugin \
-             (see plugin_list) or a digest instead"
-                .to_string()
-        }
-    };
-    let path = lexical(&resolve_path(base_dir, p));
-    let dirs: Vec<PathBuf> = allowed.iter().map(|d| lexical(&resolve_path(base_dir, &d.to_string_lossy()))).collect();
-    if !dirs.iter().any(|d| path.starts_with(d)) {
-        return Err(refused());
-    }
-    if let Ok(real) = path.canonicalize() {
-        let real_dirs: Vec<PathBuf> = dirs.iter().filter_map(|d| d.canonicalize().ok()).collect();
-        if !real_dirs.iter().any(|d| real.starts_with(d)) {
-            return Err(refused());
-        }
-    }
-    Ok(())
-}
-
-/// `p` as is when absolute, else joined to `base_dir`.
-pub fn resolve_path(base_dir: &Path, p: &str) -> PathBuf {
-    let path = Path::new(p);
-    if path.is_absolute() { path.to_path_buf() } else { base_dir.join(path) }
-}
 
 /// What is known about one guest: its declared input schema, or why it
 /// cannot be used.
@@ -281,16 +164,19 @@ pub struct Invalid {
 /// Parses and validates `text` with `lookup`: the model's problems plus one
 /// for each guest that cannot be found, in document order.
 pub fn validate_text(text: &str, lookup: &RegistryLookup<'_>) -> Result<Definition, Invalid> {
-    let doc: Value = match serde_json::from_str(text) {
-        Ok(v) => v,
+    match serde_json::from_str::<Value>(text) {
+        Ok(doc) => validate_doc(&doc, lookup),
         Err(e) => {
             let problems = weft_model::parse_and_validate(text, lookup).err().unwrap_or_default();
-            return Err(Invalid { problems, syntax: Some((e.line(), e.column())) });
+            Err(Invalid { problems, syntax: Some((e.line(), e.column())) })
         }
-    };
-    let code = lookup.code_problems(&doc);
-    let result = weft_model::from_value(&doc, lookup);
-    match result {
+    }
+}
+
+/// Validates a parsed document with `lookup` (see [`validate_text`]).
+pub fn validate_doc(doc: &Value, lookup: &RegistryLookup<'_>) -> Result<Definition, Invalid> {
+    let code = lookup.code_problems(doc);
+    match weft_model::from_value(doc, lookup) {
         Ok(def) if code.is_empty() => Ok(def),
         Ok(_) => Err(Invalid { problems: code, syntax: None }),
         Err(problems) => {

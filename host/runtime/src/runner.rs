@@ -37,7 +37,7 @@ use weft_sandbox::{
 };
 
 use crate::config::Settings;
-use crate::lookup::resolve_code;
+use crate::guests::resolve_code;
 
 /// Runs code steps in the sandbox.
 #[derive(Clone)]
@@ -105,7 +105,7 @@ impl CodeRunner {
 
     /// A runner with the configured sandbox, registry and `[limits]`.
     pub fn from_settings(settings: &Settings, base_dir: PathBuf) -> Result<Self, SandboxError> {
-        let sandbox = Arc::new(crate::guests::sandbox(settings)?);
+        let sandbox = crate::guests::sandbox(settings)?;
         Ok(Self::new(sandbox, crate::guests::registry(settings), settings.code_limits(), base_dir))
     }
 }

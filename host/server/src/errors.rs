@@ -133,3 +133,22 @@ mod tests {
         assert_eq!(r.structured_content.unwrap()["problems"][0]["path"], "/steps/0/code");
     }
 }
+
+/// Why `weft serve` cannot serve (as opposed to a tool call's
+/// [`ToolError`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The address cannot be listened on (in use, not local): the user's
+    /// to fix.
+    #[error("{0}")]
+    Listen(String),
+    /// An MCP session could not start or ended badly.
+    #[error("{0}")]
+    Session(String),
+    /// The engine (recovery) failed.
+    #[error(transparent)]
+    Engine(#[from] weft_engine::EngineError),
+    /// The connection failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}

@@ -1,25 +1,29 @@
-//! `weft serve`: weft as an MCP server, over stdio or streamable HTTP.
+//! What `weft serve` offers: weft as an MCP server (and proxy), over stdio
+//! or streamable HTTP. Every tool is a thin adapter over `weft-runtime`:
+//! runs are prepared by its one pipeline and executed by the engine of the
+//! store this process owns.
 //!
 //! The process owns the store's scheduler like `weft worker` does (the
-//! lock, recovery of unfinished runs, runs created by other processes),
-//! and offers the management tools to MCP clients.
+//! lock, recovery of unfinished runs, runs created by other processes:
+//! `weft_runtime::owner`), and offers the management tools to MCP clients.
 //!
 //! | file | owns |
 //! |---|---|
-//! | `mod.rs` | [`Core`] (what every session shares), owning the store, serving stdio |
+//! | `lib.rs` | [`Core`] (what every session shares), owning the store, serving stdio |
 //! | `handler.rs` | [`WeftServer`] (one per MCP session), the rmcp `ServerHandler`, [`ToolSource`] — the seam for tools that are not built in, [`Session`] |
-//! | `prepare.rs` | definitions from tool arguments: parsing, validation, pinning, input checks |
+//! | `prepare.rs` | definitions from tool arguments, through the runtime's pipeline; its refusals as tool errors |
 //! | `tools_templates.rs` | `workflow_validate`, `template_*`, `plugin_list` |
 //! | `tools_runs.rs` | `run_start`, `run_get`, `run_list`, `run_events`, `run_cancel`; waiting with progress |
 //! | `tools_waits.rs` | `run_signal`, `event_emit`: answering waits |
 //! | `elicit.rs` | asking a waiting client for a run's input (elicitation; `input_required` results and tasks on 2026-07-28) |
 //! | `views.rs` | the run shapes tools return: `RunView`, `WaitView`, `RunStartOut` |
 //! | `wf_tools.rs` | every saved template as a tool `wf_<name>` (a [`ToolSource`]) |
-//! | `proxy_tools.rs` | every upstream tool as `<server>__<tool>` (a [`ToolSource`]), forwarded; recorded in recording mode |
+//! | `proxy.rs`, `proxy_tools.rs` | every upstream tool as `<server>__<tool>` (a [`ToolSource`]), forwarded; recorded in recording mode |
+//! | `recording.rs` | a recording's journal turned into a workflow definition (the DAG of proxied calls) |
 //! | `tools_recording.rs` | `recording_start`, `step_preset`, `recording_save`, `recording_stop`; journals |
 //! | `resources.rs` | runs as resources `weft://runs/{id}` |
 //! | `http.rs` | streamable HTTP with axum, the bearer token check |
-//! | `errors.rs` | [`ToolError`]: `isError` results that say what, where and how to fix |
+//! | `errors.rs` | [`ToolError`]: `isError` results that say what, where and how to fix; [`ServeError`] |
 //!
 //! Sessions: over stdio the one client is one session; over HTTP each
 //! 2025-11-25 client session gets its own [`WeftServer`] (and [`Session`]);
@@ -32,7 +36,9 @@ mod fuzz_tests;
 mod handler;
 mod http;
 mod prepare;
+pub mod proxy;
 mod proxy_tools;
+pub mod recording;
 mod resources;
 mod tools_recording;
 mod tools_runs;
@@ -44,7 +50,6 @@ mod wf_tools;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use tokio::sync::broadcast;
@@ -53,16 +58,15 @@ use weft_engine::Engine;
 use weft_sandbox::Sandbox;
 use weft_store_sqlite::SqliteStore;
 
-pub use errors::{ProblemOut, ToolError};
+pub use errors::{ProblemOut, ServeError, ToolError};
 pub use handler::{Session, SourceCall, ToolSource, WeftServer};
 pub use http::{HttpOptions, is_loopback_only, serve_http};
 pub use proxy_tools::ProxyTools;
 pub use views::{RunStartOut, RunView, WaitView};
 
-use crate::config::Settings;
-
-/// How often the owner looks for runs created by other processes.
-const POLL: Duration = Duration::from_millis(20);
+use weft_runtime::config::Settings;
+use weft_runtime::owner::{self, Owning};
+use weft_runtime::pipeline::Pipeline;
 
 /// Something every session should hear about.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +92,8 @@ pub struct Core {
     /// Where relative `path`s of code steps in inline definitions are
     /// resolved: the working directory of `weft serve`.
     pub base_dir: PathBuf,
+    /// The one prepare-a-run pipeline (shared with the CLI).
+    pub pipeline: Pipeline,
     changes: broadcast::Sender<Change>,
     router: ToolRouter<WeftServer>,
     sources: Vec<Arc<dyn ToolSource>>,
@@ -111,6 +117,9 @@ impl Core {
         extra: Vec<Arc<dyn ToolSource>>,
     ) -> Arc<Core> {
         let (changes, _) = broadcast::channel(64);
+        let base_dir = std::env::current_dir().unwrap_or_else(|_| ".".into());
+        let pipeline =
+            Pipeline::new(&settings, sandbox.clone(), upstreams.clone(), Some(store.clone()), base_dir.clone());
         let mut sources: Vec<Arc<dyn ToolSource>> = vec![Arc::new(wf_tools::TemplateTools::default())];
         sources.extend(extra);
         Arc::new(Core {
@@ -119,7 +128,8 @@ impl Core {
             engine,
             sandbox,
             upstreams,
-            base_dir: std::env::current_dir().unwrap_or_else(|_| ".".into()),
+            base_dir,
+            pipeline,
             changes,
             router: WeftServer::tool_router_all(),
             sources,
@@ -155,7 +165,7 @@ impl Core {
 
     /// Resumes the store's unfinished runs (recovery: what the previous
     /// owner left running is retried per policy); returns their ids.
-    pub async fn recover(&self) -> anyhow::Result<Vec<weft_engine::RunId>> {
+    pub async fn recover(&self) -> Result<Vec<weft_engine::RunId>, ServeError> {
         tools_recording::recover_journals(self).await;
         let recovered = self.engine.recover().await?;
         if !recovered.is_empty() {
@@ -166,46 +176,23 @@ impl Core {
 
     /// Executes the runs other processes create, and hands the signals and
     /// events they leave in the store's inbox (`weft signal`, `weft emit`)
-    /// to the runs, until `stop` (looks every 20 ms); `recovered` are the
-    /// runs [`Core::recover`] already drives.
+    /// to the runs, until `stop`; `recovered` are the runs
+    /// [`Core::recover`] already drives. A store error is logged and the
+    /// store read again a second later: the server keeps serving.
     pub async fn own_store(self: Arc<Self>, recovered: Vec<weft_engine::RunId>, stop: CancellationToken) {
-        let mut poller = crate::app::Poller::new(recovered);
-        let mut tick = tokio::time::interval(POLL);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = stop.cancelled() => return,
-            }
-            let polled = match poller.poll(&self.engine, self.store.as_ref()).await {
-                Ok(_) => self.engine.process_inbox().await.map(|_| ()),
-                Err(e) => Err(weft_engine::EngineError::Store(e)),
-            };
-            match polled {
-                Ok(()) => {}
-                Err(weft_engine::EngineError::Store(e)) if e.is_retryable() => {}
-                Err(e) => {
-                    // Keep serving (runs started here still run); say why
-                    // runs created elsewhere wait, and try again later.
-                    tracing::error!(error = %e, "cannot read the store's unfinished runs or inbox");
-                    tokio::select! {
-                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                        _ = stop.cancelled() => return,
-                    }
-                }
-            }
-        }
+        let how = Owning { until_idle: false, outlive_errors: true };
+        let _ = owner::own_store(&self.engine, self.store.as_ref(), recovered, how, &stop).await;
     }
 }
 
 /// Serves one MCP client over stdin/stdout until it disconnects or `stop`.
-pub async fn serve_stdio(core: Arc<Core>, stop: CancellationToken) -> anyhow::Result<()> {
+pub async fn serve_stdio(core: Arc<Core>, stop: CancellationToken) -> Result<(), ServeError> {
     use rmcp::ServiceExt as _;
     let server = WeftServer::new(core);
     let running = server
         .serve_with_ct(rmcp::transport::stdio(), stop.child_token())
         .await
-        .map_err(|e| anyhow::anyhow!("the MCP client did not start a session: {e}"))?;
-    running.waiting().await.map_err(|e| anyhow::anyhow!("the MCP session ended badly: {e}"))?;
+        .map_err(|e| ServeError::Session(format!("the MCP client did not start a session: {e}")))?;
+    running.waiting().await.map_err(|e| ServeError::Session(format!("the MCP session ended badly: {e}")))?;
     Ok(())
 }

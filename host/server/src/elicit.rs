@@ -382,7 +382,7 @@ pub async fn follow_task(
     let forever = Duration::from_secs(365 * 24 * 3600);
     let internal = |e: ToolError| TaskExit::Error(ErrorData::internal_error(e.to_string(), None));
     let cancel = |core: Arc<Core>, id: RunId| async move {
-        let _ = crate::app::cancel_run(&core.engine, &id).await;
+        let _ = core.engine.cancel(&id).await;
         Err(TaskExit::Cancelled)
     };
     let mut asked = Asked::default();

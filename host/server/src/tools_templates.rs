@@ -15,7 +15,7 @@ use weft_engine::store::TemplateRecord;
 use super::errors::{ProblemOut, ToolError};
 use super::prepare::{self, blocking};
 use super::{Change, WeftServer, wf_tools};
-use crate::guests;
+use weft_runtime::guests;
 
 /// A workflow definition (see workflow.md): an object with `name` and
 /// `steps`. Its JSON text as a string is accepted too.
@@ -186,8 +186,7 @@ impl WeftServer {
             }
             Err(e) => return Err(e),
         };
-        let core = self.core.clone();
-        let checked = blocking(move || Ok(prepare::validate(&core, &doc))).await?;
+        let checked = prepare::validate(&self.core, doc).await?;
         Ok(Json(match checked {
             Ok(def) => ValidateOut {
                 valid: true,

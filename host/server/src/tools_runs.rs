@@ -206,10 +206,12 @@ impl Core {
     /// Validates and creates a run of `doc` (a template's, when `opts`
     /// names it) and starts executing it. Nothing is stored when refused.
     pub async fn start_run(self: &Arc<Self>, doc: Value, input: Value, opts: RunOptions) -> Result<RunId, ToolError> {
-        let p = prepare::for_run(self, doc, input.clone(), opts).await?;
+        let p = prepare::for_run(self, doc, input, opts).await?;
         // Created and started in one commit (the server owns the store).
-        self.engine.submit(&p.plan, input, p.opts).await.map_err(|e| match e {
-            weft_engine::EngineError::Invalid(problems) => prepare::invalid_input(&problems.0, &p.plan),
+        self.engine.submit(&p.plan, p.input, p.opts).await.map_err(|e| match e {
+            weft_engine::EngineError::Invalid(problems) => {
+                prepare::invalid_input(&problems.0, p.plan.input_schema.as_ref())
+            }
             other => ToolError::internal(other),
         })
     }
@@ -463,7 +465,7 @@ impl WeftServer {
                 already_finished: true,
             }));
         }
-        let rec = crate::app::cancel_run(&self.core.engine, &rec.id).await.map_err(ToolError::internal)?;
+        let rec = self.core.engine.cancel(&rec.id).await.map_err(ToolError::internal)?;
         Ok(Json(RunCancelOut { run_id: rec.id.to_string(), state: rec.state.to_string(), already_finished: false }))
     }
 }

@@ -1,0 +1,124 @@
+//! The one loop of a store's owner (`weft worker`, `weft serve`): every
+//! 20 ms it answers the signals and events other processes left in the
+//! inbox, starts the unfinished runs it is not driving yet (created by
+//! other processes) and stops the attempts of runs another process
+//! canceled. A foreground `weft run` that holds the lock only answers the
+//! inbox while it follows its run.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use weft_engine::{Engine, EngineError, RunId, RunState, Store, StoreError};
+
+/// How often the owner looks for runs created by other processes.
+pub const POLL: Duration = Duration::from_millis(20);
+
+/// How [`own_store`] goes on.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Owning {
+    /// Return once no run is driven and none waits to start (runs waiting
+    /// for outside input do not count).
+    pub until_idle: bool,
+    /// On a store error that retrying cannot help, log it and try again a
+    /// second later (a server keeps serving) instead of returning it.
+    pub outlive_errors: bool,
+}
+
+/// Owns the store until `stop` (or, with `until_idle`, until idle):
+/// `recovered` are the runs [`Engine::recover`] already drives.
+pub async fn own_store(
+    engine: &Engine,
+    store: &dyn Store,
+    recovered: Vec<RunId>,
+    how: Owning,
+    stop: &CancellationToken,
+) -> Result<(), StoreError> {
+    let mut poller = Poller::new(recovered);
+    let mut tick = tokio::time::interval(POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.cancelled() => return Ok(()),
+        }
+        match poller.poll(engine, store).await {
+            Ok(fresh) => {
+                if how.until_idle && fresh == 0 && engine.busy_runs() == 0 {
+                    return Ok(());
+                }
+            }
+            Err(e) if e.is_retryable() => {}
+            Err(e) if how.outlive_errors => {
+                // Runs started here still run; say why runs created
+                // elsewhere wait, and try again later.
+                tracing::error!(error = %e, "cannot read the store's unfinished runs or inbox");
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    _ = stop.cancelled() => return Ok(()),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// What a store's owner does every poll: answer the signals and events other processes
+/// left in the inbox, start the unfinished runs it is not driving yet
+/// (created by other processes), and stop the attempts of runs another
+/// process canceled.
+#[derive(Default)]
+pub struct Poller {
+    started: HashSet<RunId>,
+}
+
+impl Poller {
+    /// A poller that already drives `recovered` (from [`Engine::recover`]).
+    pub fn new(recovered: Vec<RunId>) -> Self {
+        Poller { started: recovered.into_iter().collect() }
+    }
+
+    /// One poll: returns how many runs it started. Unfinished runs are read
+    /// through a partial index: cheap even with a long history. A store
+    /// error starts nothing (poll again when it `is_retryable()`).
+    pub async fn poll(&mut self, engine: &Engine, store: &dyn Store) -> Result<usize, StoreError> {
+        match engine.process_inbox().await {
+            Ok(_) => {}
+            Err(EngineError::Store(e)) => return Err(e),
+            Err(e) => tracing::warn!(error = %e, "cannot handle the inbox"),
+        }
+        let unfinished: HashSet<RunId> = store.unfinished_runs().await?.into_iter().collect();
+        let gone: Vec<RunId> = self.started.difference(&unfinished).cloned().collect();
+        if !gone.is_empty() {
+            self.started.retain(|id| unfinished.contains(id));
+            stop_canceled(engine, store, gone).await;
+        }
+        let mut fresh = 0;
+        for id in unfinished {
+            if !self.started.contains(&id) {
+                fresh += 1;
+                tracing::info!(run = %id, "starting a submitted run");
+                engine.start(&id);
+                self.started.insert(id);
+            }
+        }
+        Ok(fresh)
+    }
+}
+
+/// Runs this owner started that left the unfinished set: one canceled by
+/// another process (`weft runs cancel` while this process owns the store)
+/// is already recorded `canceled` but its attempts still run here, so they
+/// are stopped. (The engine has no cross-process cancel request yet.)
+async fn stop_canceled(engine: &Engine, store: &dyn Store, gone: Vec<RunId>) {
+    for id in gone {
+        if let Ok(Some(r)) = store.run(&id).await
+            && r.state == RunState::Canceled
+        {
+            let engine = engine.clone();
+            tokio::spawn(async move {
+                let _ = engine.cancel(&id).await;
+            });
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! The runtime's prepare-a-run pipeline as the CLI meets it: one for the
+//! process, and its refusals printed on stderr (every problem with its
+//! JSON path) ending the command with exit code 2.
+
+use std::sync::Arc;
+
+use weft_model::Problem;
+use weft_runtime::config::Settings;
+use weft_runtime::pipeline::{Pipeline, Refused};
+
+use super::bad;
+
+/// A pipeline for a command that has no store open (definition files).
+pub fn pipeline(settings: &Settings) -> anyhow::Result<Pipeline> {
+    let sandbox = weft_runtime::guests::sandbox(settings)?;
+    let here = std::env::current_dir().unwrap_or_else(|_| ".".into());
+    Ok(Pipeline::new(settings, sandbox, Arc::new(settings.upstreams()), None, here))
+}
+
+/// Prints a refusal of `what` (a file or a template name) and returns the
+/// error that ends the command (exit 2 unless the machine failed).
+pub fn refused(r: Refused, what: &str, json: bool) -> anyhow::Error {
+    match r {
+        Refused::Unusable(why) => bad(anyhow::anyhow!(why)),
+        Refused::Definition(invalid) => super::validate::report(std::path::Path::new(what), &invalid, json),
+        Refused::Template { name, version, problems } => {
+            for p in &problems {
+                eprintln!("template {name} v{version}: {p}");
+            }
+            bad(anyhow::anyhow!("template `{name}` version {version} does not validate against the installed plugins"))
+        }
+        Refused::Input { problems, .. } => input_problems(&problems),
+        Refused::Tools(problems) => {
+            for p in &problems {
+                eprintln!("{what}: {p}");
+            }
+            bad(anyhow::anyhow!("{what}: the tool steps do not match what their MCP servers offer"))
+        }
+        Refused::Pin(problems) => {
+            for p in &problems {
+                eprintln!("{what}: {p}");
+            }
+            bad(anyhow::anyhow!("{what}: cannot pin the code of every step"))
+        }
+        Refused::Runtime(e) => e.into(),
+    }
+}
+
+/// Prints problems located in the run input and returns the exit-2 error.
+pub fn input_problems(problems: &[Problem]) -> anyhow::Error {
+    for p in problems {
+        let at = if p.path.is_empty() { "input".to_string() } else { format!("input{}", p.path) };
+        eprintln!("{at}: {}", p.message);
+    }
+    for h in problems.iter().filter_map(|p| p.hint.as_deref()) {
+        eprintln!("  to fix: {h}");
+    }
+    let n = problems.len();
+    bad(anyhow::anyhow!("the input was refused ({n} problem{}); no run was created", if n == 1 { "" } else { "s" }))
+}
