@@ -59,14 +59,17 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
+use weft_engine::clock::system_now_ms as now_ms;
+
+use weft_bench::loadavg;
 
 use serde_json::{Value, json};
-use weft::config::{ConfigFile, Settings};
-use weft::runner::CodeRunner;
 use weft_engine::runner::{StepOutput, StepRequest, StepRunner};
 use weft_engine::{CancelToken, Engine, EngineConfig, Rng, RunOptions, RunState, SeededRng, StepError, SystemClock};
 use weft_model::{Definition, NoSchemas};
+use weft_runtime::config::{ConfigFile, Settings};
+use weft_runtime::runner::CodeRunner;
 use weft_store_sqlite::{Durability, SqliteStore};
 
 // ---- small helpers --------------------------------------------------------
@@ -88,16 +91,6 @@ fn pct(samples: &[f64], p: f64) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let rank = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len());
     v[rank - 1]
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
 }
 
 /// `VmHWM` (peak resident set) of this process, in MiB.
@@ -137,7 +130,7 @@ fn settings(dir: &Path) -> Settings {
 /// Stores the hostile guest in the data dir's blob store; its digest.
 fn pin_hostile(settings: &Settings) -> String {
     let wasm = std::fs::read(weft_test_artifacts::HOSTILE).expect("the hostile guest is built");
-    weft::guests::registry(settings).put_blob(&wasm).expect("store the guest").hex()
+    weft_runtime::guests::registry(settings).put_blob(&wasm).expect("store the guest").hex()
 }
 
 fn definition(doc: &Value) -> Definition {
@@ -345,7 +338,7 @@ fn w1_floor(report: &mut Report) {
     let settings = settings(dir.path());
     let input = json!({"mode": "fib", "n": 10});
 
-    let sandbox = weft::guests::sandbox(&settings).expect("the sandbox");
+    let sandbox = weft_runtime::guests::sandbox(&settings).expect("the sandbox");
     let guest = sandbox.load(&std::fs::read(weft_test_artifacts::HOSTILE).unwrap()).expect("load the guest");
     let inv = weft_sandbox::Invocation::new(input.to_string());
     let call = || {
@@ -543,7 +536,7 @@ use crash_resume::w6;
 // ---- main -----------------------------------------------------------------
 
 fn main() {
-    weft::small_pages();
+    weft_runtime::process::small_pages();
     if std::env::var("WEFT_BENCH_CHILD").as_deref() == Ok("w4") {
         w4_child();
         return;

@@ -13,13 +13,19 @@ pub trait Clock: Send + Sync + 'static {
     fn sleep_until(&self, at_ms: i64) -> BoxFuture<'static, ()>;
 }
 
+/// The system's time, ms since the Unix epoch: what [`SystemClock`] reads,
+/// for the front ends that stamp what they store (templates, journals).
+pub fn system_now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
 /// The system clock, sleeping with tokio timers.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> i64 {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+        system_now_ms()
     }
 
     fn sleep_until(&self, at_ms: i64) -> BoxFuture<'static, ()> {

@@ -1,13 +1,16 @@
 //! The error object of a failed step, attempt or run:
 //! `{"kind": "timeout", "message": "...", "retryable": true}`.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use crate::model_glue::ErrorKind;
 
 /// Why a step, attempt or run failed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StepError {
+    /// timeout, fuel_exhausted, memory_limit, trap, guest_error, transport,
+    /// tool_error, protocol, validation, canceled, deadline, dependency_failed, ...
     pub kind: ErrorKind,
     pub message: String,
     #[serde(default)]

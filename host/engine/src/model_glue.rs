@@ -3,12 +3,10 @@
 
 pub use weft_model::{
     Action, CodeRef, Condition, Definition, EdgeOn, ErrorKind, Graph, Join, Limits, Problem, Problems, RetryPolicy,
-    Scope, Step, StepStatus, StepView,
+    Scope, Step, StepView,
 };
 
 use serde_json::Value;
-
-use crate::state::StepState;
 
 /// Parse and validate a stored definition (a run's pinned plan).
 pub fn parse_definition(v: &Value) -> Result<Definition, Problems> {
@@ -18,17 +16,4 @@ pub fn parse_definition(v: &Value) -> Result<Definition, Problems> {
 /// Check a run input against the definition's `input_schema`.
 pub fn check_input(def: &Definition, input: &Value) -> Result<(), Problems> {
     weft_model::validate_input(def, input).map_err(Problems)
-}
-
-pub fn status_of(s: StepState) -> StepStatus {
-    match s {
-        StepState::Pending => StepStatus::Pending,
-        StepState::Running => StepStatus::Running,
-        StepState::Waiting => StepStatus::Waiting,
-        StepState::Retrying => StepStatus::Retrying,
-        StepState::Succeeded => StepStatus::Succeeded,
-        StepState::Failed => StepStatus::Failed,
-        StepState::Skipped => StepStatus::Skipped,
-        StepState::Canceled => StepStatus::Canceled,
-    }
 }

@@ -7,6 +7,7 @@
 //! `graph` treat it like any other run. [`done_step`] also serves presets:
 //! steps of a new run whose output is given instead of computed.
 
+use crate::state::Transition as _;
 use serde_json::{Value, json};
 
 use crate::ids::{AttemptNo, RunId, Seq};

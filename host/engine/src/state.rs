@@ -1,26 +1,13 @@
 //! THE state machine of runs and steps: every transition the engine makes
-//! goes through [`RunState::apply`] or [`StepState::apply`]; the store only
-//! persists what was decided here. A refused transition is an error, never
+//! goes through [`Transition::apply`] of a [`RunState`] or a [`StepState`]
+//! (the model's vocabulary); the store only persists what was decided here. A refused transition is an error, never
 //! silently applied.
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-
-/// A run's state: the A2A task lifecycle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum RunState {
-    Submitted,
-    Working,
-    InputRequired,
-    AuthRequired,
-    Completed,
-    Failed,
-    Canceled,
-    Rejected,
-}
+pub use weft_model::{RunState, StepState, UnknownState};
 
 /// What happens to a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -49,24 +36,37 @@ pub struct TransitionRefused {
     pub event: String,
 }
 
-impl RunState {
-    pub const ALL: [RunState; 8] = [
-        RunState::Submitted,
-        RunState::Working,
-        RunState::InputRequired,
-        RunState::AuthRequired,
-        RunState::Completed,
-        RunState::Failed,
-        RunState::Canceled,
-        RunState::Rejected,
-    ];
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepEvent {
+    /// An attempt is claimed (running + attempt + lease committed).
+    Claim,
+    /// The running step parks on a signal, event, timer or child run.
+    Park,
+    Succeed,
+    Fail,
+    /// The attempt failed and another is scheduled.
+    ScheduleRetry,
+    /// Not run: a `when` was false or an edge condition was not met.
+    Skip,
+    Cancel,
+}
 
-    pub fn is_terminal(self) -> bool {
-        matches!(self, RunState::Completed | RunState::Failed | RunState::Canceled | RunState::Rejected)
-    }
+/// The transitions of a state: `RunState` takes [`RunEvent`]s, `StepState`
+/// takes [`StepEvent`]s. The states are the model's (one vocabulary for
+/// every crate); which transitions exist is decided here only.
+pub trait Transition: Sized {
+    /// What happens to it.
+    type Event;
+    /// The state after `event`, or the refusal.
+    fn apply(self, event: Self::Event) -> Result<Self, TransitionRefused>;
+}
+
+impl Transition for RunState {
+    type Event = RunEvent;
 
     /// The one place that decides run transitions.
-    pub fn apply(self, event: RunEvent) -> Result<RunState, TransitionRefused> {
+    fn apply(self, event: RunEvent) -> Result<RunState, TransitionRefused> {
         use RunEvent as E;
         use RunState as S;
         let to = match (self, event) {
@@ -84,72 +84,13 @@ impl RunState {
         };
         to.ok_or_else(|| TransitionRefused { what: "run", from: self.to_string(), event: format!("{event:?}") })
     }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunState::Submitted => "submitted",
-            RunState::Working => "working",
-            RunState::InputRequired => "input-required",
-            RunState::AuthRequired => "auth-required",
-            RunState::Completed => "completed",
-            RunState::Failed => "failed",
-            RunState::Canceled => "canceled",
-            RunState::Rejected => "rejected",
-        }
-    }
 }
 
-/// A step's state (for a `for_each` step, the state of the whole step;
-/// items have attempts of their own).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StepState {
-    Pending,
-    Running,
-    /// A wait / sleep / workflow step parked on something outside.
-    Waiting,
-    /// Between attempts (the step record carries `next_attempt_at`).
-    Retrying,
-    Succeeded,
-    Failed,
-    Skipped,
-    Canceled,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StepEvent {
-    /// An attempt is claimed (running + attempt + lease committed).
-    Claim,
-    /// The running step parks on a signal, event, timer or child run.
-    Park,
-    Succeed,
-    Fail,
-    /// The attempt failed and another is scheduled.
-    ScheduleRetry,
-    /// Not run: a `when` was false or an edge condition was not met.
-    Skip,
-    Cancel,
-}
-
-impl StepState {
-    pub const ALL: [StepState; 8] = [
-        StepState::Pending,
-        StepState::Running,
-        StepState::Waiting,
-        StepState::Retrying,
-        StepState::Succeeded,
-        StepState::Failed,
-        StepState::Skipped,
-        StepState::Canceled,
-    ];
-
-    pub fn is_terminal(self) -> bool {
-        matches!(self, StepState::Succeeded | StepState::Failed | StepState::Skipped | StepState::Canceled)
-    }
+impl Transition for StepState {
+    type Event = StepEvent;
 
     /// The one place that decides step transitions.
-    pub fn apply(self, event: StepEvent) -> Result<StepState, TransitionRefused> {
+    fn apply(self, event: StepEvent) -> Result<StepState, TransitionRefused> {
         use StepEvent as E;
         use StepState as S;
         let to = match (self, event) {
@@ -163,19 +104,6 @@ impl StepState {
             _ => None,
         };
         to.ok_or_else(|| TransitionRefused { what: "step", from: self.to_string(), event: format!("{event:?}") })
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StepState::Pending => "pending",
-            StepState::Running => "running",
-            StepState::Waiting => "waiting",
-            StepState::Retrying => "retrying",
-            StepState::Succeeded => "succeeded",
-            StepState::Failed => "failed",
-            StepState::Skipped => "skipped",
-            StepState::Canceled => "canceled",
-        }
     }
 }
 
@@ -222,10 +150,6 @@ impl AttemptState {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown state {0:?}")]
-pub struct UnknownState(pub String);
-
 macro_rules! str_impls {
     ($t:ty) => {
         impl fmt::Display for $t {
@@ -241,8 +165,6 @@ macro_rules! str_impls {
         }
     };
 }
-str_impls!(RunState);
-str_impls!(StepState);
 
 impl AttemptState {
     pub const ALL: [AttemptState; 5] = [

@@ -1,93 +1,267 @@
-//! The `runs show --json` shape (interfaces.md), stable for scripts.
+//! The run views every front end shows: typed structs that serialise to the
+//! documented JSON (interfaces.md) — `weft runs show --json`, the MCP tools
+//! `run_get` and `run_events`, the run resources, and the coming HTTP API.
+//! Built straight from the store's records; times as RFC 3339.
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::clock::rfc3339;
-use crate::store::{EventRecord, RunRecord};
+use crate::error::StepError;
+use crate::outside::{WaitKind, WaitRecord};
+use crate::state::{RunState, StepState};
+use crate::store::{ArtifactRecord, EventRecord, RunRecord, StepRecord};
 
-/// `{"id", "template", "version", "state", "input", "output", "error",
-/// "parent", "created_at", "updated_at", "steps": [{"name", "state",
-/// "attempts", "output", "error", "started_at", "ended_at"}]}`; a step
-/// waiting to retry also carries `next_attempt_at`, and one whose attempts
-/// were interrupted (their process died) `interruptions`. A parked step is in
-/// `waits`: `{"step", "kind": "signal" | "event" | "child" | "sleep",
-/// "since", "until"?}` plus `prompt`, `schema`, `reason` (signal), `event`,
-/// `match` (event) or `child` (the child run's id).
-pub fn run_json(r: &RunRecord) -> Value {
-    let steps: Vec<Value> = r
-        .steps
-        .iter()
-        .map(|s| {
-            let mut v = json!({
-                "name": s.name,
-                "state": s.state,
-                "attempts": s.attempts,
-                "output": s.output,
-                "error": s.error,
-                "started_at": s.started_at.map(rfc3339),
-                "ended_at": s.ended_at.map(rfc3339),
-            });
-            if let Some(t) = s.next_attempt_at {
-                v["next_attempt_at"] = json!(rfc3339(t));
-            }
-            // Attempts that ran again because their process died.
-            let interruptions: u32 = r.attempts.iter().filter(|a| a.step == s.name).map(|a| a.interruptions).sum();
-            if interruptions > 0 {
-                v["interruptions"] = json!(interruptions);
-            }
-            v
-        })
-        .collect();
-    json!({
-        "id": r.id,
-        "template": r.template,
-        "version": r.version,
-        "state": r.state,
-        "input": r.input,
-        "output": r.output,
-        "error": r.error,
-        "parent": r.parent,
-        "created_at": rfc3339(r.created_at),
-        "updated_at": rfc3339(r.updated_at),
-        "steps": steps,
-        "waits": r.waits.iter().map(wait_json).collect::<Vec<_>>(),
-        "artifacts": r.artifacts.iter().map(artifact_json).collect::<Vec<_>>(),
-    })
+/// A run: `{"id", "template", "version", "state", "input", "output",
+/// "error", "parent", "created_at", "updated_at", "steps", "waits",
+/// "artifacts"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunView {
+    /// The run's id (`r_…`).
+    pub id: String,
+    pub template: String,
+    pub version: Option<u32>,
+    pub state: RunState,
+    pub input: Value,
+    pub output: Option<Value>,
+    pub error: Option<StepError>,
+    /// The parent run's id, for a child run.
+    pub parent: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub steps: Vec<StepView>,
+    /// The steps parked on something outside the run: signals to answer,
+    /// events to emit, child runs, timers.
+    #[serde(default)]
+    pub waits: Vec<WaitView>,
+    /// Files the steps produced (their bytes: `weft runs artifacts`, or the
+    /// MCP resource `weft://runs/{id}/artifacts/{name}`).
+    #[serde(default)]
+    pub artifacts: Vec<ArtifactView>,
 }
 
-/// One artifact as JSON: `{"name", "mime", "size", "sha256", "step",
-/// "item"?, "attempt", "created_at"}` (its bytes: `weft runs artifacts`,
-/// or the MCP resource `weft://runs/{id}/artifacts/{name}`).
-pub fn artifact_json(a: &crate::store::ArtifactRecord) -> Value {
-    let mut v = json!({"name": a.name, "mime": a.mime, "size": a.size, "sha256": a.sha256, "step": a.step,
-                       "attempt": a.attempt, "created_at": rfc3339(a.created_at)});
-    if let Some(i) = a.item {
-        v["item"] = json!(i);
-    }
-    v
+/// A step of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StepView {
+    pub name: String,
+    pub state: StepState,
+    pub attempts: u32,
+    pub output: Option<Value>,
+    pub error: Option<StepError>,
+    pub started_at: Option<String>,
+    pub ended_at: Option<String>,
+    /// When a retrying step tries again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_attempt_at: Option<String>,
+    /// Times its attempts were interrupted (their process died, or the host
+    /// panicked) and ran again as themselves; absent when none were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interruptions: Option<u32>,
 }
 
-/// One open wait as JSON (times as RFC 3339).
-pub fn wait_json(w: &crate::outside::WaitRecord) -> Value {
-    let mut v = serde_json::to_value(w).unwrap_or_default();
-    if let Value::Object(m) = &mut v {
-        m.remove("run");
-        m.insert("since".into(), json!(rfc3339(w.since)));
-        if let Some(u) = w.until {
-            m.insert("until".into(), json!(rfc3339(u)));
+/// What a parked step waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitOn {
+    /// A signal (`weft signal`, MCP `run_signal`).
+    Signal,
+    /// An event (`weft emit`, MCP `event_emit`).
+    Event,
+    /// A child run.
+    Child,
+    /// A durable timer.
+    Sleep,
+}
+
+/// A step parked on something outside the run. A `signal` wait is answered
+/// with data matching `schema`; an `event` wait by an event named `event`
+/// whose data has the fields of `match`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WaitView {
+    /// The waiting step.
+    pub step: String,
+    pub kind: WaitOn,
+    /// Since when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// When the wait times out or the timer fires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+    /// Signal: what to ask whoever answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// Signal: the JSON Schema the data must match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<Value>,
+    /// Signal: the run's state while it waits (input-required or auth-required).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<RunState>,
+    /// Event: the event's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<String>,
+    /// Event: the fields the event's data must have.
+    #[serde(rename = "match", default, skip_serializing_if = "Option::is_none")]
+    pub matches: Option<serde_json::Map<String, Value>>,
+    /// Child: the child run's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child: Option<String>,
+}
+
+/// A file a step produced, kept with its run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ArtifactView {
+    pub name: String,
+    pub mime: String,
+    /// Bytes.
+    pub size: u64,
+    /// Hex sha256 of its bytes.
+    pub sha256: String,
+    /// The step (and item, for a for_each step) whose attempt made it.
+    pub step: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<u32>,
+    pub attempt: u32,
+    pub created_at: String,
+}
+
+/// One event of a run's log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EventView {
+    /// Its position in the log (the first is 1).
+    pub seq: u64,
+    /// When.
+    pub at: String,
+    /// run.<state>, step.<state>, item.<state>, attempt.*, progress, log, ...
+    pub kind: String,
+    pub step: Option<String>,
+    pub item: Option<u32>,
+    pub data: Value,
+}
+
+impl RunView {
+    /// The view of a stored run.
+    pub fn of(r: &RunRecord) -> RunView {
+        RunView {
+            id: r.id.to_string(),
+            template: r.template.clone(),
+            version: r.version,
+            state: r.state,
+            input: r.input.clone(),
+            output: r.output.clone(),
+            error: r.error.clone(),
+            parent: r.parent.as_ref().map(ToString::to_string),
+            created_at: rfc3339(r.created_at),
+            updated_at: rfc3339(r.updated_at),
+            steps: r.steps.iter().map(|s| StepView::of(r, s)).collect(),
+            waits: r.waits.iter().map(WaitView::of).collect(),
+            artifacts: r.artifacts.iter().map(ArtifactView::of).collect(),
         }
     }
-    v
 }
 
-/// One event as JSON (`runs events --json`).
+impl StepView {
+    /// Step `s` of run `r`.
+    pub fn of(r: &RunRecord, s: &StepRecord) -> StepView {
+        // Attempts that ran again because their process died.
+        let interruptions: u32 = r.attempts.iter().filter(|a| a.step == s.name).map(|a| a.interruptions).sum();
+        StepView {
+            name: s.name.clone(),
+            state: s.state,
+            attempts: s.attempts,
+            output: s.output.clone(),
+            error: s.error.clone(),
+            started_at: s.started_at.map(rfc3339),
+            ended_at: s.ended_at.map(rfc3339),
+            next_attempt_at: s.next_attempt_at.map(rfc3339),
+            interruptions: (interruptions > 0).then_some(interruptions),
+        }
+    }
+}
+
+impl WaitView {
+    /// One open wait.
+    pub fn of(w: &WaitRecord) -> WaitView {
+        let mut v = WaitView {
+            step: w.step.clone(),
+            kind: WaitOn::Sleep,
+            since: Some(rfc3339(w.since)),
+            until: w.until.map(rfc3339),
+            prompt: None,
+            schema: None,
+            reason: None,
+            event: None,
+            matches: None,
+            child: None,
+        };
+        match &w.kind {
+            WaitKind::Signal { prompt, schema, reason } => {
+                v.kind = WaitOn::Signal;
+                v.prompt = prompt.clone();
+                v.schema = schema.clone();
+                v.reason = Some(*reason);
+            }
+            WaitKind::Event { event, matches } => {
+                v.kind = WaitOn::Event;
+                v.event = Some(event.clone());
+                v.matches = (!matches.is_empty()).then(|| matches.clone());
+            }
+            WaitKind::Child { run } => {
+                v.kind = WaitOn::Child;
+                v.child = Some(run.to_string());
+            }
+            WaitKind::Sleep => {}
+        }
+        v
+    }
+}
+
+impl ArtifactView {
+    /// One artifact's description.
+    pub fn of(a: &ArtifactRecord) -> ArtifactView {
+        ArtifactView {
+            name: a.name.clone(),
+            mime: a.mime.clone(),
+            size: a.size,
+            sha256: a.sha256.clone(),
+            step: a.step.clone(),
+            item: a.item.map(|i| i.0),
+            attempt: a.attempt.get(),
+            created_at: rfc3339(a.created_at),
+        }
+    }
+}
+
+impl EventView {
+    /// One event.
+    pub fn of(e: &EventRecord) -> EventView {
+        EventView {
+            seq: e.seq.0,
+            at: rfc3339(e.at),
+            kind: e.kind.clone(),
+            step: e.step.clone(),
+            item: e.item.map(|i| i.0),
+            data: e.data.clone(),
+        }
+    }
+}
+
+/// [`RunView`] as JSON.
+pub fn run_json(r: &RunRecord) -> Value {
+    serde_json::to_value(RunView::of(r)).expect("views serialize")
+}
+
+/// [`ArtifactView`] as JSON.
+pub fn artifact_json(a: &ArtifactRecord) -> Value {
+    serde_json::to_value(ArtifactView::of(a)).expect("views serialize")
+}
+
+/// [`WaitView`] as JSON.
+pub fn wait_json(w: &WaitRecord) -> Value {
+    serde_json::to_value(WaitView::of(w)).expect("views serialize")
+}
+
+/// [`EventView`] as JSON (`runs events --json`).
 pub fn event_json(e: &EventRecord) -> Value {
-    json!({
-        "seq": e.seq.0,
-        "at": rfc3339(e.at),
-        "kind": e.kind,
-        "step": e.step,
-        "item": e.item,
-        "data": e.data,
-    })
+    serde_json::to_value(EventView::of(e)).expect("views serialize")
 }

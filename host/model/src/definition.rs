@@ -1,6 +1,6 @@
 //! The typed form of a workflow definition (workflow.md §1–2): `Definition`,
 //! `Step`, `Action` and the small vocabularies (`EdgeOn`, `Join`, `Backoff`,
-//! `ErrorKind`, `StepStatus`). Values are built by `decode` from JSON (so
+//! `ErrorKind`, `StepState`). Values are built by `decode` from JSON (so
 //! every problem is reported with a path); `Serialize` writes the canonical
 //! JSON form back and `JsonSchema` describes it.
 
@@ -401,7 +401,7 @@ pub enum Backoff {
 }
 
 pub use crate::retry::RetryPolicy;
-pub use crate::status::{ErrorKind, StepStatus};
+pub use crate::status::{ErrorKind, RunState, StepState, UnknownState};
 
 /// Resource limits of a code step (defaults come from weft.toml `[limits]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]

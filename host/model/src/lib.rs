@@ -26,8 +26,8 @@ use serde_json::Value;
 
 pub use condition::{Condition, Operator, Test, truthy};
 pub use definition::{
-    Action, Backoff, CodeRef, Definition, Edge, EdgeOn, ErrorKind, Join, Limits, NotAnArray, RunLimits, SleepSpec,
-    Step, StepPart, StepRef, StepStatus, ToolRef, WaitReason, WaitSpec, WorkflowRef,
+    Action, Backoff, CodeRef, Definition, Edge, EdgeOn, ErrorKind, Join, Limits, NotAnArray, RunLimits, RunState,
+    SleepSpec, Step, StepPart, StepRef, StepState, ToolRef, UnknownState, WaitReason, WaitSpec, WorkflowRef,
 };
 pub use graph::{Graph, GraphEdge};
 pub use json_schema::{NoSchemas, SchemaLookup, validate_against, validate_input};

@@ -5,12 +5,12 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::definition::StepStatus;
+use crate::definition::StepState;
 
 /// A step's state and output as seen by refs.
 #[derive(Debug, Clone, Copy)]
 pub struct StepView<'a> {
-    pub status: StepStatus,
+    pub status: StepState,
     /// The output (for a failed step handled by `continue_on_error`, the
     /// engine passes the error object here).
     pub output: &'a Value,
@@ -35,7 +35,7 @@ pub trait Scope {
 #[derive(Debug, Clone, Default)]
 pub struct MapScope {
     pub input: Value,
-    pub steps: HashMap<String, (StepStatus, Value)>,
+    pub steps: HashMap<String, (StepState, Value)>,
     pub item: Option<Value>,
     pub index: Option<u64>,
     pub run_id: String,
@@ -47,10 +47,10 @@ impl MapScope {
     }
     /// Record a succeeded step.
     pub fn with_step(mut self, name: &str, output: Value) -> MapScope {
-        self.steps.insert(name.to_owned(), (StepStatus::Succeeded, output));
+        self.steps.insert(name.to_owned(), (StepState::Succeeded, output));
         self
     }
-    pub fn with_status(mut self, name: &str, status: StepStatus, output: Value) -> MapScope {
+    pub fn with_status(mut self, name: &str, status: StepState, output: Value) -> MapScope {
         self.steps.insert(name.to_owned(), (status, output));
         self
     }

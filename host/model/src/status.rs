@@ -1,5 +1,6 @@
-//! The vocabularies of outcomes: [`ErrorKind`] (the `kind` of a step
-//! error, interfaces.md) and [`StepStatus`] (workflow.md §5).
+//! The one vocabulary of states and outcomes, shared by the engine, the
+//! store and every front end: [`RunState`], [`StepState`] and
+//! [`ErrorKind`] (the `kind` of a step error, interfaces.md).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -78,13 +79,64 @@ impl ErrorKind {
     }
 }
 
-/// States of a step (workflow.md §5); `@step.$status` yields these names.
+/// A run's state: the A2A task lifecycle (interfaces.md). The engine's
+/// state machine (`weft_engine::state`) decides the transitions; every
+/// front end shows these names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum StepStatus {
+#[serde(rename_all = "kebab-case")]
+pub enum RunState {
+    Submitted,
+    Working,
+    InputRequired,
+    AuthRequired,
+    Completed,
+    Failed,
+    Canceled,
+    Rejected,
+}
+
+impl RunState {
+    pub const ALL: [RunState; 8] = [
+        RunState::Submitted,
+        RunState::Working,
+        RunState::InputRequired,
+        RunState::AuthRequired,
+        RunState::Completed,
+        RunState::Failed,
+        RunState::Canceled,
+        RunState::Rejected,
+    ];
+
+    /// `completed`, `failed`, `canceled` and `rejected` never change.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, RunState::Completed | RunState::Failed | RunState::Canceled | RunState::Rejected)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Submitted => "submitted",
+            RunState::Working => "working",
+            RunState::InputRequired => "input-required",
+            RunState::AuthRequired => "auth-required",
+            RunState::Completed => "completed",
+            RunState::Failed => "failed",
+            RunState::Canceled => "canceled",
+            RunState::Rejected => "rejected",
+        }
+    }
+}
+
+/// A step's state (workflow.md §5; for a `for_each` step, the state of
+/// the whole step); `@step.$status` yields these names. The engine's state
+/// machine decides the transitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum StepState {
     Pending,
     Running,
+    /// A wait / sleep / workflow step parked on something outside.
     Waiting,
+    /// Between attempts (the step record carries `next_attempt_at`).
     Retrying,
     Succeeded,
     Failed,
@@ -92,21 +144,56 @@ pub enum StepStatus {
     Canceled,
 }
 
-impl StepStatus {
+impl StepState {
+    pub const ALL: [StepState; 8] = [
+        StepState::Pending,
+        StepState::Running,
+        StepState::Waiting,
+        StepState::Retrying,
+        StepState::Succeeded,
+        StepState::Failed,
+        StepState::Skipped,
+        StepState::Canceled,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
-            StepStatus::Pending => "pending",
-            StepStatus::Running => "running",
-            StepStatus::Waiting => "waiting",
-            StepStatus::Retrying => "retrying",
-            StepStatus::Succeeded => "succeeded",
-            StepStatus::Failed => "failed",
-            StepStatus::Skipped => "skipped",
-            StepStatus::Canceled => "canceled",
+            StepState::Pending => "pending",
+            StepState::Running => "running",
+            StepState::Waiting => "waiting",
+            StepState::Retrying => "retrying",
+            StepState::Succeeded => "succeeded",
+            StepState::Failed => "failed",
+            StepState::Skipped => "skipped",
+            StepState::Canceled => "canceled",
         }
     }
+
     /// `succeeded`, `failed`, `skipped` and `canceled` never change.
     pub fn is_terminal(self) -> bool {
-        matches!(self, StepStatus::Succeeded | StepStatus::Failed | StepStatus::Skipped | StepStatus::Canceled)
+        matches!(self, StepState::Succeeded | StepState::Failed | StepState::Skipped | StepState::Canceled)
     }
 }
+
+/// A state name that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown state {0:?}")]
+pub struct UnknownState(pub String);
+
+macro_rules! str_impls {
+    ($t:ty) => {
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+        impl std::str::FromStr for $t {
+            type Err = UnknownState;
+            fn from_str(s: &str) -> Result<Self, UnknownState> {
+                Self::ALL.iter().copied().find(|x| x.as_str() == s).ok_or_else(|| UnknownState(s.to_string()))
+            }
+        }
+    };
+}
+str_impls!(RunState);
+str_impls!(StepState);

@@ -4,8 +4,8 @@
 use serde_json::json;
 use weft_model::graph::{to_dot, to_mermaid};
 use weft_model::{
-    Action, Definition, Graph, MapScope, NoSchemas, Problem, StepStatus, parse_and_validate, validate,
-    validate_against, validate_input,
+    Action, Definition, Graph, MapScope, NoSchemas, Problem, StepState, parse_and_validate, validate, validate_against,
+    validate_input,
 };
 
 const ONBOARD: &str = r#"{
@@ -48,7 +48,7 @@ fn onboard_user_parses_and_resolves() {
     );
     assert_eq!(def.step("create").unwrap().for_each_items(&scope), None);
 
-    let done = scope.with_status("create", StepStatus::Skipped, json!(null)).with_step("notify", json!([1, 2]));
+    let done = scope.with_status("create", StepState::Skipped, json!(null)).with_step("notify", json!([1, 2]));
     assert_eq!(def.output.as_ref().unwrap().resolve(&done), json!({"user": null, "notified": [1, 2]}));
 
     assert_eq!(def.step("create").unwrap().effective_timeout_ms(), Some(30000));

@@ -417,4 +417,76 @@ mod tests {
         let p = pin_definition(&mut def, &registry, dir.path()).unwrap_err();
         assert_eq!(p[0].path, "/steps/0/code");
     }
+
+    fn settings(dir: &Path) -> Settings {
+        Settings {
+            data_dir: dir.join("data"),
+            cache_dir: dir.join("cache"),
+            config_path: None,
+            file: Arc::default(),
+            servers: Arc::default(),
+        }
+    }
+
+    fn pipeline(dir: &Path) -> Pipeline {
+        let s = settings(dir);
+        let sandbox = crate::guests::sandbox(&s).unwrap();
+        Pipeline::new(&s, sandbox, Arc::new(s.upstreams()), None, dir.to_path_buf())
+    }
+
+    #[tokio::test]
+    async fn a_file_is_validated_its_input_checked_and_its_plan_pinned() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = pipeline(dir.path());
+        let file = dir.path().join("one.json");
+        let doc = json!({"name": "one", "input_schema": {"type": "object", "required": ["a"]},
+            "steps": [{"name": "s", "code": {"plugin": "json-select"}, "input": {"data": "@input", "path": "a"}}]});
+        std::fs::write(&file, doc.to_string()).unwrap();
+
+        let refused = p.prepare_source(Source::File(file.clone()), json!({}), RunOptions::default()).await;
+        assert!(matches!(&refused, Err(Refused::Input { problems, .. }) if problems.len() == 1), "{refused:?}");
+
+        let ok = p.prepare_source(Source::File(file), json!({"a": 1}), RunOptions::default()).await.unwrap();
+        let Action::Code(CodeRef::Sha256(hex)) = &ok.plan.steps[0].action else { panic!("{:?}", ok.plan.steps[0]) };
+        let wasm = weft_bundled::all().iter().find(|p| p.name == "json-select").unwrap().wasm;
+        assert_eq!(*hex, weft_sandbox::Digest::of(wasm).hex(), "pinned to the plugin's digest");
+        assert!(ok.warnings.is_empty());
+    }
+
+    #[tokio::test]
+    async fn refusals_say_what_is_wrong_and_where() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = pipeline(dir.path());
+        let bad = dir.path().join("bad.json");
+        std::fs::write(&bad, r#"{"name": "x", "steps": [{"name": "a", "code": {"plugin": "no-such"}}]}"#).unwrap();
+        match p.load(Source::File(bad)).await {
+            Err(Refused::Definition(invalid)) => assert_eq!(invalid.problems[0].path, "/steps/0/code"),
+            other => panic!("{other:?}"),
+        }
+        let syntax = dir.path().join("syntax.json");
+        std::fs::write(&syntax, "{\n  \"name\": ").unwrap();
+        match p.load(Source::File(syntax)).await {
+            Err(Refused::Definition(invalid)) => assert_eq!(invalid.syntax.map(|s| s.0), Some(2)),
+            other => panic!("{other:?}"),
+        }
+        let missing = p.load(Source::File(dir.path().join("nope.json"))).await;
+        assert!(matches!(&missing, Err(Refused::Unusable(m)) if m.contains("no file")), "{missing:?}");
+        // A client may not name files unless the operator allowed a folder.
+        let client = json!({"name": "x", "steps": [{"name": "a", "code": {"path": "g.wasm"}}]});
+        match p.load(Source::Client(client)).await {
+            Err(Refused::Definition(invalid)) => assert_eq!(invalid.problems[0].path, "/steps/0/code/path"),
+            other => panic!("{other:?}"),
+        }
+        // No store: a template cannot be read.
+        assert!(matches!(p.load(Source::Template("t".into())).await, Err(Refused::Unusable(_))));
+    }
+
+    #[test]
+    fn the_process_has_one_sandbox() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = settings(dir.path());
+        let a = crate::guests::sandbox(&s).unwrap();
+        let b = crate::guests::sandbox(&s).unwrap();
+        assert!(Arc::ptr_eq(&a, &b), "one wasmtime engine per process");
+    }
 }

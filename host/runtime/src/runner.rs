@@ -24,7 +24,8 @@ use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
+use weft_engine::clock::system_now_ms as now_ms;
 
 use futures::FutureExt;
 use serde_json::json;
@@ -217,10 +218,6 @@ fn run_budget_spent(left: u64) -> StepError {
         ),
         false,
     )
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 /// A guest that cannot be loaded: bad input (no retry helps) unless the

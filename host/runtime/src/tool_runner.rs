@@ -9,7 +9,8 @@
 //! is stored.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
+use weft_engine::clock::system_now_ms as now_ms;
 
 use serde_json::{Value, json};
 use weft_engine::{CancelToken, ErrorKind, StepError, StepFailure, StepOutput, StepRequest, StepRunner};
@@ -141,8 +142,4 @@ impl StepRunner for Runners {
             e
         })
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }

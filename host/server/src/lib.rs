@@ -31,8 +31,6 @@
 
 mod elicit;
 mod errors;
-#[cfg(test)]
-mod fuzz_tests;
 mod handler;
 mod http;
 mod prepare;
@@ -40,6 +38,8 @@ pub mod proxy;
 mod proxy_tools;
 pub mod recording;
 mod resources;
+#[cfg(test)]
+mod tests;
 mod tools_recording;
 mod tools_runs;
 mod tools_templates;

@@ -22,7 +22,6 @@ use weft_mcp::{ProgressFn, ToolCall};
 
 use super::Core;
 use super::handler::{SourceCall, ToolSource};
-use super::tools_recording;
 use crate::proxy;
 
 /// The proxied tools of the latest listing, by exposed name.
@@ -125,7 +124,7 @@ impl ToolSource for ProxyTools {
             timeout: None,
             progress,
         };
-        let started = tools_recording::now_ms();
+        let started = weft_engine::clock::system_now_ms();
         let outcome = core.upstreams.call_raw(c, ct.cancelled()).await;
         let mut result = forwarded(outcome);
         if result.is_error != Some(true) {

@@ -11,6 +11,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use weft_engine::clock::system_now_ms as now_ms;
 
 use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::{tool, tool_router};
@@ -24,10 +25,6 @@ use weft_engine::{RunId, SeededRng, Store};
 use super::errors::ToolError;
 use super::{Change, Core, WeftServer, prepare, wf_tools};
 use crate::recording::{RecordedStep, Recording, Replacement};
-
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
 
 /// A session's recording in progress (and its journal file's content).
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -17,12 +17,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use weft_engine::clock::rfc3339;
 use weft_engine::store::RunFilter;
-use weft_engine::{RunId, RunOptions, RunRecord, RunState, Seq, Store, view};
+use weft_engine::{RunId, RunOptions, RunRecord, RunState, Seq, Store};
 
 use super::elicit::Outcome;
 use super::errors::ToolError;
 use super::prepare;
-use super::views::{RunStartOut, RunView};
+use super::views::{EventView, RunStartOut, RunView};
 use super::{Core, WeftServer};
 
 /// The longest a call waits for a run.
@@ -76,25 +76,11 @@ pub struct RunIdParams {
     pub run_id: String,
 }
 
-/// A run state to filter by.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum StateParam {
-    Submitted,
-    Working,
-    InputRequired,
-    AuthRequired,
-    Completed,
-    Failed,
-    Canceled,
-    Rejected,
-}
-
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RunListParams {
     /// Only runs in this state.
     #[serde(default)]
-    pub state: Option<StateParam>,
+    pub state: Option<RunState>,
     /// Only runs of this template.
     #[serde(default)]
     pub template: Option<String>,
@@ -135,25 +121,11 @@ pub struct RunEventsParams {
     pub limit: Option<usize>,
 }
 
-/// One event of a run's log.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct EventOut {
-    /// Its position in the log (the first is 1).
-    pub seq: u64,
-    /// When (RFC 3339).
-    pub at: String,
-    /// run.<state>, step.<state>, item.<state>, progress, log.
-    pub kind: String,
-    pub step: Option<String>,
-    pub item: Option<u32>,
-    pub data: Value,
-}
-
 /// Events of a run, in order.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct RunEventsOut {
     pub run_id: String,
-    pub events: Vec<EventOut>,
+    pub events: Vec<EventView>,
     /// Pass this as `after_seq` to get the next events.
     pub last_seq: u64,
     /// The run's state now.
@@ -399,7 +371,7 @@ impl WeftServer {
     )]
     async fn run_get(&self, Parameters(p): Parameters<RunIdParams>) -> Result<Json<RunView>, ToolError> {
         let rec = self.core.load_run(&p.run_id).await?;
-        Ok(Json(RunView::of(&rec)?))
+        Ok(Json(RunView::of(&rec)))
     }
 
     #[tool(
@@ -407,12 +379,12 @@ impl WeftServer {
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn run_list(&self, Parameters(p): Parameters<RunListParams>) -> Result<Json<RunListOut>, ToolError> {
-        let state = p.state.map(|s| {
-            let text = serde_json::to_value(s).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-            text.parse::<RunState>().expect("every StateParam names a RunState")
-        });
-        let filter =
-            RunFilter { state, template: p.template, parent: None, limit: Some(p.limit.unwrap_or(50).clamp(1, 1000)) };
+        let filter = RunFilter {
+            state: p.state,
+            template: p.template,
+            parent: None,
+            limit: Some(p.limit.unwrap_or(50).clamp(1, 1000)),
+        };
         let runs = self.core.store.list_runs(&filter).await.map_err(ToolError::internal)?;
         let runs = runs
             .into_iter()
@@ -438,10 +410,7 @@ impl WeftServer {
         let after = Seq(p.after_seq.unwrap_or(0));
         let limit = p.limit.unwrap_or(500).clamp(1, 1000);
         let evs = self.core.store.events_after(&rec.id, after, limit).await.map_err(ToolError::internal)?;
-        let events: Vec<EventOut> = evs
-            .iter()
-            .map(|e| serde_json::from_value(view::event_json(e)).map_err(ToolError::internal))
-            .collect::<Result<_, _>>()?;
+        let events: Vec<EventView> = evs.iter().map(EventView::of).collect();
         let last_seq = events.last().map(|e| e.seq).unwrap_or(after.0);
         Ok(Json(RunEventsOut {
             run_id: rec.id.to_string(),

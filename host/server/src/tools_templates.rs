@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use weft_engine::Store;
 use weft_engine::clock::rfc3339;
+use weft_engine::clock::system_now_ms as now_ms;
 use weft_engine::store::TemplateRecord;
 
 use super::errors::{ProblemOut, ToolError};
@@ -145,10 +146,6 @@ pub struct PluginOut {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct PluginListOut {
     pub plugins: Vec<PluginOut>,
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 fn description(t: &TemplateRecord) -> Option<String> {

@@ -54,7 +54,7 @@ pub fn run(settings: &Settings, args: GraphArgs) -> anyhow::Result<Exit> {
 fn stored(
     settings: &Settings,
     target: &str,
-) -> anyhow::Result<(weft_model::Definition, HashMap<String, weft_model::StepStatus>)> {
+) -> anyhow::Result<(weft_model::Definition, HashMap<String, weft_model::StepState>)> {
     let app = weft_runtime::app::App::open(settings)?;
     if let Ok(id) = target.parse::<weft_engine::RunId>() {
         let run = app
@@ -62,7 +62,7 @@ fn stored(
             .ok_or_else(|| bad(anyhow::anyhow!("no run `{target}` in this store (see `weft runs list`)")))?;
         let def = weft_model::from_value(&run.definition, &weft_model::NoSchemas)
             .map_err(|p| anyhow::anyhow!("the stored definition of {target} does not parse: {p:?}"))?;
-        let states = run.steps.iter().map(|s| (s.name.clone(), weft_engine::model_glue::status_of(s.state))).collect();
+        let states = run.steps.iter().map(|s| (s.name.clone(), s.state)).collect();
         return Ok((def, states));
     }
     let t = app.block_on(app.store.template(target, None))?.ok_or_else(|| {

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::time::Duration;
+use weft_engine::clock::system_now_ms as now_ms;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use weft_engine::store::StepRecord;
@@ -24,10 +25,6 @@ enum Mode {
     Tty { multi: MultiProgress, bars: HashMap<String, ProgressBar>, width: usize },
     Plain,
     Quiet,
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 /// `850 ms`, `1.2 s`, `3 min 4 s`.

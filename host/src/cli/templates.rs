@@ -6,6 +6,7 @@
 //! plugin names stay names until a run pins them.
 
 use std::path::PathBuf;
+use weft_engine::clock::system_now_ms as now_ms;
 
 use clap::Subcommand;
 use serde_json::json;
@@ -44,10 +45,6 @@ pub enum TemplatesCommand {
         /// The template's name.
         name: String,
     },
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 fn record_json(t: &TemplateRecord, with_definition: bool) -> serde_json::Value {

@@ -11,12 +11,6 @@ use crate::tools::{everything_toml, with_config};
 
 const CAPS: &str = "[limits]\nmax_input_bytes = 1000\nmax_definition_bytes = 8000\nmax_output_bytes = 5000\n";
 
-fn runs(w: &Weft) -> Vec<Value> {
-    let out = w.run(&["runs", "list", "--json"]);
-    out.expect_code(0);
-    out.json().as_array().unwrap().clone()
-}
-
 #[test]
 fn a_run_input_over_the_default_cap_is_refused_and_nothing_is_stored() {
     let w = Weft::new();
@@ -28,7 +22,7 @@ fn a_run_input_over_the_default_cap_is_refused_and_nothing_is_stored() {
     assert!(out.stderr.contains("4194304-byte cap") && out.stderr.contains("max_input_bytes"), "{}", out.stderr);
     assert!(out.stderr.contains(&format!("is {} bytes as JSON", (5 << 20) + 8)), "the size is named: {}", out.stderr);
     assert!(out.stderr.contains("weft.toml"), "how to raise it: {}", out.stderr);
-    assert!(runs(&w).is_empty(), "nothing stored");
+    assert!(w.runs().is_empty(), "nothing stored");
     // Under the cap it runs.
     std::fs::write(&big, json!({"x": "y".repeat(1 << 20)}).to_string()).unwrap();
     let out = w.run(&["run", file.to_str().unwrap(), "--input-file", big.to_str().unwrap()]);
@@ -48,7 +42,7 @@ fn signal_event_data_definitions_and_outputs_over_their_caps() {
     assert!(out.stderr.contains("8000-byte cap") && out.stderr.contains("max_definition_bytes"), "{}", out.stderr);
     let out = w.run(&["templates", "save", file.to_str().unwrap()]);
     out.expect_code(2);
-    assert!(runs(&w).is_empty());
+    assert!(w.runs().is_empty());
 
     // Signal data over the cap: refused, the run still waits; under it, taken.
     let file = w.write_def(

@@ -9,12 +9,6 @@ use serde_json::{Value, json};
 
 use crate::common::{Weft, repo_root};
 
-fn show(w: &Weft, id: &str) -> Value {
-    let out = w.run(&["runs", "show", id, "--json"]);
-    out.expect_code(0);
-    out.json()
-}
-
 fn chain(depth: usize) -> Value {
     let mut node = json!({"name": format!("n{depth}"), "role": "leaf"});
     for k in (0..depth).rev() {
@@ -42,7 +36,7 @@ fn the_recursive_example_walks_a_chain_with_one_child_run_per_level() {
     let child = runs.iter().find(|r| r["parent"] == root["id"]).expect("the root's child");
     let grandchild = runs.iter().find(|r| r["parent"] == child["id"]).expect("the child's child");
     assert!(runs.iter().all(|r| r["state"] == "completed"));
-    let shown = show(&w, root["id"].as_str().unwrap());
+    let shown = w.show(root["id"].as_str().unwrap());
     let below = shown["steps"].as_array().unwrap().iter().find(|s| s["name"] == "below").unwrap();
     assert_eq!(below["output"]["line"], "n1 (parent)");
     assert_eq!(below["output"]["below"]["line"], "n2 (leaf)");
@@ -89,17 +83,17 @@ fn canceling_a_parent_cancels_its_waiting_child() {
         assert!(t0.elapsed() < Duration::from_secs(20), "the child never waited: {runs}");
         std::thread::sleep(Duration::from_millis(50));
     };
-    let parent_run = show(&w, &id);
+    let parent_run = w.show(&id);
     assert_eq!(parent_run["state"], "working");
     assert_eq!(parent_run["waits"][0]["kind"], "child");
     assert_eq!(parent_run["waits"][0]["child"], json!(child));
     w.run(&["runs", "cancel", &id]).expect_code(0);
     let t0 = Instant::now();
-    while show(&w, &child)["state"] != "canceled" {
-        assert!(t0.elapsed() < Duration::from_secs(10), "the child was not canceled: {}", show(&w, &child));
+    while w.show(&child)["state"] != "canceled" {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the child was not canceled: {}", w.show(&child));
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(show(&w, &id)["state"], "canceled");
+    assert_eq!(w.show(&id)["state"], "canceled");
     worker.kill().unwrap();
     worker.wait().unwrap();
 }

@@ -7,13 +7,8 @@
 
 use serde_json::{Value, json};
 
-use crate::common::{Weft, repo_root};
+use crate::common::{Weft, repo_root, rss_kb};
 use crate::serve::{Server, python, run_script};
-
-fn rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status.lines().find_map(|l| l.strip_prefix("VmRSS:")).unwrap().trim().trim_end_matches(" kB").parse().unwrap()
-}
 
 fn run_of(path: &str) -> Value {
     json!(["run_start", {"definition": {"name": "p", "steps": [{"name": "a", "code": {"path": path}, "input": {"mode": "ok"}}]},

@@ -129,10 +129,45 @@ impl Weft {
         out.json()
     }
 
+    /// `weft runs list --json`, parsed.
+    pub fn runs(&self) -> Vec<Value> {
+        let out = self.run(&["runs", "list", "--json"]);
+        out.expect_code(0);
+        out.json().as_array().expect("an array").clone()
+    }
+
+    /// Writes `def` as the file `name` in the temp dir; its path.
+    pub fn write_file(&self, name: &str, def: &Value) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, serde_json::to_string_pretty(def).unwrap()).unwrap();
+        path
+    }
+
     /// Writes `def` as `NAME.json` in the temp dir; its path.
     pub fn write_def(&self, name: &str, def: &Value) -> PathBuf {
         let file = self.dir.path().join(format!("{name}.json"));
         std::fs::write(&file, serde_json::to_string_pretty(def).unwrap()).unwrap();
         file
     }
+}
+
+/// Step `name` of a run object (`runs show --json`).
+pub fn step<'a>(run: &'a Value, name: &str) -> &'a Value {
+    run["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("no step {name}: {run}"))
+}
+
+/// The resident memory of process `pid`, in KiB (Linux).
+pub fn rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status.lines().find_map(|l| l.strip_prefix("VmRSS:")).unwrap().trim().trim_end_matches(" kB").parse().unwrap()
+}
+
+/// A JSON object's map (MCP tool arguments).
+pub fn args(v: Value) -> serde_json::Map<String, Value> {
+    v.as_object().unwrap().clone()
 }

@@ -9,13 +9,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::Weft;
+use crate::common::{Weft, step};
 
 const HOSTILE: &str = weft_test_artifacts::HOSTILE;
-
-fn step<'a>(run: &'a Value, name: &str) -> &'a Value {
-    run["steps"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap_or_else(|| panic!("no step {name}"))
-}
 
 /// The old default fuel (10^9) was ~0.2 s of CPU here: a 1.5 s computation
 /// now runs to its end under the 10 s default timeout, both alone and in

@@ -22,7 +22,8 @@
 
 use std::path::Path;
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
+use weft_engine::clock::system_now_ms as now_ms;
 
 use serde_json::{Value, json};
 use weft_engine::{Rng, SeededRng};
@@ -35,10 +36,6 @@ const RUNS: usize = 20;
 const ITEMS: i64 = 4;
 /// Units (step or item) with attempts per run: s0..s3 + the items.
 const UNITS: i64 = 4 + ITEMS;
-
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
-}
 
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())

@@ -8,7 +8,7 @@ use std::process::Stdio;
 
 use serde_json::{Value, json};
 
-use crate::common::{Weft, repo_root};
+use crate::common::{Weft, repo_root, step};
 
 fn example() -> PathBuf {
     repo_root().join("examples/workflows/order-digest.json")
@@ -30,33 +30,6 @@ fn run_example(w: &Weft, input: &Value, extra: &[&str]) -> crate::common::Outcom
     w.run(&args)
 }
 
-fn runs(w: &Weft) -> Vec<Value> {
-    let out = w.run(&["runs", "list", "--json"]);
-    out.expect_code(0);
-    out.json().as_array().expect("an array").clone()
-}
-
-fn show(w: &Weft, id: &str) -> Value {
-    let out = w.run(&["runs", "show", id, "--json"]);
-    out.expect_code(0);
-    out.json()
-}
-
-fn step<'a>(run: &'a Value, name: &str) -> &'a Value {
-    run["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == name)
-        .unwrap_or_else(|| panic!("no step {name}: {run}"))
-}
-
-fn write(w: &Weft, name: &str, def: &Value) -> PathBuf {
-    let p = w.dir.path().join(name);
-    std::fs::write(&p, serde_json::to_string_pretty(def).unwrap()).unwrap();
-    p
-}
-
 #[test]
 fn the_example_runs_branches_a_when_a_retry_a_failure_handler_and_a_for_each() {
     let w = Weft::new();
@@ -74,13 +47,13 @@ fn the_example_runs_branches_a_when_a_retry_a_failure_handler_and_a_for_each() {
     // Progress went to stderr (plain lines: stderr is not a terminal here).
     assert!(out.stderr.contains("step enrich: failed after 3 attempts"), "{}", out.stderr);
 
-    let list = runs(&w);
+    let list = w.runs();
     assert_eq!(list.len(), 1, "{list:?}");
     let id = list[0]["id"].as_str().unwrap().to_string();
     assert_eq!(list[0]["state"], "completed");
     assert_eq!(list[0]["template"], "order-digest");
 
-    let run = show(&w, &id);
+    let run = w.show(&id);
     // The exact top-level shape of interfaces.md.
     let mut keys: Vec<&str> = run.as_object().unwrap().keys().map(String::as_str).collect();
     keys.sort();
@@ -150,7 +123,7 @@ fn the_example_runs_branches_a_when_a_retry_a_failure_handler_and_a_for_each() {
     assert_eq!(step(&run, "top")["state"], "skipped");
     assert_eq!(run["output"]["top_customer"], Value::Null);
     assert_eq!(run["output"]["summary"], "rows valid: true; enrichment unavailable");
-    assert_eq!(runs(&w).len(), 2);
+    assert_eq!(w.runs().len(), 2);
 }
 
 #[test]
@@ -160,13 +133,13 @@ fn a_failing_run_exits_1_with_its_error() {
         {"name": "pick", "code": {"plugin": "json-select"}, "input": {"data": {"a": 1}, "path": "b"}},
         {"name": "after_pick", "code": {"plugin": "json-select"}, "input": {"data": "@pick", "path": ""}}
     ]});
-    let file = write(&w, "fails.json", &def);
+    let file = w.write_file("fails.json", &def);
     let out = w.run(&["run", file.to_str().unwrap()]);
     out.expect_code(1);
     let err = out.json();
     assert_eq!(err["kind"], "guest_error", "{err}");
-    let id = runs(&w)[0]["id"].as_str().unwrap().to_string();
-    let run = show(&w, &id);
+    let id = w.runs()[0]["id"].as_str().unwrap().to_string();
+    let run = w.show(&id);
     assert_eq!(run["state"], "failed");
     assert_eq!(run["error"]["kind"], "guest_error");
     assert_eq!(step(&run, "pick")["state"], "failed");
@@ -184,12 +157,12 @@ fn invalid_definitions_and_inputs_exit_2_and_store_nothing() {
         {"name": "a", "code": {"plugin": "json-select"}, "input": {"data": "@nope", "path": "x"}},
         {"name": "b", "code": {"plugin": "no-such-plugin"}}
     ]});
-    let file = write(&w, "bad.json", &def);
+    let file = w.write_file("bad.json", &def);
     let out = w.run(&["run", file.to_str().unwrap()]);
     out.expect_code(2);
     assert!(out.stderr.contains("/steps/0/input"), "{}", out.stderr);
     assert!(out.stderr.contains("/steps/1/code"), "{}", out.stderr);
-    assert_eq!(runs(&w), Vec::<Value>::new());
+    assert_eq!(w.runs(), Vec::<Value>::new());
 
     // An input that fails input_schema: every problem with its path.
     let out = run_example(&w, &json!({"csv": 5}), &[]);
@@ -201,11 +174,10 @@ fn invalid_definitions_and_inputs_exit_2_and_store_nothing() {
     let file = example();
     let out = w.run(&["run", file.to_str().unwrap(), "--input", "{not json"]);
     out.expect_code(2);
-    assert_eq!(runs(&w), Vec::<Value>::new());
+    assert_eq!(w.runs(), Vec::<Value>::new());
 
     // Broken waits and sleeps are refused before anything is stored.
-    let waiter = write(
-        &w,
+    let waiter = w.write_file(
         "wait.json",
         &json!({"name": "zz", "steps": [
             {"name": "ask", "wait": {"schema": {"type": "nope"}}},
@@ -216,7 +188,7 @@ fn invalid_definitions_and_inputs_exit_2_and_store_nothing() {
     out.expect_code(2);
     assert!(out.stderr.contains("/steps/0/wait/schema"), "{}", out.stderr);
     assert!(out.stderr.contains("/steps/1/sleep"), "{}", out.stderr);
-    assert_eq!(runs(&w), Vec::<Value>::new());
+    assert_eq!(w.runs(), Vec::<Value>::new());
 
     // Unknown runs and templates.
     for args in [
@@ -243,23 +215,23 @@ fn a_detached_run_is_executed_by_a_worker() {
     out.expect_code(0);
     let id = out.stdout.trim().to_string();
     assert!(id.starts_with("r_"), "{id}");
-    assert_eq!(show(&w, &id)["state"], "submitted");
+    assert_eq!(w.show(&id)["state"], "submitted");
 
     // A second detached run is canceled before any worker sees it.
     let out = run_example(&w, &example_input(false), &["--detach"]);
     out.expect_code(0);
     let canceled = out.stdout.trim().to_string();
     w.run(&["runs", "cancel", &canceled]).expect_code(0);
-    let run = show(&w, &canceled);
+    let run = w.show(&canceled);
     assert_eq!(run["state"], "canceled");
     assert!(run["steps"].as_array().unwrap().iter().all(|s| s["state"] == "canceled"), "{run}");
 
     let out = w.run(&["worker", "--until-idle"]);
     out.expect_code(0);
-    let run = show(&w, &id);
+    let run = w.show(&id);
     assert_eq!(run["state"], "completed", "{run}");
     assert_eq!(run["output"]["top_customer"], "ada");
-    assert_eq!(show(&w, &canceled)["state"], "canceled");
+    assert_eq!(w.show(&canceled)["state"], "canceled");
     let done = w.run(&["runs", "list", "--status", "completed", "--json"]);
     assert_eq!(done.json().as_array().unwrap().len(), 1);
     // Nothing left: an idle worker exits at once.
@@ -316,7 +288,7 @@ fn templates_are_saved_versioned_run_and_deleted() {
     w.run(&["templates", "delete", "order-digest"]).expect_code(2);
     w.run(&["run", "order-digest"]).expect_code(2);
     // The run keeps its pinned plan.
-    assert_eq!(show(&w, run["id"].as_str().unwrap())["state"], "completed");
+    assert_eq!(w.show(run["id"].as_str().unwrap())["state"], "completed");
 }
 
 #[test]
@@ -365,7 +337,7 @@ fn spinning(w: &Weft, timeout_ms: u64, attempts: u32) -> PathBuf {
          "retry": {"max_attempts": attempts, "initial_delay_ms": 10, "jitter": false}},
         {"name": "after", "code": {"plugin": "json-select"}, "input": {"data": "@spin", "path": ""}}
     ]});
-    write(w, "spin.json", &def)
+    w.write_file("spin.json", &def)
 }
 
 fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
@@ -383,17 +355,17 @@ fn a_run_killed_mid_attempt_is_resumed_by_a_worker() {
     let mut child =
         w.cmd().args(["run", file.to_str().unwrap()]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     wait_for("the first attempt", || {
-        runs(&w).first().is_some_and(|r| show(&w, r["id"].as_str().unwrap())["steps"][0]["state"] == "running")
+        w.runs().first().is_some_and(|r| w.show(r["id"].as_str().unwrap())["steps"][0]["state"] == "running")
     });
     child.kill().unwrap();
     child.wait().unwrap();
-    let id = runs(&w)[0]["id"].as_str().unwrap().to_string();
-    assert_eq!(show(&w, &id)["state"], "working");
+    let id = w.runs()[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(w.show(&id)["state"], "working");
 
     let out = w.run(&["worker", "--until-idle"]);
     out.expect_code(0);
     assert!(out.stderr.contains("resuming 1 unfinished run"), "{}", out.stderr);
-    let run = show(&w, &id);
+    let run = w.show(&id);
     // The killed attempt is interrupted, not failed: it runs again as
     // attempt 1 and times out, and so does the retry (attempt 2).
     assert_eq!(run["state"], "failed", "{run}");
@@ -421,14 +393,14 @@ fn canceling_a_run_a_worker_executes_stops_it() {
     let out = w.run(&["run", file.to_str().unwrap(), "--detach"]);
     out.expect_code(0);
     let id = out.stdout.trim().to_string();
-    wait_for("the attempt to start", || show(&w, &id)["steps"][0]["state"] == "running");
+    wait_for("the attempt to start", || w.show(&id)["steps"][0]["state"] == "running");
     let follower = w.cmd().args(["runs", "events", &id, "--follow"]).stdout(Stdio::piped()).spawn().unwrap();
     w.run(&["runs", "cancel", &id]).expect_code(0);
     let followed = follower.wait_with_output().unwrap();
     assert!(followed.status.success());
     let followed = String::from_utf8_lossy(&followed.stdout).into_owned();
     assert!(followed.contains("step.running") && followed.contains("run.canceled"), "{followed}");
-    let run = show(&w, &id);
+    let run = w.show(&id);
     assert_eq!(run["state"], "canceled");
     assert_eq!(run["error"]["kind"], "canceled");
     assert_eq!(step(&run, "spin")["state"], "canceled");

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::common::Weft;
 
@@ -23,16 +23,11 @@ fn save_template(w: &Weft) {
     w.run(&["templates", "save", f.to_str().unwrap()]).expect_code(0);
 }
 
-fn runs(w: &Weft) -> Vec<Value> {
-    let out = w.run(&["runs", "list", "--json"]);
-    out.expect_code(0);
-    out.json().as_array().unwrap().clone()
-}
-
 /// The fire time of a scheduled run: its id's timestamp (ids of scheduled
 /// runs are derived from the schedule and the fire time).
 fn fire_times(w: &Weft) -> Vec<i64> {
-    let mut t: Vec<i64> = runs(w)
+    let mut t: Vec<i64> = w
+        .runs()
         .iter()
         .map(|r| {
             let id = r["id"].as_str().unwrap();
@@ -54,8 +49,8 @@ fn worker(w: &Weft) -> Child {
 
 fn wait_for_runs(w: &Weft, n: usize, limit: Duration) {
     let t0 = Instant::now();
-    while runs(w).len() < n {
-        assert!(t0.elapsed() < limit, "only {} runs after {limit:?}", runs(w).len());
+    while w.runs().len() < n {
+        assert!(t0.elapsed() < limit, "only {} runs after {limit:?}", w.runs().len());
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -123,7 +118,7 @@ fn a_schedule_fires_once_per_time_across_a_kill_and_catches_up_once() {
     assert!(before.iter().all(|t| distinct.contains(t)));
     // Every run it started completes.
     w.run(&["worker", "--until-idle"]).expect_code(0);
-    for r in runs(&w) {
+    for r in w.runs() {
         let shown = w.run(&["runs", "show", r["id"].as_str().unwrap(), "--json"]).stdout;
         assert_eq!(r["state"], "completed", "{shown}");
     }

@@ -110,20 +110,13 @@ fn refs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
-/// `runs show --json` of the CLI, on the same store.
-fn show(w: &Weft, id: &str) -> Value {
-    let out = w.run(&["runs", "show", id, "--json"]);
-    out.expect_code(0);
-    out.json()
-}
-
 /// What the MCP clients left in the store, checked with the CLI.
 fn check_store_after_full(w: &Weft, seen: &Value) {
-    let run = show(w, seen["run_id"].as_str().expect("a run id"));
+    let run = w.show(seen["run_id"].as_str().expect("a run id"));
     assert_eq!(run["state"], "completed", "{run}");
     assert_eq!(run["output"], json!({"greeting": "Hello Ada!"}), "{run}");
     assert_eq!(run["template"], "greet");
-    let canceled = show(w, seen["canceled"].as_str().expect("the canceled run's id"));
+    let canceled = w.show(seen["canceled"].as_str().expect("the canceled run's id"));
     assert_eq!(canceled["state"], "canceled", "{canceled}");
     assert_eq!(canceled["error"]["kind"], "canceled", "{canceled}");
     assert_eq!(seen["run_fuel"], "fuel_exhausted", "run_start's run_fuel was checked: {seen}");
@@ -233,7 +226,7 @@ fn http_on_loopback_with_both_clients() {
     check_store_after_full(&w, &seen);
     let seen = client(&py, &["--mode", "auto", "--url", &server.url, "--scenario", "smoke"]);
     assert_eq!(seen["protocol"], "2026-07-28", "{seen}");
-    assert_eq!(show(&w, seen["run_id"].as_str().unwrap())["output"], json!({"greeting": "Hello Bob!"}));
+    assert_eq!(w.show(seen["run_id"].as_str().unwrap())["output"], json!({"greeting": "Hello Bob!"}));
     let (ok, printed) = server.stop();
     assert!(ok, "{printed}");
 }
@@ -273,7 +266,7 @@ fn http_on_a_non_loopback_address_needs_the_bearer_token() {
     if let Some(py) = python("http_on_a_non_loopback_address_needs_the_bearer_token (client part)") {
         let url = format!("http://127.0.0.1:{port}/mcp");
         let seen = client(&py, &["--mode", "legacy", "--url", &url, "--token", token, "--scenario", "smoke"]);
-        assert_eq!(show(&w, seen["run_id"].as_str().unwrap())["state"], "completed");
+        assert_eq!(w.show(seen["run_id"].as_str().unwrap())["state"], "completed");
     }
     let (ok, printed) = server.stop();
     assert!(ok, "{printed}");
@@ -313,7 +306,7 @@ fn a_store_owned_by_another_process_is_refused() {
 fn completed(w: &Weft, id: &str) -> Value {
     let until = std::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let run = show(w, id);
+        let run = w.show(id);
         if run["state"] == "completed" {
             return run;
         }
@@ -368,7 +361,7 @@ fn run_start_runs_tool_steps_on_upstream_servers() {
     let mut args = stdio_args(&w, "legacy");
     args.extend(["--scenario".to_string(), "tool-steps".to_string()]);
     let seen = client(&py, &refs(&args));
-    let run = show(&w, seen["run_id"].as_str().unwrap());
+    let run = w.show(seen["run_id"].as_str().unwrap());
     assert_eq!(run["state"], "completed", "{run}");
     assert_eq!(run["steps"][0]["name"], "sum");
     assert_eq!(run["steps"][0]["state"], "succeeded", "{run}");

@@ -11,14 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::common::Weft;
+use crate::common::{Weft, rss_kb};
 use crate::serve::{Server, client, post_initialize, python};
-
-/// The server's resident memory (kB), from /proc.
-fn rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status.lines().find_map(|l| l.strip_prefix("VmRSS:")).unwrap().trim().trim_end_matches(" kB").parse().unwrap()
-}
 
 #[test]
 fn idle_sockets_and_abandoned_sessions_do_not_starve_the_server() {

@@ -13,9 +13,9 @@ use rmcp::model::{
 use rmcp::service::ClientLifecycleMode;
 use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientServiceExt as _, RoleClient};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::common::{Weft, repo_root};
+use crate::common::{Weft, args, repo_root};
 use crate::tools::peers;
 
 type Client = rmcp::service::RunningService<RoleClient, ClientConfig>;
@@ -47,10 +47,6 @@ async fn connect(w: &Weft) -> Client {
     )
     .await
     .unwrap()
-}
-
-fn args(v: Value) -> serde_json::Map<String, Value> {
-    v.as_object().unwrap().clone()
 }
 
 async fn save(client: &Client, ms: u64) {

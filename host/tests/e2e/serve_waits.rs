@@ -24,7 +24,7 @@ use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientServiceExt as _, RoleClient};
 use serde_json::{Value, json};
 
-use crate::common::{Weft, repo_root};
+use crate::common::{Weft, args, repo_root};
 use crate::serve::run_script;
 
 /// A Python with the `mcp` SDK, or `None` after saying loudly why not.
@@ -68,23 +68,16 @@ fn check(w: &Weft, py: &std::path::Path, mode: &str, scenario: &str) -> Value {
     run_script(py, &repo_root().join("tests/mcp-clients/waits_check.py"), &args)
 }
 
-/// `runs show --json` of the CLI, on the same store.
-fn show(w: &Weft, id: &str) -> Value {
-    let out = w.run(&["runs", "show", id, "--json"]);
-    out.expect_code(0);
-    out.json()
-}
-
 /// What the signals scenario left in the store, seen by the CLI.
 fn check_store_after_signals(w: &Weft, seen: &Value) {
-    let run = show(w, seen["run_id"].as_str().expect("a run id"));
+    let run = w.show(seen["run_id"].as_str().expect("a run id"));
     assert_eq!(run["state"], "completed", "{run}");
     assert_eq!(run["output"], json!({"approved": true, "amount": 5}), "{run}");
     assert_eq!(run["steps"][0]["output"], json!({"approved": true, "note": "fine"}), "{run}");
     assert_eq!(seen["race"], json!({"accepted": 1, "refused": 49}), "{seen}");
     // The keyed runs ran one after the other.
-    let first = show(w, seen["queued"][0].as_str().unwrap());
-    let second = show(w, seen["queued"][1].as_str().unwrap());
+    let first = w.show(seen["queued"][0].as_str().unwrap());
+    let second = w.show(seen["queued"][1].as_str().unwrap());
     let first_done = first["steps"][0]["ended_at"].as_str().expect("the first keyed run's wait ended");
     let second_began = second["steps"][0]["started_at"].as_str().expect("the second keyed run's step started");
     assert!(second_began >= first_done, "the second keyed run started before the first was answered: {first} {second}");
@@ -213,10 +206,6 @@ async fn connect(w: &Weft, elicitation: bool) -> Client {
         )
         .await
         .unwrap()
-}
-
-fn args(v: Value) -> serde_json::Map<String, Value> {
-    v.as_object().unwrap().clone()
 }
 
 async fn call(client: &Client, name: &'static str, a: Value) -> rmcp::model::CallToolResult {

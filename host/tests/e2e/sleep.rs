@@ -6,19 +6,9 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::common::Weft;
-
-fn show(w: &Weft, id: &str) -> Value {
-    let out = w.run(&["runs", "show", id, "--json"]);
-    out.expect_code(0);
-    out.json()
-}
-
-fn step<'a>(run: &'a Value, name: &str) -> &'a Value {
-    run["steps"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap()
-}
+use crate::common::{Weft, step};
 
 #[test]
 fn a_sleeping_run_survives_a_kill_and_fires_late_rather_than_never() {
@@ -36,7 +26,7 @@ fn a_sleeping_run_survives_a_kill_and_fires_late_rather_than_never() {
     let mut worker = w.cmd().arg("worker").stderr(Stdio::null()).spawn().unwrap();
     let t0 = Instant::now();
     loop {
-        let run = show(&w, &id);
+        let run = w.show(&id);
         if step(&run, "nap")["state"] == "waiting" {
             assert_eq!(run["state"], "working", "a sleeping run is working, not waiting for input");
             break;
@@ -49,7 +39,7 @@ fn a_sleeping_run_survives_a_kill_and_fires_late_rather_than_never() {
     std::thread::sleep(Duration::from_millis(2000)); // the outage outlasts the sleep
     let out = w.run(&["worker", "--until-idle"]);
     out.expect_code(0);
-    let run = show(&w, &id);
+    let run = w.show(&id);
     assert_eq!(run["state"], "completed", "{run}");
     assert_eq!(step(&run, "before")["attempts"], 1, "{run}");
     assert_eq!(step(&run, "nap")["state"], "succeeded");
@@ -69,5 +59,5 @@ fn worker_until_idle_waits_for_pending_timers() {
     let t0 = Instant::now();
     w.run(&["worker", "--until-idle"]).expect_code(0);
     assert!(t0.elapsed() >= Duration::from_millis(700), "it waited for the timer");
-    assert_eq!(show(&w, &id)["state"], "completed");
+    assert_eq!(w.show(&id)["state"], "completed");
 }

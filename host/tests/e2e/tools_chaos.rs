@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::Weft;
+use crate::common::{Weft, step};
 use crate::tools::{peers, with_config};
 
 fn chaos_toml(w: &Weft) -> String {
@@ -47,15 +47,6 @@ fn run_def(w: &Weft, def: &Value) -> (i32, Value) {
     let out = w.run(&["run", f.to_str().unwrap(), "--json"]);
     let v = out.json();
     (out.code, v)
-}
-
-fn step<'a>(run: &'a Value, name: &str) -> &'a Value {
-    run["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == name)
-        .unwrap_or_else(|| panic!("no step {name}: {run}"))
 }
 
 /// The attempt failures recorded in the event log for `step`.

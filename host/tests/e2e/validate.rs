@@ -8,13 +8,6 @@ use serde_json::{Value, json};
 
 use crate::common::{Weft, repo_root};
 
-/// Writes `def` into the test's temp dir as `name`.
-fn write(w: &Weft, name: &str, def: &Value) -> PathBuf {
-    let path = w.dir.path().join(name);
-    std::fs::write(&path, serde_json::to_string_pretty(def).unwrap()).unwrap();
-    path
-}
-
 fn valid() -> Value {
     json!({
         "name": "extract-and-greet",
@@ -39,7 +32,7 @@ fn valid() -> Value {
 #[test]
 fn a_valid_definition_passes_and_is_drawn() {
     let w = Weft::new();
-    let file = write(&w, "ok.json", &valid());
+    let file = w.write_file("ok.json", &valid());
     let f = file.to_str().unwrap();
 
     let out = w.run(&["validate", f]);
@@ -102,7 +95,7 @@ fn broken() -> Value {
 #[test]
 fn a_broken_definition_lists_every_problem_and_exits_2() {
     let w = Weft::new();
-    let file = write(&w, "broken.json", &broken());
+    let file = w.write_file("broken.json", &broken());
     let f = file.to_str().unwrap();
 
     let out = w.run(&["validate", f]);
@@ -245,7 +238,7 @@ fn long_names_control_characters_and_numbers_out_of_range_are_refused_escaped() 
             {"name": "e", "workflow": {"template": "x\u{1b}[2J"}}
         ]
     });
-    let file = write(&w, "hostile.json", &def);
+    let file = w.write_file("hostile.json", &def);
     let f = file.to_str().unwrap();
     let out = w.run(&["validate", f]);
     out.expect_code(2);

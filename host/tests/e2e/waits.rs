@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{Outcome, Weft, repo_root};
+use crate::common::{Outcome, Weft, repo_root, step};
 
 fn approval() -> PathBuf {
     repo_root().join("examples/workflows/approval.json")
@@ -25,21 +25,11 @@ fn approval_with_timeout(w: &Weft, ms: u64) -> PathBuf {
     f
 }
 
-fn show(w: &Weft, id: &str) -> Value {
-    let out = w.run(&["runs", "show", id, "--json"]);
-    out.expect_code(0);
-    out.json()
-}
-
-fn step<'a>(run: &'a Value, name: &str) -> &'a Value {
-    run["steps"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap()
-}
-
 /// Polls `runs show` until `done` holds (20 s at most).
 fn wait_until(w: &Weft, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
     let t0 = Instant::now();
     loop {
-        let run = show(w, id);
+        let run = w.show(id);
         if done(&run) {
             return run;
         }
@@ -116,7 +106,7 @@ fn the_approval_example_survives_a_kill_and_takes_invalid_then_valid_answers() {
     assert_eq!(bad.json()["status"], "invalid");
     assert!(bad.stderr.contains("data/approved"), "{}", bad.stderr);
     assert!(bad.stderr.contains("\"by\" is a required property"), "{}", bad.stderr);
-    let run = show(&w, &id);
+    let run = w.show(&id);
     assert_eq!(run["state"], "input-required", "an invalid answer changes nothing: {run}");
     assert_eq!(step(&run, "approve")["state"], "waiting");
 
@@ -155,12 +145,12 @@ fn without_a_worker_a_foreground_run_exits_3_and_a_signal_is_kept_for_the_next_w
     w.run(&["signal", &id, "approve", "--data", "{not json"]).expect_code(2);
     w.run(&["signal", &id, "approve"]).expect_code(2);
     signal(&w, &id, "approve", &json!({"approved": false, "by": "cy"})).expect_code(0);
-    let run = show(&w, &id);
+    let run = w.show(&id);
     assert_eq!(step(&run, "approve")["state"], "succeeded", "{run}");
     assert_eq!(step(&run, "decline")["state"], "pending", "nothing runs until a worker does: {run}");
 
     w.run(&["worker", "--until-idle"]).expect_code(0);
-    let run = show(&w, &id);
+    let run = w.show(&id);
     assert_eq!(run["state"], "completed", "{run}");
     assert_eq!(run["output"]["declined"], "Refund for order B-1 declined by cy");
 }
@@ -239,7 +229,7 @@ fn an_event_reaches_only_matching_waits_and_a_repeated_id_resolves_nothing() {
     assert_eq!(again["delivered"], first["delivered"]);
     let run = wait_until(&w, &a, "completion", |r| r["state"] == "completed");
     assert_eq!(run["output"], 5);
-    assert_eq!(step(&show(&w, &b), "paid")["state"], "waiting", "B still waits");
+    assert_eq!(step(&w.show(&b), "paid")["state"], "waiting", "B still waits");
     // An event nobody waits for is delivered nowhere.
     assert_eq!(emit(json!({"order": "Z"}), "ev-2")["delivered"], json!([]));
     emit(json!({"order": "B", "amount": 7}), "ev-3");
@@ -301,7 +291,7 @@ fn runs_with_one_key_execute_one_at_a_time_in_order() {
     wait_until(&w, &first, "input-required", |r| r["state"] == "input-required");
     wait_until(&w, &other, "input-required", |r| r["state"] == "input-required");
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(show(&w, &second)["state"], "submitted", "the second run of the key waits its turn");
+    assert_eq!(w.show(&second)["state"], "submitted", "the second run of the key waits its turn");
     signal(&w, &first, "approve", &json!({"approved": true, "by": "ada"})).expect_code(0);
     wait_until(&w, &first, "completion", |r| r["state"] == "completed");
     wait_until(&w, &second, "its turn", |r| r["state"] == "input-required");
@@ -321,5 +311,5 @@ fn worker_until_idle_returns_while_a_run_waits_for_input() {
     let t0 = Instant::now();
     w.run(&["worker", "--until-idle"]).expect_code(0);
     assert!(t0.elapsed() < Duration::from_secs(10), "it did not wait for the one-day timeout");
-    assert_eq!(show(&w, &id)["state"], "input-required");
+    assert_eq!(w.show(&id)["state"], "input-required");
 }

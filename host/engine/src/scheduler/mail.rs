@@ -9,6 +9,7 @@
 //! events in the store's inbox; the owner hands them over with
 //! [`Engine::process_inbox`].
 
+use crate::state::Transition as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::model_glue::{Scope, StepView, status_of};
+use crate::model_glue::{Scope, StepView};
 use crate::state::StepState;
 
 /// A finished step as refs see it.
@@ -33,7 +33,7 @@ impl<'a, F: Fn(usize) -> Seen<'a>> Scope for RunScope<'a, F> {
     fn step(&self, name: &str) -> Option<StepView<'_>> {
         let i = *self.names.get(name)?;
         let s = (self.seen)(i);
-        s.state.is_terminal().then(|| StepView { status: status_of(s.state), output: s.output })
+        s.state.is_terminal().then(|| StepView { status: s.state, output: s.output })
     }
 
     fn item(&self) -> Option<&Value> {

@@ -3,6 +3,7 @@
 //! (outcomes of finished attempts + claims of the next ones) before it
 //! calls any runner.
 
+use crate::state::Transition as _;
 use std::collections::HashMap;
 use std::sync::Arc;
 

@@ -1,6 +1,7 @@
 //! Runs no driver holds: one whose stored plan no longer loads (failed
 //! without a driver), and one canceled before any driver took it.
 
+use crate::state::Transition as _;
 use std::sync::Arc;
 
 use serde_json::{Value, json};

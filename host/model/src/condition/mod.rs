@@ -198,5 +198,4 @@ pub fn apply(op: Operator, value: &Value, operand: &Value) -> bool {
 }
 
 #[cfg(test)]
-#[path = "condition_tests.rs"]
 mod tests;

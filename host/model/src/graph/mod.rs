@@ -7,7 +7,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::fmt::Write as _;
 
-use crate::definition::{Action, CodeRef, Definition, EdgeOn, SleepSpec, StepStatus};
+use crate::definition::{Action, CodeRef, Definition, EdgeOn, SleepSpec, StepState};
 use crate::refs::RefRoot;
 
 /// An edge: `to` depends on `from`.
@@ -269,21 +269,21 @@ fn lines(def: &Definition, i: usize) -> Vec<String> {
     l
 }
 
-fn status_color(s: StepStatus) -> &'static str {
+fn status_color(s: StepState) -> &'static str {
     match s {
-        StepStatus::Succeeded => "#c8e6c9",
-        StepStatus::Failed => "#ffcdd2",
-        StepStatus::Skipped | StepStatus::Canceled => "#eeeeee",
-        StepStatus::Running | StepStatus::Retrying => "#bbdefb",
-        StepStatus::Waiting => "#fff9c4",
-        StepStatus::Pending => "#ffffff",
+        StepState::Succeeded => "#c8e6c9",
+        StepState::Failed => "#ffcdd2",
+        StepState::Skipped | StepState::Canceled => "#eeeeee",
+        StepState::Running | StepState::Retrying => "#bbdefb",
+        StepState::Waiting => "#fff9c4",
+        StepState::Pending => "#ffffff",
     }
 }
 
 /// Mermaid flowchart. `when` steps are hexagons, `for_each` steps are
 /// subroutine boxes; failure edges are dotted, always edges thick. `states`
 /// (may be empty) colours steps of a run.
-pub fn to_mermaid(def: &Definition, states: &HashMap<String, StepStatus>) -> String {
+pub fn to_mermaid(def: &Definition, states: &HashMap<String, StepState>) -> String {
     let g = Graph::build(def);
     let mut o = String::from("flowchart TD\n");
     for (i, s) in def.steps.iter().enumerate() {
@@ -303,7 +303,7 @@ pub fn to_mermaid(def: &Definition, states: &HashMap<String, StepStatus>) -> Str
             EdgeOn::Always => writeln!(o, "  s_{a} == always ==> s_{b}"),
         };
     }
-    let mut used: Vec<StepStatus> = vec![];
+    let mut used: Vec<StepState> = vec![];
     for s in &def.steps {
         if let Some(st) = states.get(&s.name) {
             if !used.contains(st) {
@@ -323,7 +323,7 @@ fn dot_escape(s: &str) -> String {
 /// Graphviz DOT. `when` steps are dashed, `for_each` steps have a double
 /// border; failure edges are red and dashed, always edges bold. `states`
 /// (may be empty) fills steps of a run.
-pub fn to_dot(def: &Definition, states: &HashMap<String, StepStatus>) -> String {
+pub fn to_dot(def: &Definition, states: &HashMap<String, StepState>) -> String {
     let g = Graph::build(def);
     let mut o =
         format!("digraph \"{}\" {{\n  rankdir=TB;\n  node [shape=box, style=rounded];\n", dot_escape(&def.name));
@@ -356,5 +356,4 @@ pub fn to_dot(def: &Definition, states: &HashMap<String, StepStatus>) -> String 
 }
 
 #[cfg(test)]
-#[path = "graph_tests.rs"]
 mod tests;

@@ -3,15 +3,15 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::definition::StepStatus;
+use crate::definition::StepState;
 use crate::scope::MapScope;
 use crate::template::{CompiledValue, Template};
 
 fn scope() -> MapScope {
     let mut s = MapScope::new(json!({"email": "a@b.c", "items": [10, 20, {"k": "v"}], "n": 3, "o": {"7": "seven"}}))
         .with_step("create", json!({"id": 42, "name": "Ann", "tags": ["x", "y"]}))
-        .with_status("skip", StepStatus::Skipped, json!({"id": 1}))
-        .with_status("bad", StepStatus::Failed, json!({"kind": "timeout"}))
+        .with_status("skip", StepState::Skipped, json!({"id": 1}))
+        .with_status("bad", StepState::Failed, json!({"kind": "timeout"}))
         .with_item(json!({"to": "bob"}), 2);
     s.run_id = "r_1".into();
     s

@@ -21,7 +21,7 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::definition::StepStatus;
+use crate::definition::StepState;
 use crate::problem::shown;
 use crate::scope::Scope;
 
@@ -105,11 +105,11 @@ impl Ref {
             RefRoot::Index => scope.index().map(Value::from).unwrap_or(Value::Null),
             RefRoot::RunId => Value::String(scope.run_id().to_owned()),
             RefRoot::StepStatus(name) => {
-                let status = scope.step(name).map(|v| v.status).unwrap_or(StepStatus::Pending);
+                let status = scope.step(name).map(|v| v.status).unwrap_or(StepState::Pending);
                 Value::String(status.as_str().to_owned())
             }
             RefRoot::Step(name) => match scope.step(name) {
-                Some(view) if view.status != StepStatus::Skipped => {
+                Some(view) if view.status != StepState::Skipped => {
                     return walk(view.output, &self.path);
                 }
                 _ => Value::Null,
@@ -266,5 +266,4 @@ pub fn parse_ref(s: &str) -> Result<Ref, RefError> {
 }
 
 #[cfg(test)]
-#[path = "refs_tests.rs"]
 mod tests;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use serde_json::json;
 
 use super::*;
-use crate::definition::StepStatus;
+use crate::definition::StepState;
 
 fn def(steps: serde_json::Value) -> Definition {
     // Build through decode only (cycles are allowed here, validation is not run).
@@ -110,7 +110,7 @@ fn renders_mermaid_and_dot() {
     assert!(m.contains("  s_create --> s_notify\n"), "{m}");
     assert!(m.contains("  s_create -. failure .-> s_undo\n"), "{m}");
     assert!(m.contains("  s_notify == always ==> s_done\n"), "{m}");
-    let states = HashMap::from([("create".to_string(), StepStatus::Succeeded)]);
+    let states = HashMap::from([("create".to_string(), StepState::Succeeded)]);
     assert!(to_mermaid(&d, &states).contains("  class s_create succeeded\n"));
 
     let dot = to_dot(&d, &HashMap::new());
