@@ -68,7 +68,7 @@ use serde_json::{Value, json};
 use weft_engine::runner::{StepOutput, StepRequest, StepRunner};
 use weft_engine::{CancelToken, Engine, EngineConfig, Rng, RunOptions, RunState, SeededRng, StepError, SystemClock};
 use weft_model::{Definition, NoSchemas};
-use weft_runtime::config::{ConfigFile, Settings};
+use weft_runtime::config::Settings;
 use weft_runtime::runner::CodeRunner;
 use weft_store_sqlite::{Durability, SqliteStore};
 
@@ -118,13 +118,7 @@ fn cache_dir() -> PathBuf {
 }
 
 fn settings(dir: &Path) -> Settings {
-    Settings {
-        data_dir: dir.join("data"),
-        cache_dir: cache_dir(),
-        config_path: None,
-        file: Arc::new(ConfigFile::default()),
-        servers: Arc::default(),
-    }
+    Settings { cache_dir: cache_dir(), ..Settings::in_dir(dir) }
 }
 
 /// Stores the hostile guest in the data dir's blob store; its digest.

@@ -130,11 +130,8 @@ pub fn run(rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let store = Arc::new(SqliteStore::open(dir.path().join("weft.db"), Durability::Normal)?);
     let settings = weft_runtime::config::Settings {
-        data_dir: dir.path().join("data"),
-        cache_dir: dir.path().join("cache"),
-        config_path: None,
-        file: Arc::default(),
         servers: Arc::new(vec![config(&js)]),
+        ..weft_runtime::config::Settings::in_dir(dir.path())
     };
     let code = CodeRunner::from_settings(&settings, dir.path().to_path_buf())?;
     let runner = Arc::new(Runners::new(code, ToolRunner::new(ups.clone())));

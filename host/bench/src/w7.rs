@@ -65,13 +65,7 @@ pub fn run(runs: usize, out: &mut Figures) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("weft").build()?;
     let dir = tempfile::tempdir()?;
     let store = Arc::new(SqliteStore::open(dir.path().join("weft.db"), Durability::Normal)?);
-    let settings = weft_runtime::config::Settings {
-        data_dir: dir.path().join("data"),
-        cache_dir: dir.path().join("cache"),
-        config_path: None,
-        file: Arc::default(),
-        servers: Arc::new(vec![]),
-    };
+    let settings = weft_runtime::config::Settings::in_dir(dir.path());
     let code = CodeRunner::from_settings(&settings, dir.path().to_path_buf())?;
     let ups = Arc::new(weft_mcp::Upstreams::new([]));
     let runner = Arc::new(Runners::new(code, ToolRunner::new(ups)));

@@ -204,13 +204,7 @@ mod tests {
 
     fn settings(dir: &Path, database: Option<&str>, config: Option<&str>) -> Settings {
         let file = crate::config::ConfigFile { database: database.map(String::from), ..Default::default() };
-        Settings {
-            data_dir: dir.join("data"),
-            cache_dir: dir.join("cache"),
-            config_path: config.map(PathBuf::from),
-            file: Arc::new(file),
-            servers: Arc::default(),
-        }
+        Settings { config_path: config.map(PathBuf::from), file: Arc::new(file), ..Settings::in_dir(dir) }
     }
 
     #[test]

@@ -123,6 +123,19 @@ pub struct Settings {
 pub type ConfigFileShared = std::sync::Arc<ConfigFile>;
 
 impl Settings {
+    /// The defaults, with no configuration file, data under `dir/data` and
+    /// compiled guests under `dir/cache` (benches, tests, tools that own a
+    /// temporary folder).
+    pub fn in_dir(dir: &Path) -> Settings {
+        Settings {
+            data_dir: dir.join("data"),
+            cache_dir: dir.join("cache"),
+            config_path: None,
+            file: std::sync::Arc::default(),
+            servers: std::sync::Arc::default(),
+        }
+    }
+
     /// Resolves settings: `data_dir_flag` > `$WEFT_DATA_DIR` > the file's
     /// `data_dir` > `.weft`; the cache is `$WEFT_CACHE_DIR` or
     /// `<data_dir>/cache`.

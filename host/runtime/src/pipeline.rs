@@ -418,18 +418,8 @@ mod tests {
         assert_eq!(p[0].path, "/steps/0/code");
     }
 
-    fn settings(dir: &Path) -> Settings {
-        Settings {
-            data_dir: dir.join("data"),
-            cache_dir: dir.join("cache"),
-            config_path: None,
-            file: Arc::default(),
-            servers: Arc::default(),
-        }
-    }
-
     fn pipeline(dir: &Path) -> Pipeline {
-        let s = settings(dir);
+        let s = Settings::in_dir(dir);
         let sandbox = crate::guests::sandbox(&s).unwrap();
         Pipeline::new(&s, sandbox, Arc::new(s.upstreams()), None, dir.to_path_buf())
     }
@@ -484,7 +474,7 @@ mod tests {
     #[test]
     fn the_process_has_one_sandbox() {
         let dir = tempfile::tempdir().unwrap();
-        let s = settings(dir.path());
+        let s = Settings::in_dir(dir.path());
         let a = crate::guests::sandbox(&s).unwrap();
         let b = crate::guests::sandbox(&s).unwrap();
         assert!(Arc::ptr_eq(&a, &b), "one wasmtime engine per process");
