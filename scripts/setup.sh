@@ -8,6 +8,8 @@
 #   - the real MCP peers the tests use: server-everything, server-filesystem and
 #     the Inspector from npm, the official Python `mcp` SDK and FastMCP from PyPI,
 #     all pinned — tests/mcp-peers/setup.sh
+#   - the web view's browser tests: Debian's chromium, playwright-core from npm
+#     (pinned) — tests/web/setup.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -24,3 +26,4 @@ fi
 
 "$root/examples/setup.sh"
 "$root/tests/mcp-peers/setup.sh"
+"$root/tests/web/setup.sh"

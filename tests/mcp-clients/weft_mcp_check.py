@@ -286,8 +286,20 @@ async def check_runs(session: Any, client: Any, seen: Seen, tools_before: dict[s
     check(kinds[0] == "run.submitted" and kinds[-1] == "run.completed", "events run from submitted to completed", kinds)
     check([e["seq"] for e in evs] == list(range(1, len(evs) + 1)), "events are numbered from 1", evs)
     check(r.structured_content["finished"] is True, "run_events says the run finished")
+    check(r.structured_content["more"] is False, "the whole log fit in one page", r.structured_content)
     r = await call(session, "run_events", {"run_id": run_id, "after_seq": evs[-2]["seq"]})
     check([e["kind"] for e in r.structured_content["events"]] == ["run.completed"], "after_seq pages", r.structured_content)
+    # A page that stops at `limit` says so; the next one goes on from it.
+    r = await call(session, "run_events", {"run_id": run_id, "limit": 2})
+    check(len(r.structured_content["events"]) == 2 and r.structured_content["more"] is True, "a page stopped at limit says more", r.structured_content)
+    paged, after = [], 0
+    while True:
+        r = await call(session, "run_events", {"run_id": run_id, "after_seq": after, "limit": 2})
+        paged += r.structured_content["events"]
+        after = r.structured_content["last_seq"]
+        if not r.structured_content["more"]:
+            break
+    check([e["seq"] for e in paged] == [e["seq"] for e in evs], "paging with more/last_seq gives every event once", paged)
 
     # run_cancel: of a finished run changes nothing; of a running one stops it.
     r = await call(session, "run_cancel", {"run_id": run_id})

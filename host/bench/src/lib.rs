@@ -8,6 +8,7 @@
 pub mod w5;
 pub mod w7;
 pub mod w8;
+pub mod w9;
 
 use serde_json::Value;
 

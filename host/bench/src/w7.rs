@@ -163,8 +163,7 @@ async fn park(
     let allowed = STUCK + Duration::from_millis(50) * runs as u32;
     let deadline = Instant::now() + allowed;
     loop {
-        let filter =
-            RunFilter { state: Some(RunState::InputRequired), template: None, parent: None, limit: Some(runs + 1) };
+        let filter = RunFilter { state: Some(RunState::InputRequired), limit: Some(runs + 1), ..Default::default() };
         let waiting = store.list_runs(&filter).await?.len();
         let busy = engine.busy_runs();
         if waiting == runs && busy == 0 {

@@ -33,6 +33,8 @@ pub use ids::{AttemptNo, ItemIndex, RunId, RunIds, Seq};
 pub use memstore::MemStore;
 pub use rng::{Rng, SeededRng};
 pub use runner::{EventSink, StepFailure, StepOutput, StepRequest, StepRunner};
-pub use scheduler::{Delivered, EmitAnswer, Engine, EngineConfig, EngineError, Planner, RunOptions, SignalAnswer};
+pub use scheduler::{
+    Change, Changes, Delivered, EmitAnswer, Engine, EngineConfig, EngineError, Planner, RunOptions, SignalAnswer,
+};
 pub use state::{RunState, StepState, TransitionRefused};
 pub use store::{Batch, RunRecord, Store, StoreError, Write};

@@ -302,11 +302,15 @@ pub struct RunFilter {
     pub parent: Option<RunId>,
     /// Newest first; `None` = no limit.
     pub limit: Option<usize>,
+    /// Only runs created before this one (ids sort by creation): the
+    /// cursor of the next page.
+    pub before: Option<RunId>,
 }
 
 impl RunFilter {
-    pub fn matches(&self, state: RunState, template: &str, parent: Option<&RunId>) -> bool {
-        self.state.is_none_or(|s| s == state)
+    pub fn matches(&self, id: &RunId, state: RunState, template: &str, parent: Option<&RunId>) -> bool {
+        self.before.as_ref().is_none_or(|b| id < b)
+            && self.state.is_none_or(|s| s == state)
             && self.template.as_deref().is_none_or(|t| t == template)
             && self.parent.as_ref().is_none_or(|p| Some(p) == parent)
     }

@@ -19,6 +19,7 @@
 //! in its reader's terms (stderr lines and exit 2; an `isError` result
 //! naming MCP tools).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -317,23 +318,25 @@ fn pin_one(registry: &Registry, base_dir: &Path, code: &CodeRef, paths_only: boo
         return Ok(None);
     }
     let found = resolve_code(registry, base_dir, code)?;
-    let digest = registry.put_blob(&found.bytes).map_err(|e| format!("cannot store the guest: {e}"))?;
-    Ok(Some(digest.hex()))
+    registry.put_blob_known(&found.digest, &found.bytes).map_err(|e| format!("cannot store the guest: {e}"))?;
+    Ok(Some(found.digest.hex()))
 }
 
 /// Pins a validated definition's code: every code step's (and
 /// `transform`'s) guest is stored content-addressed and named by its
 /// digest, so a run executes the same code after a restart even if plugins
-/// or files changed.
+/// or files changed. Each guest is resolved once, however many steps name it.
 pub fn pin_definition(def: &mut Definition, registry: &Registry, base_dir: &Path) -> Result<(), Vec<Problem>> {
     let mut problems = vec![];
+    let mut pinned: HashMap<CodeRef, Result<Option<String>, String>> = HashMap::new();
     for (i, step) in def.steps.iter_mut().enumerate() {
         let code = match &mut step.action {
             Action::Code(c) => Some(("code", c)),
             _ => None,
         };
         for (field, c) in code.into_iter().chain(step.transform.as_mut().map(|t| ("transform", t))) {
-            match pin_one(registry, base_dir, c, false) {
+            let pin = pinned.entry(c.clone()).or_insert_with(|| pin_one(registry, base_dir, c, false)).clone();
+            match pin {
                 Ok(Some(hex)) => *c = CodeRef::Sha256(hex),
                 Ok(None) => {}
                 Err(why) => problems.push(Problem::new(format!("/steps/{i}/{field}"), why)),

@@ -23,6 +23,20 @@ pub struct Bundled {
     pub wasm: &'static [u8],
 }
 
+/// The digest of a bundled plugin's bytes, computed once per process (they
+/// are in the binary: a `weft serve` pins them at every run it starts).
+fn bundled_digest(wasm: &'static [u8]) -> Digest {
+    static KNOWN: std::sync::Mutex<Vec<(usize, Digest)>> = std::sync::Mutex::new(Vec::new());
+    let key = wasm.as_ptr() as usize;
+    let mut known = KNOWN.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, d)) = known.iter().find(|(k, _)| *k == key) {
+        return *d;
+    }
+    let d = Digest::of(wasm);
+    known.push((key, d));
+    d
+}
+
 /// Where a plugin came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -55,8 +69,8 @@ pub struct Resolved {
     pub name: String,
     /// The sha256 of the bytes.
     pub digest: Digest,
-    /// The bytes.
-    pub bytes: Vec<u8>,
+    /// The bytes (a bundled plugin's are borrowed from the binary).
+    pub bytes: std::borrow::Cow<'static, [u8]>,
     /// Where it came from.
     pub source: Source,
 }
@@ -101,13 +115,24 @@ impl Registry {
         Ok(digest)
     }
 
+    /// [`put_blob`](Self::put_blob) of bytes whose digest the caller already
+    /// has (from [`resolve`](Self::resolve) or [`blob`](Self::blob)): not
+    /// hashed again.
+    pub fn put_blob_known(&self, digest: &Digest, bytes: &[u8]) -> Result<(), SandboxError> {
+        let path = self.blob_path(digest);
+        if !path.exists() {
+            write_atomic(&path, bytes)?;
+        }
+        Ok(())
+    }
+
     /// The bytes stored under `digest`, checked against it.
     pub fn blob(&self, digest: &Digest) -> Result<Vec<u8>, SandboxError> {
         let path = self.blob_path(digest);
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if let Some(b) = self.bundled.iter().find(|b| Digest::of(b.wasm) == *digest) {
+                if let Some(b) = self.bundled.iter().find(|b| bundled_digest(b.wasm) == *digest) {
                     return Ok(b.wasm.to_vec());
                 }
                 return Err(SandboxError::UnknownPlugin {
@@ -158,7 +183,7 @@ impl Registry {
                 let digest: Digest =
                     text.trim().parse().map_err(|e| Self::io("reading", &name_file, std::io::Error::other(e)))?;
                 let bytes = self.blob(&digest)?;
-                return Ok(Resolved { name: name.into(), digest, bytes, source: Source::Added });
+                return Ok(Resolved { name: name.into(), digest, bytes: bytes.into(), source: Source::Added });
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(Self::io("reading", &name_file, e)),
@@ -166,8 +191,8 @@ impl Registry {
         if let Some(b) = self.bundled.iter().find(|b| b.name == name) {
             return Ok(Resolved {
                 name: name.into(),
-                digest: Digest::of(b.wasm),
-                bytes: b.wasm.to_vec(),
+                digest: bundled_digest(b.wasm),
+                bytes: b.wasm.into(),
                 source: Source::Bundled,
             });
         }

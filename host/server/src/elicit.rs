@@ -359,12 +359,16 @@ async fn ask_peer(peer: &Peer<RoleServer>, request: ElicitRequest) -> Result<Ans
 /// Waits until the wait of `step` in run `id` is no longer open (answered
 /// by run_signal, timed out, or the run ended).
 async fn until_resolved(core: &Core, id: &RunId, step: &str) {
+    let mut changes = core.engine.subscribe();
     loop {
         match core.store.run(id).await {
             Ok(Some(rec)) if !rec.state.is_terminal() && rec.waits.iter().any(|w| w.step == step) => {}
             _ => return,
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::select! {
+            _ = changes.of_run(id) => {}
+            _ = tokio::time::sleep(super::tools_runs::FALLBACK_POLL) => {}
+        }
     }
 }
 

@@ -1,5 +1,7 @@
-//! MCP over streamable HTTP (rmcp's `StreamableHttpService` in axum, at
-//! `/mcp`) and the bearer token check in front of it.
+//! `weft serve --http`: MCP over streamable HTTP (rmcp's
+//! `StreamableHttpService` in axum, at `/mcp`), the JSON API (`/api/v1`),
+//! the web view (`/`), and the bearer token check in front of MCP and the
+//! API.
 //!
 //! Binding to anything but a loopback address needs a token (refused at
 //! start otherwise, by the CLI). With a token, every request must carry
@@ -170,13 +172,18 @@ pub async fn serve_http(
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(SESSION_IDLE);
     let sessions = Arc::new(sessions);
+    let api = crate::api::router(core.clone()).layer(axum::extract::DefaultBodyLimit::max(body_cap));
     let service: StreamableHttpService<WeftServer, LocalSessionManager> =
         StreamableHttpService::new(move || Ok(WeftServer::new(core.clone())), sessions.clone(), config);
-    let mut app =
+    let mcp =
         axum::Router::new().nest_service("/mcp", service).layer(middleware::from_fn_with_state(sessions, cap_sessions));
+    let mut app = mcp.merge(api);
     if let Some(token) = &opts.token {
         app = app.layer(middleware::from_fn_with_state(Arc::new(Bearer::new(token)), check_bearer));
     }
+    // The web view's page and assets hold no data: outside the token check
+    // (the page asks for the token and sends it with every API call).
+    let app = app.merge(crate::web::router());
     on_bound(local);
     accept_loop(listener, app, stop).await;
     Ok(())

@@ -22,13 +22,16 @@
 //! | `recording.rs` | a recording's journal turned into a workflow definition (the DAG of proxied calls) |
 //! | `tools_recording.rs` | `recording_start`, `step_preset`, `recording_save`, `recording_stop`; journals |
 //! | `resources.rs` | runs as resources `weft://runs/{id}` |
-//! | `http.rs` | streamable HTTP with axum, the bearer token check |
+//! | `http.rs` | streamable HTTP with axum (MCP at `/mcp`, the API), the bearer token check |
+//! | `api/` | the HTTP JSON API at `/api/v1` (docs/api.md) and its OpenAPI document |
+//! | `web/` | the web view at `/`: one embedded page over the API and its event streams |
 //! | `errors.rs` | [`ToolError`]: `isError` results that say what, where and how to fix; [`ServeError`] |
 //!
 //! Sessions: over stdio the one client is one session; over HTTP each
 //! 2025-11-25 client session gets its own [`WeftServer`] (and [`Session`]);
 //! 2026-07-28 clients have no sessions, so each request gets a fresh one.
 
+pub mod api;
 mod elicit;
 mod errors;
 mod handler;
@@ -45,6 +48,7 @@ mod tools_runs;
 mod tools_templates;
 mod tools_waits;
 mod views;
+mod web;
 mod wf_tools;
 
 use std::path::PathBuf;

@@ -24,7 +24,7 @@ pub fn uri(id: &RunId) -> String {
 
 /// The newest runs.
 pub async fn list(core: &Core) -> Result<ListResourcesResult, ErrorData> {
-    let filter = RunFilter { state: None, template: None, parent: None, limit: Some(50) };
+    let filter = RunFilter { limit: Some(50), ..Default::default() };
     let runs = core.store.list_runs(&filter).await.map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
     let resources = runs
         .iter()
@@ -57,10 +57,6 @@ pub fn run_id(uri_text: &str) -> Result<RunId, ErrorData> {
     })
 }
 
-/// How often a subscribed run is looked at (the store is shared with
-/// other processes, so changes are read, not pushed).
-const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
-
 /// Sends `notifications/resources/updated` for `uri` whenever run `id`
 /// logs a new event, until it is finished (after a last notification),
 /// `stop` or `closed` fires, or the client is gone.
@@ -73,11 +69,18 @@ pub async fn watch(
     closed: tokio_util::sync::CancellationToken,
 ) {
     let mut seen = None;
+    // The engine pushes every committed change of the runs this process
+    // drives; the slow read only catches what was missed.
+    let mut changes = core.engine.subscribe();
+    let mut first = true;
     loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = closed.cancelled() => return,
-            _ = tokio::time::sleep(WATCH_EVERY) => {}
+        if !std::mem::take(&mut first) {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = closed.cancelled() => return,
+                _ = changes.of_run(&id) => {}
+                _ = tokio::time::sleep(super::tools_runs::FALLBACK_POLL) => {}
+            }
         }
         let Ok(Some(rec)) = core.store.run(&id).await else { continue };
         let now = (rec.updated_at, rec.state);

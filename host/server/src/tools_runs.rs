@@ -27,8 +27,10 @@ use super::{Core, WeftServer};
 
 /// The longest a call waits for a run.
 pub const MAX_WAIT_MS: u64 = 300_000;
-/// How often a waiting call reads the run.
-const WAIT_POLL: Duration = Duration::from_millis(25);
+/// How often a waiting call reads the run when no change was pushed (the
+/// engine pushes every committed change of the runs this process drives;
+/// this only bounds how late a missed one is seen).
+pub const FALLBACK_POLL: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RunStartParams {
@@ -128,6 +130,9 @@ pub struct RunEventsOut {
     pub events: Vec<EventView>,
     /// Pass this as `after_seq` to get the next events.
     pub last_seq: u64,
+    /// More events are stored after `last_seq` (this page stopped at
+    /// `limit`): call again with `after_seq` = `last_seq`.
+    pub more: bool,
     /// The run's state now.
     pub state: String,
     /// Whether the run reached a final state (no more events will come
@@ -200,6 +205,8 @@ impl Core {
     ) -> Result<RunRecord, ToolError> {
         let until = Instant::now() + wait;
         let mut reported: Option<usize> = None;
+        // Subscribed before the first read: no change falls in between.
+        let mut changes = self.engine.subscribe();
         loop {
             let rec = self
                 .store
@@ -234,8 +241,19 @@ impl Core {
             if finished || Instant::now() >= until {
                 return Ok(rec);
             }
+            let left = until.saturating_duration_since(Instant::now());
+            // With progress to report, every change of the run counts;
+            // otherwise only its state (ended, or waiting for input).
+            let changed = async {
+                let heard = if progress.is_some() { changes.of_run(id).await } else { changes.of_run_state(id).await };
+                if !heard {
+                    // The engine is gone: nothing will be pushed.
+                    std::future::pending::<()>().await;
+                }
+            };
             tokio::select! {
-                _ = tokio::time::sleep(WAIT_POLL.min(until.saturating_duration_since(Instant::now()))) => {}
+                _ = changed => {}
+                _ = tokio::time::sleep(FALLBACK_POLL.min(left)) => {}
                 _ = canceled.cancelled() => return Ok(rec),
             }
         }
@@ -382,8 +400,8 @@ impl WeftServer {
         let filter = RunFilter {
             state: p.state,
             template: p.template,
-            parent: None,
             limit: Some(p.limit.unwrap_or(50).clamp(1, 1000)),
+            ..Default::default()
         };
         let runs = self.core.store.list_runs(&filter).await.map_err(ToolError::internal)?;
         let runs = runs
@@ -402,20 +420,24 @@ impl WeftServer {
     }
 
     #[tool(
-        description = "A run's event log in order (run and step state changes, attempts, progress and log lines), after `after_seq`. Call again with the returned `last_seq` to follow a run.",
+        description = "A run's event log in order (run and step state changes, attempts, progress and log lines), after `after_seq`, at most `limit` (500) per call. `more: true` means this page stopped at `limit`: call again with `after_seq` = the returned `last_seq` (also to follow a run).",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn run_events(&self, Parameters(p): Parameters<RunEventsParams>) -> Result<Json<RunEventsOut>, ToolError> {
         let rec = self.core.load_run(&p.run_id).await?;
         let after = Seq(p.after_seq.unwrap_or(0));
         let limit = p.limit.unwrap_or(500).clamp(1, 1000);
-        let evs = self.core.store.events_after(&rec.id, after, limit).await.map_err(ToolError::internal)?;
+        // One more than asked: whether more are stored already.
+        let mut evs = self.core.store.events_after(&rec.id, after, limit + 1).await.map_err(ToolError::internal)?;
+        let more = evs.len() > limit;
+        evs.truncate(limit);
         let events: Vec<EventView> = evs.iter().map(EventView::of).collect();
         let last_seq = events.last().map(|e| e.seq).unwrap_or(after.0);
         Ok(Json(RunEventsOut {
             run_id: rec.id.to_string(),
             events,
             last_seq,
+            more,
             state: rec.state.to_string(),
             finished: rec.state.is_terminal(),
         }))

@@ -2,7 +2,8 @@
 //! workloads of performance.md that run from the CLI (see
 //! [`weft_bench`]). Names: `w5` (tool-step overhead against
 //! server-everything), `w7` (runs parked on a wait: memory, and resuming
-//! one by signal), `w8` (cold `weft run`), or `all`. The engine workloads
+//! one by signal), `w8` (cold `weft run`), `w9` (runs served by `weft serve
+//! --http` to a client process over MCP), or `all`. The engine workloads
 //! are `cargo bench -p weft --bench engine`.
 
 use std::path::PathBuf;
@@ -14,7 +15,7 @@ use weft_bench::Figures;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Workloads: w5, w7, w8, or all.
+    /// Workloads: w5, w7, w8, w9, or all.
     #[arg(required = true)]
     names: Vec<String>,
     /// Rounds per figure (default: 30 for w5, 20 for w8).
@@ -31,14 +32,14 @@ pub struct BenchArgs {
 pub fn run(args: BenchArgs) -> anyhow::Result<Exit> {
     let mut names: Vec<String> = args.names.iter().map(|n| n.to_lowercase()).collect();
     if names.iter().any(|n| n == "all") {
-        names = vec!["w5".into(), "w7".into(), "w8".into()];
+        names = vec!["w5".into(), "w7".into(), "w8".into(), "w9".into()];
     }
     for n in &names {
-        if !matches!(n.as_str(), "w5" | "w7" | "w8") {
+        if !matches!(n.as_str(), "w5" | "w7" | "w8" | "w9") {
             let engine = matches!(n.as_str(), "w1" | "w2" | "w3" | "w4" | "w6");
             let hint =
                 if engine { " (the engine workloads run with `cargo bench -p weft --bench engine`)" } else { "" };
-            return Err(bad(anyhow::anyhow!("unknown workload `{n}`: `weft bench` runs w5, w7, w8 or all{hint}")));
+            return Err(bad(anyhow::anyhow!("unknown workload `{n}`: `weft bench` runs w5, w7, w8, w9 or all{hint}")));
         }
     }
     if args.runs == Some(0) {
@@ -55,7 +56,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         match n.as_str() {
             "w5" => weft_bench::w5::run(args.rounds.unwrap_or(30).max(1), &mut figures)?,
             "w7" => weft_bench::w7::run(args.runs.unwrap_or(10_000), &mut figures)?,
-            _ => weft_bench::w8::run(args.rounds.unwrap_or(20).max(1), &mut figures)?,
+            "w8" => weft_bench::w8::run(args.rounds.unwrap_or(20).max(1), &mut figures)?,
+            _ => weft_bench::w9::run(args.rounds.unwrap_or(20).max(1), &mut figures)?,
         }
     }
     outln!("# load {}", weft_bench::loadavg());

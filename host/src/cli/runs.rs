@@ -128,7 +128,7 @@ fn list(app: &App, a: ListArgs) -> anyhow::Result<Exit> {
             bad(anyhow::anyhow!("unknown run state `{s}` (one of: {})", all.join(", ")))
         })?),
     };
-    let filter = RunFilter { state, template: a.template, parent: None, limit: a.limit };
+    let filter = RunFilter { state, template: a.template, limit: a.limit, ..Default::default() };
     let runs = app.block_on(app.store.list_runs(&filter))?;
     if a.json {
         output::json(&runs.iter().map(summary_json).collect::<Vec<_>>());

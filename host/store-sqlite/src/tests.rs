@@ -441,6 +441,11 @@ async fn list_runs_filters() {
     assert_eq!(s.list_runs(&f).await.unwrap()[0].id, bb);
     let f = RunFilter { limit: Some(1), ..Default::default() };
     assert_eq!(s.list_runs(&f).await.unwrap().len(), 1);
+    // The next page: runs older than the cursor.
+    let f = RunFilter { before: Some(bb.clone()), ..Default::default() };
+    assert_eq!(s.list_runs(&f).await.unwrap().iter().map(|r| r.id.clone()).collect::<Vec<_>>(), vec![a.clone()]);
+    let f = RunFilter { before: Some(a.clone()), ..Default::default() };
+    assert!(s.list_runs(&f).await.unwrap().is_empty());
 }
 
 #[tokio::test]

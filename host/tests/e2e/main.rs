@@ -2,6 +2,7 @@
 //! ripgrep does) so the suite links once. Each module covers one area; the
 //! helpers in `common` start the real binary against a fresh data directory.
 
+mod api;
 mod artifacts;
 mod caps;
 mod chains;
@@ -30,3 +31,4 @@ mod tools;
 mod tools_chaos;
 mod validate;
 mod waits;
+mod web;

@@ -120,27 +120,16 @@ impl Engine {
         inbox: Option<String>,
     ) -> Result<SignalAnswer, EngineError> {
         super::over(&data, self.sh.config.caps.max_input_bytes, "/data", "the signal's data", "max_input_bytes")?;
-        for _ in 0..20 {
-            if let Some(tx) = self.mailbox(run) {
-                let (reply, rx) = oneshot::channel();
-                let mail = Mail::Signal { step: step.to_string(), data: data.clone(), inbox: inbox.clone(), reply };
-                if tx.send(mail).is_ok()
-                    && let Ok(a) = rx.await
-                {
-                    return Ok(a);
-                }
-                // The driver stopped meanwhile: ask again.
-                tokio::task::yield_now().await;
-                continue;
-            }
-            match signal_undriven(&self.sh, run, step, &data, inbox.as_deref()).await {
-                Err(EngineError::Store(StoreError::Conflict(_))) => {
-                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-                }
-                other => return other,
-            }
-        }
-        Err(EngineError::Store(StoreError::Busy(format!("run {run} kept changing while step `{step}` was signaled"))))
+        let answered = self
+            .to_run(
+                run,
+                |reply| Mail::Signal { step: step.to_string(), data: data.clone(), inbox: inbox.clone(), reply },
+                || signal_undriven(&self.sh, run, step, &data, inbox.as_deref()),
+            )
+            .await?;
+        answered.ok_or_else(|| {
+            EngineError::Store(StoreError::Busy(format!("run {run} kept changing while step `{step}` was signaled")))
+        })
     }
 
     /// Emits an event (store owner): every wait for `name` whose `match`
@@ -149,7 +138,7 @@ impl Engine {
     pub async fn emit(&self, name: &str, data: Value, id: Option<String>) -> Result<EmitAnswer, EngineError> {
         super::over(&data, self.sh.config.caps.max_input_bytes, "/data", "the event's data", "max_input_bytes")?;
         let msg = self.event_message(name, data, id);
-        match self.sh.store.commit(Batch { writes: vec![Write::InboxPut(msg.clone())] }).await {
+        match self.sh.commit(Batch { writes: vec![Write::InboxPut(msg.clone())] }).await {
             Ok(()) => {}
             Err(StoreError::Conflict(_)) => return self.duplicate(&msg).await,
             Err(e) => return Err(e.into()),
@@ -191,7 +180,7 @@ impl Engine {
             at: self.sh.clock.now_ms(),
             answer: None,
         };
-        self.sh.store.commit(Batch { writes: vec![Write::InboxPut(msg.clone())] }).await?;
+        self.sh.commit(Batch { writes: vec![Write::InboxPut(msg.clone())] }).await?;
         Ok(msg.id)
     }
 
@@ -205,7 +194,7 @@ impl Engine {
     ) -> Result<Result<String, EmitAnswer>, EngineError> {
         super::over(&data, self.sh.config.caps.max_input_bytes, "/data", "the event's data", "max_input_bytes")?;
         let msg = self.event_message(name, data, id);
-        match self.sh.store.commit(Batch { writes: vec![Write::InboxPut(msg.clone())] }).await {
+        match self.sh.commit(Batch { writes: vec![Write::InboxPut(msg.clone())] }).await {
             Ok(()) => Ok(Ok(msg.id)),
             Err(StoreError::Conflict(_)) => Ok(Err(self.duplicate(&msg).await?)),
             Err(e) => Err(e.into()),
@@ -259,33 +248,50 @@ impl Engine {
     }
 
     async fn deliver_event(&self, run: &RunId, step: &str, name: &str, data: &Value) -> Result<bool, EngineError> {
+        let mail = |reply| Mail::Event { step: step.to_string(), name: name.to_string(), data: data.clone(), reply };
+        Ok(self.to_run(run, mail, || event_undriven(&self.sh, run, step, name, data)).await?.unwrap_or(false))
+    }
+
+    /// Hands something to run `run`: to its driver when one runs here (as
+    /// the mail `mail` builds), else straight to the store (`undriven`),
+    /// trying again while the run changes meanwhile (a driver starting or
+    /// stopping, a store conflict), up to 20 times: `None` then.
+    async fn to_run<T, F>(
+        &self,
+        run: &RunId,
+        mail: impl Fn(oneshot::Sender<T>) -> Mail,
+        undriven: impl Fn() -> F,
+    ) -> Result<Option<T>, EngineError>
+    where
+        F: std::future::Future<Output = Result<T, EngineError>>,
+    {
         for _ in 0..20 {
             if let Some(tx) = self.mailbox(run) {
                 let (reply, rx) = oneshot::channel();
-                let mail = Mail::Event { step: step.to_string(), name: name.to_string(), data: data.clone(), reply };
-                if tx.send(mail).is_ok()
-                    && let Ok(ok) = rx.await
+                if tx.send(mail(reply)).is_ok()
+                    && let Ok(a) = rx.await
                 {
-                    return Ok(ok);
+                    return Ok(Some(a));
                 }
+                // The driver stopped meanwhile: ask again.
                 tokio::task::yield_now().await;
                 continue;
             }
-            match event_undriven(&self.sh, run, step, name, data).await {
+            match undriven().await {
                 Err(EngineError::Store(StoreError::Conflict(_))) => {
                     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
                 }
-                other => return other,
+                other => return other.map(Some),
             }
         }
-        Ok(false)
+        Ok(None)
     }
 }
 
 /// Records the answer to an inbox message unless one is recorded.
 async fn answer_once<T: Serialize>(sh: &Shared, id: &str, answer: &T) -> Result<(), EngineError> {
     let answer = serde_json::to_value(answer).unwrap_or(Value::Null);
-    match sh.store.commit(Batch { writes: vec![Write::InboxAnswer { id: id.to_string(), answer }] }).await {
+    match sh.commit(Batch { writes: vec![Write::InboxAnswer { id: id.to_string(), answer }] }).await {
         Ok(()) | Err(StoreError::Conflict(_)) => Ok(()),
         Err(e) => Err(e.into()),
     }
@@ -328,7 +334,7 @@ async fn resolve_undriven(
         b.push(ev(format!("run.{to}"), None, json!({"state": to})));
     }
     b.writes.append(&mut extra);
-    sh.store.commit(b).await?;
+    sh.commit(b).await?;
     Ok(())
 }
 

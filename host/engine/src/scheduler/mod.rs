@@ -10,6 +10,7 @@
 //! again (see `hibernate.rs`).
 
 mod attempt;
+mod changes;
 mod children;
 mod driver;
 mod hibernate;
@@ -17,6 +18,7 @@ mod mail;
 mod plans;
 mod schedules;
 
+pub use changes::{Change, Changes};
 pub use mail::{Delivered, EmitAnswer, SignalAnswer};
 pub use schedules::{next_fire, parse_cron};
 mod scope;
@@ -199,6 +201,8 @@ pub(crate) struct Shared {
     /// found them (at least 1): each shares the blame for the crash (see
     /// `driver::outcome`'s `attempt_interrupted`).
     pub crash_width: std::sync::atomic::AtomicUsize,
+    /// Committed batches, to subscribers ([`Engine::subscribe`]).
+    changes: tokio::sync::broadcast::Sender<Arc<crate::store::Batch>>,
 }
 
 /// The scheduler. Cheap to clone; clones share everything.
@@ -234,6 +238,7 @@ impl Engine {
                 schedules_changed: Default::default(),
                 plans: Default::default(),
                 crash_width: std::sync::atomic::AtomicUsize::new(1),
+                changes: changes::channel(),
             }),
         }
     }
@@ -256,7 +261,7 @@ impl Engine {
     /// `pending` in one batch. Returns its id; nothing runs until [`Engine::start`].
     pub async fn create_run(&self, def: &Definition, input: Value, opts: RunOptions) -> Result<RunId, EngineError> {
         let (id, batch) = self.run_batch(def, input, opts).await?;
-        self.sh.store.commit(batch).await?;
+        self.sh.commit(batch).await?;
         Ok(id)
     }
 
@@ -370,7 +375,7 @@ impl Engine {
                 Err(_) => Err(EngineError::Plan("the run could not start; nothing was stored".into())),
             };
         }
-        self.sh.store.commit(batch).await?;
+        self.sh.commit(batch).await?;
         self.start_with(&id, Some(known));
         Ok(id)
     }

@@ -83,7 +83,7 @@ impl Engine {
             last_fire_at: None,
             last_run: None,
         };
-        match self.sh.store.commit(Batch { writes: vec![Write::PutSchedule(rec.clone())] }).await {
+        match self.sh.commit(Batch { writes: vec![Write::PutSchedule(rec.clone())] }).await {
             Err(StoreError::Conflict(_)) => {
                 return Err(invalid("/name", format!("a schedule `{name}` exists (remove it first)")));
             }
@@ -95,7 +95,7 @@ impl Engine {
 
     /// Removes a schedule; `false` when there was none.
     pub async fn remove_schedule(&self, name: &str) -> Result<bool, EngineError> {
-        match self.sh.store.commit(Batch { writes: vec![Write::DeleteSchedule { name: name.to_string() }] }).await {
+        match self.sh.commit(Batch { writes: vec![Write::DeleteSchedule { name: name.to_string() }] }).await {
             Ok(()) => {
                 self.sh.schedules_changed.notify_one();
                 Ok(true)
@@ -173,7 +173,7 @@ impl Engine {
                 (Batch { writes: vec![moved] }, None)
             }
         };
-        match self.sh.store.commit(batch).await {
+        match self.sh.commit(batch).await {
             Ok(()) => Ok(run),
             Err(StoreError::Conflict(_)) => Ok(None),
             Err(e) => Err(e.into()),

@@ -125,6 +125,18 @@ impl Graph {
         if order.len() == self.len() { Ok(order) } else { Err(self.cycles().into_iter().next().unwrap_or_default()) }
     }
 
+    /// The layer of each step, for drawing: 0 for a step without
+    /// dependencies, else one more than its deepest dependency (`None` with
+    /// a cycle).
+    pub fn layers(&self) -> Option<Vec<usize>> {
+        let order = self.topo_order().ok()?;
+        let mut layer = vec![0; self.len()];
+        for i in order {
+            layer[i] = self.dependencies(i).map(|e| layer[e.from] + 1).max().unwrap_or(0);
+        }
+        Some(layer)
+    }
+
     /// One cycle per strongly connected component that has one, each
     /// starting (and implicitly ending) at its earliest-declared step and
     /// following dependency → dependent edges: `[a, b, c]` is a → b → c → a.

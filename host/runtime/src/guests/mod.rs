@@ -63,8 +63,8 @@ pub struct Found {
     pub origin: Origin,
     /// The sha256 of `bytes`.
     pub digest: Digest,
-    /// The module or component.
-    pub bytes: Vec<u8>,
+    /// The module or component (a bundled plugin's borrowed from the binary).
+    pub bytes: std::borrow::Cow<'static, [u8]>,
 }
 
 /// A guest that cannot be found: bad input unless the disk failed.
@@ -91,13 +91,13 @@ pub fn resolve(registry: &Registry, base_dir: &Path, code: &CodeRef) -> Result<F
             let path = resolve_path(base_dir, p);
             let bytes = read_guest_file(&path).map_err(FindError::NotFound)?;
             let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| p.clone());
-            Ok(Found { name, origin: Origin::File(path), digest: Digest::of(&bytes), bytes })
+            Ok(Found { name, origin: Origin::File(path), digest: Digest::of(&bytes), bytes: bytes.into() })
         }
         CodeRef::Sha256(hex) => {
             let digest: Digest =
                 hex.parse().map_err(|e: weft_sandbox::BadDigest| FindError::NotFound(e.to_string()))?;
             let bytes = registry.blob(&digest).map_err(FindError::Sandbox)?;
-            Ok(Found { name: digest.short(), origin: Origin::Digest, digest, bytes })
+            Ok(Found { name: digest.short(), origin: Origin::Digest, digest, bytes: bytes.into() })
         }
     }
 }

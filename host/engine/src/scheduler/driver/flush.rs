@@ -21,7 +21,7 @@ impl Driver {
         let mut tries: u32 = 0;
         let mut stalled: Option<(std::time::Instant, String, Seq)> = None;
         let r = loop {
-            match self.sh.store.commit_shared(batch.clone()).await {
+            match self.sh.commit_shared(batch.clone()).await {
                 Ok(()) => {
                     self.committed = true;
                     self.mirror.committed(&batch);

@@ -36,7 +36,7 @@ pub(super) async fn fail_unloadable(sh: &Shared, rec: &RunRecord, why: String) -
         item: None,
         data: json!({"state": to, "error": err}),
     }));
-    sh.store.commit(b).await?;
+    sh.commit(b).await?;
     Ok(())
 }
 
@@ -88,7 +88,7 @@ pub(in crate::scheduler) async fn cancel_undriven(sh: &Arc<Shared>, id: &RunId) 
     let err = StepError::canceled("the run was canceled");
     b.push(Write::RunState { run: id.clone(), from: rec.state, to, output: None, error: Some(err.clone()), at: now });
     ev(&mut b, format!("run.{to}"), None, json!({"state": to, "error": err}));
-    sh.store.commit(b).await?;
+    sh.commit(b).await?;
     // Its children go with it.
     let engine = Engine::from_shared(sh.clone());
     for w in &rec.waits {

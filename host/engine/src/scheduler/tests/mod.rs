@@ -689,6 +689,7 @@ async fn a_guest_can_reject_the_run() {
     assert_eq!(step(&r, "b").state, StepState::Skipped);
 }
 
+mod changes;
 mod children;
 mod graph_and_items;
 mod hibernate;

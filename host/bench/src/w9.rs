@@ -1,0 +1,265 @@
+//! W9 served of performance.md: what a client of `weft serve` waits for.
+//! This executable starts `weft serve --http` as a separate process, over
+//! a fresh data directory holding two saved templates, and calls them over
+//! MCP streamable HTTP as an LLM's client would — one `wf_<name>` call per
+//! run, answered once the run has ended:
+//!
+//! - `chain40`: 40 sequential code steps (the bundled `json-select`), one
+//!   run at a time (W1 served; target ≤ 4 ms);
+//! - `trivial3`: 3 code steps, one at a time (W3 latency; p50 ≤ 1 ms, p95
+//!   ≤ 2 ms) and with 100 calls in flight (W3 throughput; ≥ 4,000 runs/s).
+//!
+//! The same three figures are then taken over the HTTP API: `POST
+//! /api/v1/runs {"template", "wait_ms"}`, answered with the ended run.
+//! Every call is checked to have completed its run.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use rmcp::ServiceExt as _;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::StreamableHttpClientTransport;
+use serde_json::{Value, json};
+
+use super::{Figures, pct};
+
+/// Calls in flight for the throughput figure.
+const IN_FLIGHT: usize = 100;
+
+/// A chain of `n` sequential `json-select` steps.
+fn chain(name: &str, n: usize) -> Value {
+    let steps: Vec<Value> = (0..n)
+        .map(|i| {
+            let mut s = json!({"name": format!("s{i}"), "code": {"plugin": "json-select"},
+                               "input": {"data": {"a": i}, "path": "a"}});
+            if i > 0 {
+                s["after"] = json!([format!("s{}", i - 1)]);
+            }
+            s
+        })
+        .collect();
+    json!({"name": name, "version": 1, "steps": steps})
+}
+
+/// `weft serve --http` on a free port of 127.0.0.1: the child and its URL.
+fn serve(exe: &std::path::Path, dir: &std::path::Path) -> anyhow::Result<(Child, String)> {
+    let mut child = Command::new(exe)
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .env("WEFT_DATA_DIR", dir.join("data"))
+        .env_remove("WEFT_CONFIG")
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let mut lines = BufReader::new(child.stderr.take().expect("piped")).lines();
+    let url = loop {
+        let Some(line) = lines.next().transpose()? else {
+            anyhow::bail!("weft serve ended before it listened");
+        };
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            break rest.split_whitespace().next().unwrap_or_default().to_string();
+        }
+    };
+    // Keep draining what it logs.
+    std::thread::spawn(move || for _ in lines.by_ref() {});
+    Ok((child, url))
+}
+
+/// Runs W9 with `rounds` sequential runs per latency figure.
+///
+/// `$WEFT_BENCH_SERVER` names another `weft` binary to serve (an A/B of two
+/// builds with one client).
+pub fn run(rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
+    let exe = match std::env::var_os("WEFT_BENCH_SERVER") {
+        Some(p) => std::path::PathBuf::from(p),
+        None => std::env::current_exe()?,
+    };
+    let dir = tempfile::tempdir()?;
+    for (name, n) in [("chain40", 40), ("trivial3", 3)] {
+        let file = dir.path().join(format!("{name}.json"));
+        std::fs::write(&file, chain(name, n).to_string())?;
+        let st = Command::new(&exe)
+            .args(["templates", "save"])
+            .arg(&file)
+            .env("WEFT_DATA_DIR", dir.path().join("data"))
+            .env_remove("WEFT_CONFIG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()?;
+        anyhow::ensure!(st.success(), "`weft templates save` failed ({st})");
+    }
+    let (mut child, url) = serve(&exe, dir.path())?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let result = rt.block_on(async {
+        measure(&url, rounds, out).await?;
+        measure_api(&url.replace("/mcp", "/api/v1/runs"), rounds, out).await
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    result
+}
+
+async fn measure(url: &str, rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
+    let client = ().serve(StreamableHttpClientTransport::from_uri(url.to_string())).await?;
+    let peer = client.peer().clone();
+    let call = |tool: &'static str| {
+        let peer = peer.clone();
+        async move {
+            let r = peer.call_tool(CallToolRequestParams::new(tool)).await?;
+            let state = r.structured_content.as_ref().and_then(|v| v.get("state")).and_then(Value::as_str);
+            anyhow::ensure!(state == Some("completed"), "a {tool} run did not complete: {r:?}");
+            anyhow::Ok(())
+        }
+    };
+    let timed = |tool: &'static str, n: usize| {
+        let call = &call;
+        async move {
+            let mut ms = Vec::with_capacity(n);
+            for _ in 0..n {
+                let t0 = Instant::now();
+                call(tool).await?;
+                ms.push(t0.elapsed().as_secs_f64() * 1e3);
+            }
+            anyhow::Ok(ms)
+        }
+    };
+    // Warm up: guests compiled and cached, connections open.
+    timed("wf_chain40", 3).await?;
+    timed("wf_trivial3", 20).await?;
+
+    let ms = timed("wf_chain40", rounds).await?;
+    let (p50, p95) = (pct(&ms, 0.5), pct(&ms, 0.95));
+    out.line(
+        format!("W9 served chain-40 mcp=http runs={rounds} total_ms_p50={p50:.2} total_ms_p95={p95:.2} target_ms=4"),
+        json!({"workload": "W9", "shape": "chain-40", "via": "mcp-http", "runs": rounds,
+               "total_ms_p50": p50, "total_ms_p95": p95, "target_ms": 4}),
+    );
+
+    let n = rounds * 10;
+    let ms = timed("wf_trivial3", n).await?;
+    let (p50, p95) = (pct(&ms, 0.5), pct(&ms, 0.95));
+    out.line(
+        format!("W9 served trivial-3 mcp=http latency runs={n} p50_ms={p50:.3} p95_ms={p95:.3} target_p50_ms=1"),
+        json!({"workload": "W9", "shape": "trivial-3", "via": "mcp-http", "runs": n,
+               "p50_ms": p50, "p95_ms": p95, "target_p50_ms": 1}),
+    );
+
+    let total = (rounds * 100).max(IN_FLIGHT * 10);
+    let next = Arc::new(AtomicUsize::new(0));
+    let t0 = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..IN_FLIGHT {
+        let (next, peer) = (next.clone(), peer.clone());
+        tasks.spawn(async move {
+            while next.fetch_add(1, Ordering::Relaxed) < total {
+                let r = peer.call_tool(CallToolRequestParams::new("wf_trivial3")).await?;
+                let state = r.structured_content.as_ref().and_then(|v| v.get("state")).and_then(Value::as_str);
+                anyhow::ensure!(state == Some("completed"), "a wf_trivial3 run did not complete: {r:?}");
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r??;
+    }
+    let per_s = total as f64 / t0.elapsed().as_secs_f64();
+    out.line(
+        format!(
+            "W9 served trivial-3 mcp=http throughput in_flight={IN_FLIGHT} runs={total} runs_per_s={per_s:.0} target=4000"
+        ),
+        json!({"workload": "W9", "shape": "trivial-3", "via": "mcp-http", "in_flight": IN_FLIGHT, "runs": total,
+               "runs_per_s": per_s, "target": 4000}),
+    );
+    let _ = client.cancel().await;
+    Ok(())
+}
+
+/// One figure's line and JSON.
+fn figure(out: &mut Figures, via: &str, shape: &str, what: &str, v: Value) {
+    let fields: Vec<String> =
+        v.as_object().map(|m| m.iter().map(|(k, x)| format!("{k}={x}")).collect()).unwrap_or_default();
+    out.line(
+        format!("W9 served {shape} {via} {what} {}", fields.join(" ")),
+        json!({"workload": "W9", "shape": shape, "via": via, "what": what, "figures": v}),
+    );
+}
+
+/// The same figures over `POST /api/v1/runs` with `wait_ms`.
+async fn measure_api(runs_url: &str, rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
+    let (http, url) = (reqwest::Client::new(), runs_url.to_string());
+    let call = move |template: &'static str| {
+        let (http, url) = (http.clone(), url.clone());
+        async move {
+            let r = http.post(&url).json(&json!({"template": template, "wait_ms": 60000})).send().await?;
+            anyhow::ensure!(r.status().as_u16() == 201, "POST /api/v1/runs answered {}", r.status());
+            let run: Value = r.json().await?;
+            anyhow::ensure!(run["state"] == "completed", "a {template} run did not complete: {run}");
+            anyhow::Ok(())
+        }
+    };
+    let timed = |template: &'static str, n: usize| {
+        let call = &call;
+        async move {
+            let mut ms = Vec::with_capacity(n);
+            for _ in 0..n {
+                let t0 = Instant::now();
+                call(template).await?;
+                ms.push(t0.elapsed().as_secs_f64() * 1e3);
+            }
+            anyhow::Ok(ms)
+        }
+    };
+    timed("chain40", 3).await?;
+    timed("trivial3", 20).await?;
+    let ms = timed("chain40", rounds).await?;
+    let r2 = |x: f64| (x * 100.0).round() / 100.0;
+    figure(
+        out,
+        "api=http",
+        "chain-40",
+        "latency",
+        json!({"runs": rounds, "total_ms_p50": r2(pct(&ms, 0.5)),
+        "total_ms_p95": r2(pct(&ms, 0.95)), "target_ms": 4}),
+    );
+    let n = rounds * 10;
+    let ms = timed("trivial3", n).await?;
+    let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
+    figure(
+        out,
+        "api=http",
+        "trivial-3",
+        "latency",
+        json!({"runs": n, "p50_ms": r3(pct(&ms, 0.5)),
+        "p95_ms": r3(pct(&ms, 0.95)), "target_p50_ms": 1}),
+    );
+    let total = (rounds * 100).max(IN_FLIGHT * 10);
+    let next = Arc::new(AtomicUsize::new(0));
+    let t0 = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..IN_FLIGHT {
+        let (next, call) = (next.clone(), call.clone());
+        tasks.spawn(async move {
+            while next.fetch_add(1, Ordering::Relaxed) < total {
+                call("trivial3").await?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r??;
+    }
+    let per_s = (total as f64 / t0.elapsed().as_secs_f64()).round();
+    figure(
+        out,
+        "api=http",
+        "trivial-3",
+        "throughput",
+        json!({"in_flight": IN_FLIGHT, "runs": total,
+        "runs_per_s": per_s, "target": 4000}),
+    );
+    Ok(())
+}

@@ -1,0 +1,245 @@
+//! Templates, schedules and events over HTTP.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use weft_engine::clock::{rfc3339, system_now_ms};
+use weft_engine::store::TemplateRecord;
+use weft_engine::{EngineError, Store};
+use weft_runtime::pipeline::Source;
+
+use super::{ApiError, Body};
+use crate::{Change, Core};
+
+/// A saved template (one version).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TemplateView {
+    pub name: String,
+    pub version: u32,
+    pub created_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The definition (on `GET /templates/{name}` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub definition: Option<Value>,
+    /// Its DAG (on `GET /templates/{name}` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graph: Option<super::runs::GraphView>,
+}
+
+fn view(t: TemplateRecord, whole: bool) -> TemplateView {
+    let description = t.definition.get("description").and_then(Value::as_str).map(String::from);
+    let graph = whole
+        .then(|| weft_model::from_value(&t.definition, &weft_model::NoSchemas).ok())
+        .flatten()
+        .map(|def| super::runs::graph_view(&def, &[]));
+    TemplateView {
+        name: t.name,
+        version: t.version,
+        created_at: rfc3339(t.created_at),
+        description,
+        definition: whole.then_some(t.definition),
+        graph,
+    }
+}
+
+/// The latest version of every template.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TemplateList {
+    pub templates: Vec<TemplateView>,
+}
+
+pub(super) async fn templates(State(core): State<Arc<Core>>) -> Result<Json<TemplateList>, ApiError> {
+    let all = core.store.list_templates().await.map_err(ApiError::internal)?;
+    Ok(Json(TemplateList { templates: all.into_iter().map(|t| view(t, false)).collect() }))
+}
+
+/// `?version=N`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct VersionQuery {
+    /// A version (default: the latest).
+    pub version: Option<u32>,
+}
+
+pub(super) async fn template(
+    State(core): State<Arc<Core>>,
+    Path(name): Path<String>,
+    Query(q): Query<VersionQuery>,
+) -> Result<Json<TemplateView>, ApiError> {
+    let t = core.store.template(&name, q.version).await.map_err(ApiError::internal)?;
+    let t =
+        t.ok_or_else(|| ApiError::not_found(format!("no template `{name}`")).hint("GET /api/v1/templates lists them"))?;
+    Ok(Json(view(t, true)))
+}
+
+/// `PUT /templates/{name}`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SaveBody {
+    /// The definition; its `name` is replaced by the path's.
+    pub definition: Value,
+}
+
+/// A saved version.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Saved {
+    pub name: String,
+    pub version: u32,
+}
+
+pub(super) async fn save_template(
+    State(core): State<Arc<Core>>,
+    Path(name): Path<String>,
+    Body(b): Body<SaveBody>,
+) -> Result<(StatusCode, Json<Saved>), ApiError> {
+    let mut doc = b.definition;
+    let Some(obj) = doc.as_object_mut() else {
+        return Err(ApiError::invalid("`definition` is not an object").at("/definition"));
+    };
+    obj.insert("name".into(), Value::String(name));
+    weft_engine::caps::check(&doc, core.settings.caps().max_definition_bytes).map_err(|o| {
+        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", o.message("`definition`", "max_definition_bytes"))
+    })?;
+    let (doc, name) = core.pipeline.for_template(Source::Client(doc)).await.map_err(ApiError::refused)?;
+    let version = core.store.save_template(&name, &doc, system_now_ms()).await.map_err(ApiError::internal)?;
+    core.changed(Change::Templates);
+    Ok((StatusCode::CREATED, Json(Saved { name, version })))
+}
+
+/// What was deleted.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Deleted {
+    pub name: String,
+    /// Versions deleted (templates) or 1 (a schedule).
+    pub deleted: u32,
+}
+
+pub(super) async fn delete_template(
+    State(core): State<Arc<Core>>,
+    Path(name): Path<String>,
+) -> Result<Json<Deleted>, ApiError> {
+    let n = core.store.delete_template(&name).await.map_err(ApiError::internal)?;
+    if n == 0 {
+        return Err(ApiError::not_found(format!("no template `{name}`")));
+    }
+    core.changed(Change::Templates);
+    Ok(Json(Deleted { name, deleted: n }))
+}
+
+/// A cron schedule.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ScheduleView {
+    pub name: String,
+    pub template: String,
+    pub cron: String,
+    pub input: Value,
+    pub next_fire_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_fire_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<String>,
+}
+
+/// Every schedule.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ScheduleList {
+    pub schedules: Vec<ScheduleView>,
+}
+
+fn schedule_view(s: weft_engine::outside::ScheduleRecord) -> ScheduleView {
+    ScheduleView {
+        name: s.name,
+        template: s.template,
+        cron: s.cron,
+        input: s.input,
+        next_fire_at: rfc3339(s.next_fire_at),
+        last_fire_at: s.last_fire_at.map(rfc3339),
+        last_run: s.last_run.map(|r| r.to_string()),
+    }
+}
+
+pub(super) async fn schedules(State(core): State<Arc<Core>>) -> Result<Json<ScheduleList>, ApiError> {
+    let all = core.store.schedules().await.map_err(ApiError::internal)?;
+    Ok(Json(ScheduleList { schedules: all.into_iter().map(schedule_view).collect() }))
+}
+
+/// `POST /schedules`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleBody {
+    pub name: String,
+    /// The saved template each firing runs.
+    pub template: String,
+    /// Five fields (minute hour day month weekday) or six (seconds first), UTC.
+    pub cron: String,
+    /// Each run's input (default `{}`).
+    pub input: Option<Value>,
+}
+
+pub(super) async fn add_schedule(
+    State(core): State<Arc<Core>>,
+    Body(b): Body<ScheduleBody>,
+) -> Result<(StatusCode, Json<ScheduleView>), ApiError> {
+    let input = b.input.unwrap_or_else(|| Value::Object(Default::default()));
+    let rec = core.engine.add_schedule(&b.name, &b.template, &b.cron, input).await.map_err(engine_refusal)?;
+    Ok((StatusCode::CREATED, Json(schedule_view(rec))))
+}
+
+pub(super) async fn delete_schedule(
+    State(core): State<Arc<Core>>,
+    Path(name): Path<String>,
+) -> Result<Json<Deleted>, ApiError> {
+    if !core.engine.remove_schedule(&name).await.map_err(ApiError::internal)? {
+        return Err(ApiError::not_found(format!("no schedule `{name}`")).hint("GET /api/v1/schedules lists them"));
+    }
+    Ok(Json(Deleted { name, deleted: 1 }))
+}
+
+/// `POST /events`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EmitBody {
+    /// The event's name, e.g. `order.paid`.
+    pub event: String,
+    /// Its data: waits whose `match` fields equal the same fields take it.
+    #[serde(default)]
+    pub data: Value,
+    /// An id makes emitting idempotent: the same id again does nothing.
+    pub id: Option<String>,
+}
+
+/// What an event resolved.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Emitted {
+    pub id: String,
+    /// `{"run_id", "step"}` of each wait it answered.
+    pub delivered: Vec<Value>,
+    /// The id was seen before: nothing was done now.
+    pub duplicate: bool,
+}
+
+pub(super) async fn emit(State(core): State<Arc<Core>>, Body(b): Body<EmitBody>) -> Result<Json<Emitted>, ApiError> {
+    let event = b.event.trim().to_string();
+    if event.is_empty() {
+        return Err(ApiError::invalid("`event` is empty").at("/event").hint("name the event the waits wait for"));
+    }
+    let a = core.engine.emit(&event, b.data, b.id).await.map_err(engine_refusal)?;
+    let delivered = a.delivered.into_iter().map(|d| serde_json::json!({"run_id": d.run, "step": d.step})).collect();
+    Ok(Json(Emitted { id: a.id, delivered, duplicate: a.duplicate }))
+}
+
+/// An engine refusal (bad input: 400 with its paths) or failure (500).
+fn engine_refusal(e: EngineError) -> ApiError {
+    match e {
+        EngineError::Invalid(p) => {
+            let first = p.0.first().map(|p| p.message.clone()).unwrap_or_else(|| "the request was refused".into());
+            ApiError::invalid(first).with_problems("", &p.0)
+        }
+        other => ApiError::internal(other),
+    }
+}

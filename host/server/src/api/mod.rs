@@ -1,0 +1,223 @@
+//! The HTTP JSON API at `/api/v1/` (docs/api.md): runs, their events (as
+//! JSON pages and as a resumable server-sent-event stream), graphs,
+//! starting, canceling and answering runs, events, templates and
+//! schedules. A thin adapter: runs are prepared by the runtime's pipeline,
+//! executed by the engine of the store this process owns, shown as the
+//! engine's run views; the same bearer token as MCP guards it.
+//!
+//! | file | owns |
+//! |---|---|
+//! | `mod.rs` | the router, [`ApiError`] (`{"kind", "message", "path"?, "hint"?}` with its status) |
+//! | `runs.rs` | `GET /runs`, `GET /runs/{id}`, `POST /runs`, cancel, signal, graph |
+//! | `stream.rs` | `GET /runs/{id}/events`: JSON pages, or SSE resumable with `Last-Event-ID`; `GET /stream`: every run's state changes, live |
+//! | `catalog.rs` | templates, schedules, `POST /events` |
+//! | `openapi.rs` | the OpenAPI 3.1 document at `/api/v1/openapi.json`, from the route table and the types' JSON Schemas |
+
+mod catalog;
+pub mod openapi;
+mod runs;
+mod stream;
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use schemars::JsonSchema;
+use serde::Serialize;
+use weft_model::Problem;
+use weft_runtime::pipeline::Refused;
+
+use super::Core;
+
+/// The API's routes, under `/api/v1`, and `/healthz`.
+pub fn router(core: Arc<Core>) -> axum::Router {
+    let v1 = axum::Router::new()
+        .route("/runs", get(runs::list).post(runs::start))
+        .route("/runs/{id}", get(runs::get_one))
+        .route("/runs/{id}/events", get(stream::events))
+        .route("/runs/{id}/graph", get(runs::graph))
+        .route("/runs/{id}/artifacts/{name}", get(runs::artifact))
+        .route("/stream", get(stream::runs))
+        .route("/runs/{id}/cancel", post(runs::cancel))
+        .route("/runs/{id}/steps/{step}/signal", post(runs::signal))
+        .route("/events", post(catalog::emit))
+        .route("/templates", get(catalog::templates))
+        .route("/templates/{name}", get(catalog::template).put(catalog::save_template).delete(catalog::delete_template))
+        .route("/schedules", get(catalog::schedules).post(catalog::add_schedule))
+        .route("/schedules/{name}", axum::routing::delete(catalog::delete_schedule))
+        .route("/openapi.json", get(openapi::document))
+        .fallback(not_found)
+        .with_state(core);
+    axum::Router::new().nest("/api/v1", v1).route("/healthz", get(healthz))
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("no API route {}", uri.path()))
+        .hint("the routes are listed in /api/v1/openapi.json")
+}
+
+/// An error answer: `{"kind", "message", "path"?, "hint"?, "problems"?}`
+/// with its HTTP status.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ApiError {
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub status: u16,
+    /// `invalid` (400), `unauthorized` (401), `not_found` (404), `conflict`
+    /// (409), `too_large` (413), `refused` (422), `internal` (500).
+    pub kind: String,
+    /// What is wrong, one sentence.
+    pub message: String,
+    /// Where: a JSON Pointer into the request body (`/definition/steps/1/code`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// What to do.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// Every problem, when there are several.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<ProblemView>,
+}
+
+/// One located problem of a request.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ProblemView {
+    /// JSON Pointer into the request body.
+    pub path: String,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, kind: &str, message: impl Into<String>) -> Self {
+        ApiError {
+            status: status.as_u16(),
+            kind: kind.into(),
+            message: message.into(),
+            path: None,
+            hint: None,
+            problems: vec![],
+        }
+    }
+
+    /// 400: the request is malformed.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid", message)
+    }
+
+    /// 404.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    /// 500: not the request's fault.
+    pub fn internal(e: impl std::fmt::Display) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("internal error: {e}"))
+            .hint("this is not caused by the request; retry, and report it if it persists")
+    }
+
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    pub fn at(mut self, path: impl Into<String>) -> Self {
+        self.path = Some(path.into());
+        self
+    }
+
+    /// Located problems, under `prefix` (the body field they are in); the
+    /// first one's path and hint are the error's.
+    pub fn with_problems(mut self, prefix: &str, problems: &[Problem]) -> Self {
+        self.problems = problems
+            .iter()
+            .map(|p| ProblemView {
+                path: format!("{prefix}{}", p.path),
+                message: p.message.clone(),
+                hint: p.hint.clone(),
+            })
+            .collect();
+        if let Some(first) = self.problems.first() {
+            self.path.get_or_insert_with(|| first.path.clone());
+            if self.hint.is_none() {
+                self.hint = first.hint.clone();
+            }
+        }
+        self
+    }
+
+    /// A refusal of the runtime's pipeline, located in the request body.
+    pub fn refused(r: Refused) -> Self {
+        match r {
+            Refused::Unusable(why) => Self::not_found(why).hint("GET /api/v1/templates lists the saved templates"),
+            Refused::Definition(invalid) => {
+                let n = invalid.problems.len();
+                Self::invalid(format!("the definition is not valid ({n} problem{}); nothing was stored", plural(n)))
+                    .with_problems("/definition", &invalid.problems)
+            }
+            Refused::Template { name, version, problems } => Self::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "refused",
+                format!(
+                    "template `{name}` version {version} does not validate against the installed plugins and servers"
+                ),
+            )
+            .with_problems("/definition", &problems)
+            .hint("save a corrected version (PUT /api/v1/templates/{name}), or add the missing plugin or server"),
+            Refused::Input { problems, .. } => {
+                let n = problems.len();
+                Self::invalid(format!("the input was refused ({n} problem{}); no run was created", plural(n)))
+                    .with_problems("/input", &problems)
+            }
+            Refused::Tools(problems) => Self::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "refused",
+                "the tool steps do not match what their MCP servers offer; no run was created",
+            )
+            .with_problems("/definition", &problems),
+            Refused::Pin(problems) => {
+                Self::new(StatusCode::UNPROCESSABLE_ENTITY, "refused", "cannot pin the code of every step")
+                    .with_problems("/definition", &problems)
+            }
+            Refused::Runtime(e) => Self::internal(e),
+        }
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, Json(self)).into_response()
+    }
+}
+
+/// A JSON body, its syntax and shape errors answered as [`ApiError`]s with
+/// the JSON path.
+pub struct Body<T>(pub T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = axum::body::Bytes::from_request(req, state).await.map_err(|e| {
+            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", format!("the request body cannot be read: {e}"))
+        })?;
+        let de = &mut serde_json::Deserializer::from_slice(&bytes);
+        serde_path_to_error::deserialize(de).map(Body).map_err(|e| {
+            let path = e.path().to_string();
+            let pointer = if path == "." { String::new() } else { format!("/{}", path.replace('.', "/")) };
+            ApiError::invalid(format!("the request body is not valid: {}", e.inner())).at(pointer)
+        })
+    }
+}

@@ -1,0 +1,374 @@
+//! Runs over HTTP: list, show, start (optionally waiting for the end),
+//! cancel, answer a wait, and the DAG with live step states.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use weft_engine::store::RunFilter;
+use weft_engine::view::RunView;
+use weft_engine::{RunId, RunOptions, RunRecord, RunState, SignalAnswer, StepState, Store};
+use weft_model::EdgeOn;
+use weft_runtime::pipeline::{Refused, Source};
+
+use super::{ApiError, Body};
+use crate::Core;
+
+/// The longest `wait_ms` (5 minutes).
+pub const MAX_WAIT_MS: u64 = 300_000;
+
+/// `GET /runs` filters.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListQuery {
+    /// Only runs in this state.
+    pub state: Option<RunState>,
+    /// Only runs of this template.
+    pub template: Option<String>,
+    /// Only the children of this run.
+    pub parent: Option<String>,
+    /// At most this many (default 50, at most 1000).
+    pub limit: Option<usize>,
+    /// Only runs older than this run id: the `next` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// A page of runs, newest first.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunPage {
+    pub runs: Vec<RunSummaryView>,
+    /// The `cursor` of the next page; absent on the last.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+}
+
+/// One run in a list.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunSummaryView {
+    pub id: String,
+    pub template: String,
+    pub version: Option<u32>,
+    pub state: RunState,
+    pub parent: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+fn run_id(text: &str, path: &str) -> Result<RunId, ApiError> {
+    text.parse().map_err(|_| {
+        ApiError::invalid(format!("{text:?} is not a run id"))
+            .at(path)
+            .hint("a run id looks like r_01k…; GET /api/v1/runs lists them")
+    })
+}
+
+pub(super) async fn load(core: &Core, id: &str) -> Result<RunRecord, ApiError> {
+    let rid = run_id(id, "")?;
+    core.store
+        .run(&rid)
+        .await
+        .map_err(ApiError::internal)?
+        .ok_or_else(|| ApiError::not_found(format!("no run `{rid}`")).hint("GET /api/v1/runs lists the runs"))
+}
+
+pub(super) async fn list(State(core): State<Arc<Core>>, Query(q): Query<ListQuery>) -> Result<Json<RunPage>, ApiError> {
+    let limit = q.limit.unwrap_or(50).clamp(1, 1000);
+    let parent = q.parent.as_deref().map(|p| run_id(p, "/parent")).transpose()?;
+    let before = q.cursor.as_deref().map(|c| run_id(c, "/cursor")).transpose()?;
+    let filter = RunFilter { state: q.state, template: q.template, parent, limit: Some(limit + 1), before };
+    let mut all = core.store.list_runs(&filter).await.map_err(ApiError::internal)?;
+    let next = (all.len() > limit).then(|| all[limit - 1].id.to_string());
+    all.truncate(limit);
+    let rfc = weft_engine::clock::rfc3339;
+    let runs = all
+        .into_iter()
+        .map(|r| RunSummaryView {
+            id: r.id.to_string(),
+            template: r.template,
+            version: r.version,
+            state: r.state,
+            parent: r.parent.map(|p| p.to_string()),
+            created_at: rfc(r.created_at),
+            updated_at: rfc(r.updated_at),
+        })
+        .collect();
+    Ok(Json(RunPage { runs, next }))
+}
+
+pub(super) async fn get_one(State(core): State<Arc<Core>>, Path(id): Path<String>) -> Result<Json<RunView>, ApiError> {
+    Ok(Json(RunView::of(&load(&core, &id).await?)))
+}
+
+/// `POST /runs`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartBody {
+    /// A saved template to run (its latest version unless `version`).
+    pub template: Option<String>,
+    pub version: Option<u32>,
+    /// Or a whole definition (plugins and digests; files only under
+    /// `[guests] allow_paths`).
+    pub definition: Option<Value>,
+    /// The run's input (default `{}`), checked against `input_schema`.
+    pub input: Option<Value>,
+    /// A concurrency key: runs with the same key run one at a time, in order.
+    pub key: Option<String>,
+    /// Outputs given to steps instead of running them.
+    #[serde(default)]
+    pub presets: HashMap<String, Value>,
+    /// Wait up to this long (ms, at most 300000) for the run to end (or to
+    /// wait for input) and answer with it.
+    pub wait_ms: Option<u64>,
+}
+
+pub(super) async fn start(State(core): State<Arc<Core>>, Body(b): Body<StartBody>) -> Result<Response, ApiError> {
+    let mut opts = RunOptions { presets: b.presets.into_iter().collect(), ..Default::default() };
+    if let Some(k) = b.key {
+        if k.trim().is_empty() {
+            return Err(ApiError::invalid("`key` is empty").at("/key").hint("give a non-empty key, or leave it out"));
+        }
+        opts.concurrency_key = Some(k);
+    }
+    let loaded = match (b.template, b.definition) {
+        (Some(name), None) => {
+            let t = core.store.template(&name, b.version).await.map_err(ApiError::internal)?.ok_or_else(|| {
+                ApiError::not_found(format!(
+                    "no template `{name}`{}",
+                    b.version.map(|v| format!(" version {v}")).unwrap_or_default()
+                ))
+                .at("/template")
+                .hint("GET /api/v1/templates lists the saved templates")
+            })?;
+            let (tname, version) = (t.name.clone(), t.version);
+            let mut loaded = core.pipeline.load(Source::Client(t.definition)).await.map_err(|r| match r {
+                Refused::Definition(invalid) => {
+                    ApiError::refused(Refused::Template { name: tname.clone(), version, problems: invalid.problems })
+                }
+                other => ApiError::refused(other),
+            })?;
+            loaded.template = Some((tname, version));
+            loaded
+        }
+        (None, Some(def)) => {
+            if b.version.is_some() {
+                return Err(ApiError::invalid("`version` applies to `template` only").at("/version"));
+            }
+            let doc = capped(&core, def)?;
+            core.pipeline.load(Source::Client(doc)).await.map_err(ApiError::refused)?
+        }
+        _ => {
+            return Err(ApiError::invalid("give exactly one of `template` and `definition`")
+                .hint(r#"{"template": "NAME", "input": {...}} or {"definition": {"name": ..., "steps": [...]}}"#));
+        }
+    };
+    let input = b.input.unwrap_or_else(|| Value::Object(Default::default()));
+    let p = core.pipeline.prepare(loaded, input, opts).await.map_err(ApiError::refused)?;
+    let id = core.engine.submit(&p.plan, p.input, p.opts).await.map_err(|e| match e {
+        weft_engine::EngineError::Invalid(problems) => {
+            ApiError::invalid("the run was refused").with_problems("/input", &problems.0)
+        }
+        other => ApiError::internal(other),
+    })?;
+    let wait = b.wait_ms.unwrap_or(0).min(MAX_WAIT_MS);
+    let rec = if wait > 0 {
+        until_settled(&core, &id, Duration::from_millis(wait)).await?
+    } else {
+        load(&core, id.as_str()).await?
+    };
+    Ok((StatusCode::CREATED, [("location", format!("/api/v1/runs/{id}"))], Json(RunView::of(&rec))).into_response())
+}
+
+/// A definition under the definition cap.
+fn capped(core: &Core, def: Value) -> Result<Value, ApiError> {
+    if !def.is_object() {
+        return Err(ApiError::invalid(format!("`definition` is {}, not an object", weft_model::type_name(&def)))
+            .at("/definition"));
+    }
+    weft_engine::caps::check(&def, core.settings.caps().max_definition_bytes).map_err(|o| {
+        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", o.message("`definition`", "max_definition_bytes"))
+            .at("/definition")
+    })?;
+    Ok(def)
+}
+
+/// The run once it ended or waits for input, or as it is after `wait`.
+/// Wakes at the commit that settles it (pushed by the engine).
+async fn until_settled(core: &Core, id: &RunId, wait: Duration) -> Result<RunRecord, ApiError> {
+    let until = tokio::time::Instant::now() + wait;
+    let mut changes = core.engine.subscribe();
+    loop {
+        let rec = load(core, id.as_str()).await?;
+        let settled = rec.state.is_terminal() || matches!(rec.state, RunState::InputRequired | RunState::AuthRequired);
+        if settled || tokio::time::Instant::now() >= until {
+            return Ok(rec);
+        }
+        tokio::select! {
+            _ = changes.of_run_state(id) => {}
+            _ = tokio::time::sleep_until(until.min(tokio::time::Instant::now() + crate::tools_runs::FALLBACK_POLL)) => {}
+        }
+    }
+}
+
+pub(super) async fn cancel(State(core): State<Arc<Core>>, Path(id): Path<String>) -> Result<Json<RunView>, ApiError> {
+    let rec = load(&core, &id).await?;
+    if rec.state.is_terminal() {
+        return Ok(Json(RunView::of(&rec)));
+    }
+    let rec = core.engine.cancel(&rec.id).await.map_err(ApiError::internal)?;
+    Ok(Json(RunView::of(&rec)))
+}
+
+/// `POST /runs/{id}/steps/{step}/signal`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SignalBody {
+    /// The answer, checked against the wait's `schema`.
+    pub data: Value,
+}
+
+/// An accepted signal.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SignalOut {
+    pub run_id: String,
+    pub step: String,
+    /// The step's output (the data).
+    pub output: Value,
+    /// The run's state now.
+    pub state: RunState,
+}
+
+pub(super) async fn signal(
+    State(core): State<Arc<Core>>,
+    Path((id, step)): Path<(String, String)>,
+    Body(b): Body<SignalBody>,
+) -> Result<Json<SignalOut>, ApiError> {
+    let rec = load(&core, &id).await?;
+    let answer = core.engine.signal(&rec.id, &step, b.data).await.map_err(|e| match e {
+        weft_engine::EngineError::Invalid(p) => {
+            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", "the signal's data is over its cap")
+                .with_problems("", &p.0)
+        }
+        other => ApiError::internal(other),
+    })?;
+    match answer {
+        SignalAnswer::Accepted { output } => {
+            let state = core.store.run(&rec.id).await.ok().flatten().map(|r| r.state).unwrap_or(rec.state);
+            Ok(Json(SignalOut { run_id: rec.id.to_string(), step, output, state }))
+        }
+        SignalAnswer::Invalid { errors } => Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "refused",
+            format!(
+                "the data does not match the wait's schema ({} problem{}); step `{step}` still waits",
+                errors.len(),
+                super::plural(errors.len())
+            ),
+        )
+        .with_problems("/data", &errors)),
+        SignalAnswer::AlreadyResolved { state } => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!("step `{step}` was already answered (it is {state}); the first valid signal won"),
+        )),
+        SignalAnswer::NotWaiting { message } => Err(ApiError::new(StatusCode::CONFLICT, "conflict", message)
+            .hint(format!("GET /api/v1/runs/{} shows what the run waits for", rec.id))),
+        SignalAnswer::NotFound { message } => Err(ApiError::not_found(message)),
+    }
+}
+
+/// `GET /runs/{id}/graph?format=`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GraphQuery {
+    /// `json` (default), `mermaid` or `dot`.
+    pub format: Option<String>,
+}
+
+/// A run's DAG with its step states.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct GraphView {
+    pub nodes: Vec<NodeView>,
+    pub edges: Vec<EdgeView>,
+}
+
+/// A step of the DAG.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct NodeView {
+    pub name: String,
+    /// code, tool, return, wait, sleep or workflow.
+    pub action: String,
+    pub state: StepState,
+    /// Its layer (0: no dependencies; else one more than its deepest dependency).
+    pub layer: usize,
+    pub attempts: u32,
+}
+
+/// `to` depends on `from`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct EdgeView {
+    pub from: String,
+    pub to: String,
+    pub on: EdgeOn,
+}
+
+pub(super) async fn graph(
+    State(core): State<Arc<Core>>,
+    Path(id): Path<String>,
+    Query(q): Query<GraphQuery>,
+) -> Result<Response, ApiError> {
+    let rec = load(&core, &id).await?;
+    let def = weft_model::from_value(&rec.definition, &weft_model::NoSchemas)
+        .map_err(|p| ApiError::internal(format!("the run's stored plan does not parse: {p:?}")))?;
+    let states: HashMap<String, StepState> = rec.steps.iter().map(|s| (s.name.clone(), s.state)).collect();
+    match q.format.as_deref().unwrap_or("json") {
+        "mermaid" => Ok(weft_model::graph::to_mermaid(&def, &states).into_response()),
+        "dot" => Ok(weft_model::graph::to_dot(&def, &states).into_response()),
+        "json" => Ok(Json(graph_view(&def, &rec.steps)).into_response()),
+        other => Err(ApiError::invalid(format!("unknown format `{other}`")).at("/format").hint("json, mermaid or dot")),
+    }
+}
+
+/// The DAG of `def` with the states of a run's `steps` (none: all pending).
+pub fn graph_view(def: &weft_model::Definition, steps: &[weft_engine::store::StepRecord]) -> GraphView {
+    let g = weft_model::Graph::build(def);
+    let layers = g.layers().unwrap_or_else(|| vec![0; g.len()]);
+    let nodes = def
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let r = steps.iter().find(|r| r.name == s.name);
+            NodeView {
+                name: s.name.clone(),
+                action: s.action.key().to_string(),
+                state: r.map(|r| r.state).unwrap_or(StepState::Pending),
+                layer: layers[i],
+                attempts: r.map(|r| r.attempts).unwrap_or(0),
+            }
+        })
+        .collect();
+    let edges = g
+        .edges()
+        .iter()
+        .map(|e| EdgeView { from: g.name(e.from).to_string(), to: g.name(e.to).to_string(), on: e.on })
+        .collect();
+    GraphView { nodes, edges }
+}
+
+pub(super) async fn artifact(
+    State(core): State<Arc<Core>>,
+    Path((id, name)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let rec = load(&core, &id).await?;
+    let (a, bytes) = core.store.artifact(&rec.id, &name).await.map_err(ApiError::internal)?.ok_or_else(|| {
+        ApiError::not_found(format!("run {} has no artifact `{name}`", rec.id))
+            .hint(format!("GET /api/v1/runs/{} lists its artifacts", rec.id))
+    })?;
+    let disposition = format!("attachment; filename=\"{}\"", a.name.replace(['"', '\\'], "_"));
+    Ok(([("content-type", a.mime), ("content-disposition", disposition)], bytes).into_response())
+}

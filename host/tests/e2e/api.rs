@@ -1,0 +1,285 @@
+//! The HTTP JSON API of `weft serve --http`, with a plain HTTP client:
+//! templates, starting and waiting, listing with cursors, events as JSON
+//! and as an SSE stream resumed with `Last-Event-ID` (nothing lost or
+//! repeated), signals (422 with the schema's errors, then accepted, then
+//! 409), cancel, schedules, events, errors with JSON paths, the token, and
+//! the OpenAPI document.
+
+use futures::StreamExt as _;
+use serde_json::{Value, json};
+
+use crate::common::Weft;
+use crate::serve::Server;
+
+fn base(s: &Server) -> String {
+    format!("http://127.0.0.1:{}/api/v1", s.port())
+}
+
+fn chain(name: &str, n: usize) -> Value {
+    let steps: Vec<Value> = (0..n)
+        .map(|i| {
+            let mut s = json!({"name": format!("s{i}"), "code": {"plugin": "json-select"},
+                               "input": {"data": {"a": i}, "path": "a"}});
+            if i > 0 {
+                s["after"] = json!([format!("s{}", i - 1)]);
+            }
+            s
+        })
+        .collect();
+    json!({"name": name, "steps": steps})
+}
+
+/// A run that waits for approval, then computes one step.
+fn approval() -> Value {
+    json!({"name": "approval", "steps": [
+        {"name": "approve", "wait": {"prompt": "approve?", "schema": {"type": "object", "required": ["ok"],
+            "properties": {"ok": {"type": "boolean"}}}}},
+        {"name": "after", "code": {"plugin": "json-select"}, "input": {"data": "@approve", "path": "ok"}}
+    ]})
+}
+
+async fn send(req: reqwest::RequestBuilder) -> (u16, Value) {
+    let r = req.send().await.expect("the server answers");
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn templates_runs_graphs_and_pages() {
+    let w = Weft::new();
+    let server = Server::start(&w, &["--http", "127.0.0.1:0"]);
+    let (api, http) = (base(&server), reqwest::Client::new());
+
+    let (st, saved) =
+        send(http.put(format!("{api}/templates/chain")).json(&json!({"definition": chain("x", 3)}))).await;
+    assert_eq!((st, &saved), (201, &json!({"name": "chain", "version": 1})));
+    let (st, t) = send(http.get(format!("{api}/templates/chain"))).await;
+    assert_eq!(st, 200);
+    assert_eq!(t["graph"]["nodes"].as_array().unwrap().len(), 3, "{t}");
+
+    let r =
+        http.post(format!("{api}/runs")).json(&json!({"template": "chain", "wait_ms": 20000})).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let location = r.headers()["location"].to_str().unwrap().to_string();
+    let run: Value = r.json().await.unwrap();
+    assert_eq!(run["state"], "completed", "{run}");
+    assert_eq!(location, format!("/api/v1/runs/{}", run["id"].as_str().unwrap()));
+    let id = run["id"].as_str().unwrap().to_string();
+    assert!(run["steps"].as_array().unwrap().iter().all(|s| s["state"] == "succeeded"), "{run}");
+    // The same object as `weft runs show --json`.
+    let (st, shown) = send(http.get(format!("{api}/runs/{id}"))).await;
+    assert_eq!(st, 200);
+    assert_eq!(shown, w.show(&id));
+
+    let (_, events) = send(http.get(format!("{api}/runs/{id}/events"))).await;
+    let kinds: Vec<&str> = events["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!((kinds.first(), kinds.last()), (Some(&"run.submitted"), Some(&"run.completed")), "{kinds:?}");
+    assert_eq!((events["more"].clone(), events["finished"].clone()), (json!(false), json!(true)));
+    let (_, page) = send(http.get(format!("{api}/runs/{id}/events?after=1&limit=2"))).await;
+    assert_eq!(page["events"][0]["seq"], 2);
+    assert_eq!(page["more"], true, "{page}");
+
+    let (_, g) = send(http.get(format!("{api}/runs/{id}/graph"))).await;
+    let layers: Vec<u64> = g["nodes"].as_array().unwrap().iter().map(|n| n["layer"].as_u64().unwrap()).collect();
+    assert_eq!(layers, [0, 1, 2]);
+    assert_eq!(
+        g["edges"],
+        json!([{"from": "s0", "to": "s1", "on": "success"}, {"from": "s1", "to": "s2", "on": "success"}])
+    );
+    let mermaid = http.get(format!("{api}/runs/{id}/graph?format=mermaid")).send().await.unwrap().text().await.unwrap();
+    assert!(mermaid.contains("s0") && mermaid.contains("-->"), "{mermaid}");
+
+    // Pages of runs, newest first, by cursor.
+    for _ in 0..2 {
+        send(http.post(format!("{api}/runs")).json(&json!({"definition": chain("inline", 1), "wait_ms": 20000}))).await;
+    }
+    let (_, p1) = send(http.get(format!("{api}/runs?limit=2"))).await;
+    assert_eq!(p1["runs"].as_array().unwrap().len(), 2);
+    let next = p1["next"].as_str().expect("a next page").to_string();
+    let (_, p2) = send(http.get(format!("{api}/runs?limit=2&cursor={next}"))).await;
+    assert_eq!(p2["runs"].as_array().unwrap().iter().map(|r| r["id"].clone()).collect::<Vec<_>>(), [json!(id)]);
+    assert!(p2.get("next").is_none(), "{p2}");
+    let (_, failed) = send(http.get(format!("{api}/runs?state=failed"))).await;
+    assert_eq!(failed["runs"], json!([]));
+
+    let (st, doc) = send(http.get(format!("{api}/openapi.json"))).await;
+    assert_eq!(st, 200);
+    assert_eq!(doc["openapi"], "3.1.0");
+    for path in [
+        "/runs",
+        "/runs/{id}",
+        "/runs/{id}/events",
+        "/runs/{id}/steps/{step}/signal",
+        "/templates/{name}",
+        "/schedules",
+    ] {
+        assert!(doc["paths"].get(path).is_some(), "no {path} in the OpenAPI document");
+    }
+    assert!(doc["components"]["schemas"].get("RunView").is_some(), "{}", doc["components"]);
+    assert_eq!(reqwest::get(format!("http://127.0.0.1:{}/healthz", server.port())).await.unwrap().status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_say_what_and_where() {
+    let w = Weft::new();
+    let server = Server::start(&w, &["--http", "127.0.0.1:0"]);
+    let (api, http) = (base(&server), reqwest::Client::new());
+
+    let bad = json!({"name": "x", "steps": [{"name": "a", "code": {"plugin": "no-such"}}]});
+    let (st, e) = send(http.post(format!("{api}/runs")).json(&json!({"definition": bad}))).await;
+    assert_eq!((st, e["kind"].as_str()), (400, Some("invalid")), "{e}");
+    assert_eq!(e["path"], "/definition/steps/0/code", "{e}");
+
+    let schema = json!({"name": "typed", "input_schema": {"type": "object", "required": ["n"],
+        "properties": {"n": {"type": "integer"}}}, "steps": [{"name": "a", "return": "@input.n"}]});
+    let (st, e) =
+        send(http.post(format!("{api}/runs")).json(&json!({"definition": schema, "input": {"n": "x"}}))).await;
+    assert_eq!(st, 400);
+    assert_eq!(e["path"], "/input/n", "{e}");
+
+    let (st, e) =
+        send(http.post(format!("{api}/runs")).header("content-type", "application/json").body("{\"template\": ")).await;
+    assert_eq!((st, e["kind"].as_str()), (400, Some("invalid")), "{e}");
+    let (st, e) = send(http.post(format!("{api}/runs")).json(&json!({"template": "t", "inptu": {}}))).await;
+    assert_eq!(st, 400);
+    assert!(e["message"].as_str().unwrap().contains("inptu"), "{e}");
+    let (st, e) = send(http.post(format!("{api}/runs")).json(&json!({"template": "nope"}))).await;
+    assert_eq!((st, e["path"].as_str()), (404, Some("/template")), "{e}");
+    let (st, _) = send(http.get(format!("{api}/runs/not-an-id"))).await;
+    assert_eq!(st, 400);
+    let (st, e) = send(http.get(format!("{api}/runs/r_00000000000000000000000000"))).await;
+    assert_eq!((st, e["kind"].as_str()), (404, Some("not_found")), "{e}");
+    let (st, e) = send(http.get(format!("{api}/nowhere"))).await;
+    assert_eq!((st, e["kind"].as_str()), (404, Some("not_found")), "{e}");
+    assert_eq!(w.runs(), Vec::<Value>::new(), "nothing was stored");
+
+    // Off loopback the token guards the API as it guards MCP.
+    let other = Weft::new();
+    let guarded = Server::start(&other, &["--http", "0.0.0.0:0", "--token", "s3cret"]);
+    let api = format!("http://127.0.0.1:{}/api/v1", guarded.port());
+    assert_eq!(send(http.get(format!("{api}/runs"))).await.0, 401);
+    assert_eq!(send(http.get(format!("{api}/runs")).bearer_auth("wrong")).await.0, 401);
+    assert_eq!(send(http.get(format!("{api}/runs")).bearer_auth("s3cret")).await.0, 200);
+}
+
+/// Reads SSE events (`id`, `event`, parsed `data`) until the stream ends
+/// or `stop` says so.
+async fn read_sse(resp: reqwest::Response, mut stop: impl FnMut(&Value) -> bool) -> Vec<(u64, Value)> {
+    let mut out = vec![];
+    let mut buf = String::new();
+    let mut body = resp.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        buf.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+        while let Some(end) = buf.find("\n\n") {
+            let block: String = buf.drain(..end + 2).collect();
+            let id = block.lines().find_map(|l| l.strip_prefix("id:")).map(|v| v.trim().parse::<u64>().unwrap());
+            let data =
+                block.lines().find_map(|l| l.strip_prefix("data:")).map(|v| serde_json::from_str(v.trim()).unwrap());
+            if let (Some(id), Some(data)) = (id, data) {
+                let done = stop(&data);
+                out.push((id, data));
+                if done {
+                    return out;
+                }
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_stream_resumes_without_loss_or_repeat_and_waits_are_answered() {
+    let w = Weft::new();
+    let server = Server::start(&w, &["--http", "127.0.0.1:0"]);
+    let (api, http) = (base(&server), reqwest::Client::new());
+    let (_, run) =
+        send(http.post(format!("{api}/runs")).json(&json!({"definition": approval(), "wait_ms": 20000}))).await;
+    assert_eq!(run["state"], "input-required", "{run}");
+    let id = run["id"].as_str().unwrap().to_string();
+
+    // Follow the stream until the wait opens, then drop the connection.
+    let sse = |after: Option<u64>| {
+        let mut req = http.get(format!("{api}/runs/{id}/events")).header("accept", "text/event-stream");
+        if let Some(a) = after {
+            req = req.header("last-event-id", a.to_string());
+        }
+        req.send()
+    };
+    let first = read_sse(sse(None).await.unwrap(), |e| e["kind"] == "run.input-required").await;
+    let last = first.last().unwrap().0;
+
+    // A signal that breaks the schema: 422 with where; the step still waits.
+    let signal = format!("{api}/runs/{id}/steps/approve/signal");
+    let (st, e) = send(http.post(&signal).json(&json!({"data": {"ok": "yes"}}))).await;
+    assert_eq!(st, 422, "{e}");
+    assert_eq!(e["path"], "/data/ok", "{e}");
+    let (st, ok) = send(http.post(&signal).json(&json!({"data": {"ok": true}}))).await;
+    assert_eq!(st, 200, "{ok}");
+    let (st, _) = send(http.post(&signal).json(&json!({"data": {"ok": false}}))).await;
+    assert_eq!(st, 409, "already answered");
+
+    // Resume after the last event seen: the rest, once each, to the end.
+    let rest = read_sse(sse(Some(last)).await.unwrap(), |_| false).await;
+    let seqs: Vec<u64> = first.iter().chain(&rest).map(|(id, _)| *id).collect();
+    let (_, page) = send(http.get(format!("{api}/runs/{id}/events"))).await;
+    let stored: Vec<u64> = page["events"].as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, stored, "every event once, in order");
+    assert_eq!(rest.last().unwrap().1["kind"], "run.completed");
+    for (id, data) in first.iter().chain(&rest) {
+        assert_eq!(data["seq"], *id, "the SSE id is the event's seq");
+    }
+
+    // Cancel a waiting run; a finished one is left as it is.
+    let (_, waiting) = send(http.post(format!("{api}/runs")).json(&json!({"definition": approval()}))).await;
+    let wid = waiting["id"].as_str().unwrap();
+    let (st, canceled) = send(http.post(format!("{api}/runs/{wid}/cancel"))).await;
+    assert_eq!((st, canceled["state"].as_str()), (200, Some("canceled")), "{canceled}");
+    let (_, again) = send(http.post(format!("{api}/runs/{id}/cancel"))).await;
+    assert_eq!(again["state"], "completed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedules_and_events() {
+    let w = Weft::new();
+    let server = Server::start(&w, &["--http", "127.0.0.1:0"]);
+    let (api, http) = (base(&server), reqwest::Client::new());
+    send(http.put(format!("{api}/templates/chain")).json(&json!({"definition": chain("x", 1)}))).await;
+    let body = json!({"name": "nightly", "template": "chain", "cron": "0 2 * * *"});
+    let (st, s) = send(http.post(format!("{api}/schedules")).json(&body)).await;
+    assert_eq!((st, s["name"].as_str()), (201, Some("nightly")), "{s}");
+    let (_, all) = send(http.get(format!("{api}/schedules"))).await;
+    assert_eq!(all["schedules"].as_array().unwrap().len(), 1);
+    let (st, e) =
+        send(http.post(format!("{api}/schedules")).json(&json!({"name": "bad", "template": "chain", "cron": "nope"})))
+            .await;
+    assert_eq!((st, e["path"].as_str()), (400, Some("/cron")), "{e}");
+    assert_eq!(send(http.delete(format!("{api}/schedules/nightly"))).await.0, 200);
+    assert_eq!(send(http.delete(format!("{api}/schedules/nightly"))).await.0, 404);
+
+    let waiter = json!({"name": "paid", "steps": [{"name": "w", "wait": {"event": "order.paid", "match": {"order": "@input.order"}}}]});
+    let (_, run) =
+        send(http.post(format!("{api}/runs")).json(&json!({"definition": waiter, "input": {"order": "A-7"}}))).await;
+    let rid = run["id"].as_str().unwrap();
+    // Until its wait is open (an event wait leaves the run `working`).
+    for _ in 0..500 {
+        let (_, now) = send(http.get(format!("{api}/runs/{rid}"))).await;
+        if now["waits"].as_array().is_some_and(|w| !w.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let (st, emitted) = send(
+        http.post(format!("{api}/events")).json(&json!({"event": "order.paid", "data": {"order": "A-7"}, "id": "e1"})),
+    )
+    .await;
+    assert_eq!(st, 200);
+    assert_eq!(emitted["delivered"], json!([{"run_id": run["id"], "step": "w"}]), "{emitted}");
+    let (_, dup) = send(
+        http.post(format!("{api}/events")).json(&json!({"event": "order.paid", "data": {"order": "A-7"}, "id": "e1"})),
+    )
+    .await;
+    assert_eq!(dup["duplicate"], true);
+    assert_eq!(send(http.delete(format!("{api}/templates/chain"))).await.0, 200);
+    assert_eq!(send(http.delete(format!("{api}/templates/chain"))).await.0, 404);
+}
