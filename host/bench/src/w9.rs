@@ -252,7 +252,7 @@ async fn measure_api(runs_url: &str, rounds: usize, out: &mut Figures) -> anyhow
     while let Some(r) = tasks.join_next().await {
         r??;
     }
-    let per_s = (total as f64 / t0.elapsed().as_secs_f64()).round();
+    let per_s = (total as f64 / t0.elapsed().as_secs_f64()).round() as u64;
     figure(
         out,
         "api=http",

@@ -37,4 +37,4 @@ pub use scheduler::{
     Change, Changes, Delivered, EmitAnswer, Engine, EngineConfig, EngineError, Planner, RunOptions, SignalAnswer,
 };
 pub use state::{RunState, StepState, TransitionRefused};
-pub use store::{Batch, RunRecord, Store, StoreError, Write};
+pub use store::{Batch, RunRecord, Store, StoreError, StoreWatch, Write};

@@ -368,9 +368,25 @@ impl StoreError {
     }
 }
 
+/// Waits for commits of other processes to the same store (see
+/// [`Store::watch`]).
+#[async_trait::async_trait]
+pub trait StoreWatch: Send {
+    /// Resolves after the store was written (by any process) since the last
+    /// call; `false` once the watch broke (then poll instead).
+    async fn changed(&mut self) -> bool;
+}
+
 /// The persistence seam (see the module docs).
 #[async_trait::async_trait]
 pub trait Store: Send + Sync + 'static {
+    /// A way to wait for writes of other processes to this store without
+    /// reading it in a loop (SQLite: the file system tells; PostgreSQL:
+    /// LISTEN/NOTIFY). `None` when the store cannot tell: poll.
+    fn watch(&self) -> Option<Box<dyn StoreWatch>> {
+        None
+    }
+
     /// Commit a batch atomically; returns once it is durable.
     async fn commit(&self, batch: Batch) -> Result<(), StoreError>;
 

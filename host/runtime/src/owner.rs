@@ -1,6 +1,7 @@
-//! The one loop of a store's owner (`weft worker`, `weft serve`): every
-//! 20 ms it answers the signals and events other processes left in the
-//! inbox, starts the unfinished runs it is not driving yet (created by
+//! The one loop of a store's owner (`weft worker`, `weft serve`): when
+//! another process writes the store (the store's watch tells; without one,
+//! every 20 ms) it answers the signals and events other processes left in
+//! the inbox, starts the unfinished runs it is not driving yet (created by
 //! other processes) and stops the attempts of runs another process
 //! canceled. A foreground `weft run` that holds the lock only answers the
 //! inbox while it follows its run.
@@ -9,10 +10,28 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use weft_engine::{Engine, EngineError, RunId, RunState, Store, StoreError};
+use weft_engine::{Engine, EngineError, RunId, RunState, Store, StoreError, StoreWatch};
 
-/// How often the owner looks for runs created by other processes.
+/// The most often the owner looks for runs created by other processes.
 pub const POLL: Duration = Duration::from_millis(20);
+
+/// How often it looks when the store's watch told nothing (or there is no
+/// watch: then every [`POLL`]).
+pub const FALLBACK: Duration = Duration::from_secs(1);
+
+/// Waits for a write of another process (or, without a watch, for
+/// [`POLL`]); a broken watch is dropped and polling takes over.
+pub async fn changed(watch: &mut Option<Box<dyn StoreWatch>>) {
+    match watch {
+        Some(w) => {
+            if !w.changed().await {
+                tracing::warn!("the store's change watch broke; looking every {} ms", POLL.as_millis());
+                *watch = None;
+            }
+        }
+        None => tokio::time::sleep(POLL).await,
+    }
+}
 
 /// How [`own_store`] goes on.
 #[derive(Debug, Clone, Copy, Default)]
@@ -35,13 +54,25 @@ pub async fn own_store(
     stop: &CancellationToken,
 ) -> Result<(), StoreError> {
     let mut poller = Poller::new(recovered);
-    let mut tick = tokio::time::interval(POLL);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Other processes' writes wake the owner (runs they created, signals
+    // they left in the inbox); without a watch it looks every POLL.
+    // (Waiting to be idle, it looks every POLL: its own runs' ends are what
+    // it waits for.)
+    let mut watch = if how.until_idle { None } else { store.watch() };
+    let mut last = tokio::time::Instant::now() - POLL;
     loop {
+        // This process's own commits wake the watch too: under load, at
+        // most one look every POLL.
         tokio::select! {
-            _ = tick.tick() => {}
+            _ = tokio::time::sleep_until(last + POLL) => {}
             _ = stop.cancelled() => return Ok(()),
         }
+        tokio::select! {
+            _ = changed(&mut watch) => {}
+            _ = tokio::time::sleep(FALLBACK) => {}
+            _ = stop.cancelled() => return Ok(()),
+        }
+        last = tokio::time::Instant::now();
         match poller.poll(engine, store).await {
             Ok(fresh) => {
                 if how.until_idle && fresh == 0 && engine.busy_runs() == 0 {

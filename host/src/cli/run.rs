@@ -10,9 +10,8 @@
 //! 4. Otherwise, when this process can take the store's scheduler lock it
 //!    executes the run itself. When another process (a `weft worker`) owns
 //!    the store, the run is left `submitted` for that process — a worker
-//!    looks for new submitted runs every ~20 ms — and this process follows
-//!    it by reading the store every ~50 ms (taking over if the owner goes
-//!    away). Either way progress goes to stderr and the result to stdout:
+//!    wakes when the store is written — and this process follows it, woken
+//!    by the store's writes (taking over if the owner goes away). Either way progress goes to stderr and the result to stdout:
 //!    the run's output (or, when it did not complete, its error object), or
 //!    with `--json` the whole `runs show --json` object. Exit code 0
 //!    completed, 1 failed/rejected/canceled, 3 waiting for input.
@@ -203,15 +202,28 @@ pub fn follow(
     mut progress: Progress,
 ) -> anyhow::Result<RunRecord> {
     app.block_on(async {
-        let mut tick = tokio::time::interval(Duration::from_millis(50));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_try = Instant::now();
-        // Executing here: the driver's end wakes the loop at once (a short
-        // run must not wait for the next tick).
+        // Executing here: the driver's end wakes the loop at once, and each
+        // commit of the run (pushed by the engine) updates the progress.
+        // Another process's writes (its progress on a run it drives, signals
+        // it leaves for this owner) wake the store's watch. A slow look
+        // remains for what neither tells (an owner that died).
         let mut ended = lock.is_some().then(|| Box::pin(engine.wait(id)));
+        let mut changes = engine.subscribe();
+        let mut watch = app.store.watch();
+        // Progress is read at most every 20 ms, however often commits come.
+        let mut last = tokio::time::Instant::now();
         loop {
+            let changed = async {
+                tokio::time::sleep_until(last + Duration::from_millis(20)).await;
+                tokio::select! {
+                    _ = changes.of_run(id) => {}
+                    _ = weft_runtime::owner::changed(&mut watch) => {}
+                }
+            };
             tokio::select! {
-                _ = tick.tick() => {}
+                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                _ = changed => {}
                 _ = async { ended.as_mut().expect("guarded").await }, if ended.is_some() => {
                     ended = None;
                 }
@@ -225,6 +237,7 @@ pub fn follow(
                     anyhow::bail!("interrupted");
                 }
             }
+            last = tokio::time::Instant::now();
             if lock.is_some() {
                 // This process owns the store: signals and events other
                 // processes leave in the inbox are answered here.

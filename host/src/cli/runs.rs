@@ -256,6 +256,8 @@ fn events(app: &App, id: &str, follow: bool, json: bool) -> anyhow::Result<Exit>
     let rec = load_run(app, id)?;
     let mut after = Seq::ZERO;
     app.block_on(async {
+        // (Made on the runtime: the watch registers with its reactor.)
+        let mut watch = if follow { app.store.watch() } else { None };
         loop {
             let evs = app.store.events_after(&rec.id, after, 1000).await?;
             for e in &evs {
@@ -288,8 +290,11 @@ fn events(app: &App, id: &str, follow: bool, json: bool) -> anyhow::Result<Exit>
                 }
                 continue;
             }
+            // Woken by the store's writes (any process's); a slow look
+            // for what the watch does not tell.
             tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                _ = weft_runtime::owner::changed(&mut watch) => {}
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                 _ = tokio::signal::ctrl_c() => return Ok(()),
             }
         }

@@ -21,6 +21,8 @@ mod read;
 mod schema;
 #[cfg(test)]
 mod tests;
+#[cfg(target_os = "linux")]
+pub mod watch;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -286,6 +288,11 @@ impl Drop for SqliteStore {
 
 #[async_trait::async_trait]
 impl Store for SqliteStore {
+    #[cfg(target_os = "linux")]
+    fn watch(&self) -> Option<Box<dyn weft_engine::StoreWatch>> {
+        watch::Watch::new(&self.path).map(|w| Box::new(w) as Box<dyn weft_engine::StoreWatch>)
+    }
+
     async fn commit(&self, batch: Batch) -> Result<(), StoreError> {
         self.commit_shared(Arc::new(batch)).await
     }

@@ -775,3 +775,24 @@ mod lock;
 mod answers;
 
 mod checkpoint;
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_watch_wakes_at_another_connections_commit_and_not_before() {
+    let (_d, path) = tmp();
+    let mine = SqliteStore::open(&path, Durability::Normal).unwrap();
+    let other = SqliteStore::open(&path, Durability::Normal).unwrap();
+    let mut watch = mine.watch().expect("a watch on Linux");
+    // Nothing written: nothing to hear.
+    let quiet = tokio::time::timeout(std::time::Duration::from_millis(150), watch.changed()).await;
+    assert!(quiet.is_err(), "no write, no wake-up");
+    // A commit by another store (another process, as far as the file knows).
+    let id = rid(1);
+    other.commit(b(vec![create(&id, &["a"]), event(&id, 1, "run.submitted")])).await.unwrap();
+    let heard = tokio::time::timeout(std::time::Duration::from_secs(5), watch.changed()).await;
+    assert_eq!(heard.ok(), Some(true), "the commit woke the watch");
+    // Reading does not write: no wake-up.
+    let _ = mine.run(&id).await.unwrap();
+    let quiet = tokio::time::timeout(std::time::Duration::from_millis(150), watch.changed()).await;
+    assert!(quiet.is_err(), "a read is not a change");
+}
