@@ -164,7 +164,11 @@ pub async fn serve_http(
     let body_cap = caps.max_input_bytes + caps.max_definition_bytes + (256 << 10);
     let mut config = StreamableHttpServerConfig::default()
         .with_cancellation_token(stop.child_token())
-        .with_max_request_body_bytes(body_cap);
+        .with_max_request_body_bytes(body_cap)
+        // A stateless (2026-07-28) call that sends nothing before its result
+        // is answered as plain JSON, not as a one-event SSE stream (rmcp
+        // falls back to SSE when the handler notifies first): W9 over MCP.
+        .with_json_response(true);
     if !is_loopback_only(&opts.addr) {
         // Reached by other names than localhost; the token guards it.
         config = config.disable_allowed_hosts();

@@ -207,6 +207,9 @@ impl Core {
         let mut reported: Option<usize> = None;
         // Subscribed before the first read: no change falls in between.
         let mut changes = self.engine.subscribe();
+        // Its end comes from its driver, without a read of the store.
+        let ended = self.engine.wait(id);
+        tokio::pin!(ended);
         loop {
             let rec = self
                 .store
@@ -252,6 +255,7 @@ impl Core {
                 }
             };
             tokio::select! {
+                r = &mut ended, if progress.is_none() => return r.map_err(ToolError::internal),
                 _ = changed => {}
                 _ = tokio::time::sleep(FALLBACK_POLL.min(left)) => {}
                 _ = canceled.cancelled() => return Ok(rec),

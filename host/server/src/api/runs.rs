@@ -169,6 +169,8 @@ pub(super) async fn start(State(core): State<Arc<Core>>, Body(b): Body<StartBody
     };
     let input = b.input.unwrap_or_else(|| Value::Object(Default::default()));
     let p = core.pipeline.prepare(loaded, input, opts).await.map_err(ApiError::refused)?;
+    // Subscribed before the run exists: no change of it goes unheard.
+    let changes = core.engine.subscribe();
     let id = core.engine.submit(&p.plan, p.input, p.opts).await.map_err(|e| match e {
         weft_engine::EngineError::Invalid(problems) => {
             ApiError::invalid("the run was refused").with_problems("/input", &problems.0)
@@ -177,7 +179,7 @@ pub(super) async fn start(State(core): State<Arc<Core>>, Body(b): Body<StartBody
     })?;
     let wait = b.wait_ms.unwrap_or(0).min(MAX_WAIT_MS);
     let rec = if wait > 0 {
-        until_settled(&core, &id, Duration::from_millis(wait)).await?
+        until_settled(&core, &id, Duration::from_millis(wait), changes).await?
     } else {
         load(&core, id.as_str()).await?
     };
@@ -198,19 +200,39 @@ fn capped(core: &Core, def: Value) -> Result<Value, ApiError> {
 }
 
 /// The run once it ended or waits for input, or as it is after `wait`.
-/// Wakes at the commit that settles it (pushed by the engine).
-async fn until_settled(core: &Core, id: &RunId, wait: Duration) -> Result<RunRecord, ApiError> {
-    let until = tokio::time::Instant::now() + wait;
-    let mut changes = core.engine.subscribe();
+/// Its end comes from its driver (no read of the store); a change of its
+/// state (pushed by the engine) is read to see whether it waits for input.
+async fn until_settled(
+    core: &Core,
+    id: &RunId,
+    wait: Duration,
+    mut changes: weft_engine::Changes,
+) -> Result<RunRecord, ApiError> {
+    let deadline = tokio::time::Instant::now() + wait;
+    let ended = core.engine.wait(id);
+    tokio::pin!(ended);
+    let settled =
+        |r: &RunRecord| r.state.is_terminal() || matches!(r.state, RunState::InputRequired | RunState::AuthRequired);
     loop {
-        let rec = load(core, id.as_str()).await?;
-        let settled = rec.state.is_terminal() || matches!(rec.state, RunState::InputRequired | RunState::AuthRequired);
-        if settled || tokio::time::Instant::now() >= until {
-            return Ok(rec);
-        }
+        let look = deadline.min(tokio::time::Instant::now() + crate::tools_runs::FALLBACK_POLL);
         tokio::select! {
-            _ = changes.of_run_state(id) => {}
-            _ = tokio::time::sleep_until(until.min(tokio::time::Instant::now() + crate::tools_runs::FALLBACK_POLL)) => {}
+            r = &mut ended => return r.map_err(ApiError::internal),
+            heard = changes.of_run_state(id) => {
+                if !heard {
+                    // The engine is gone: nothing more will be pushed.
+                    return load(core, id.as_str()).await;
+                }
+                let rec = load(core, id.as_str()).await?;
+                if settled(&rec) {
+                    return Ok(rec);
+                }
+            }
+            _ = tokio::time::sleep_until(look) => {
+                let rec = load(core, id.as_str()).await?;
+                if settled(&rec) || tokio::time::Instant::now() >= deadline {
+                    return Ok(rec);
+                }
+            }
         }
     }
 }
