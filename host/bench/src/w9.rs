@@ -29,8 +29,8 @@ use super::{Figures, pct};
 /// Calls in flight for the throughput figure.
 const IN_FLIGHT: usize = 100;
 
-/// A chain of `n` sequential `json-select` steps.
-fn chain(name: &str, n: usize) -> Value {
+/// A chain of `n` sequential `json-select` steps (also the API tests').
+pub fn chain(name: &str, n: usize) -> Value {
     let steps: Vec<Value> = (0..n)
         .map(|i| {
             let mut s = json!({"name": format!("s{i}"), "code": {"plugin": "json-select"},
@@ -95,114 +95,32 @@ pub fn run(rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
     let (mut child, url) = serve(&exe, dir.path())?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let result = rt.block_on(async {
-        measure(&url, rounds, out).await?;
-        measure_api(&url.replace("/mcp", "/api/v1/runs"), rounds, out).await
+        over_mcp(&url, rounds, out).await?;
+        over_api(&url.replace("/mcp", "/api/v1/runs"), rounds, out).await
     });
     let _ = child.kill();
     let _ = child.wait();
     result
 }
 
-async fn measure(url: &str, rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
-    let client = ().serve(StreamableHttpClientTransport::from_uri(url.to_string())).await?;
-    let peer = client.peer().clone();
-    let call = |tool: &'static str| {
-        let peer = peer.clone();
-        async move {
-            let r = peer.call_tool(CallToolRequestParams::new(tool)).await?;
-            let state = r.structured_content.as_ref().and_then(|v| v.get("state")).and_then(Value::as_str);
-            anyhow::ensure!(state == Some("completed"), "a {tool} run did not complete: {r:?}");
-            anyhow::Ok(())
-        }
-    };
-    let timed = |tool: &'static str, n: usize| {
-        let call = &call;
-        async move {
-            let mut ms = Vec::with_capacity(n);
-            for _ in 0..n {
-                let t0 = Instant::now();
-                call(tool).await?;
-                ms.push(t0.elapsed().as_secs_f64() * 1e3);
-            }
-            anyhow::Ok(ms)
-        }
-    };
-    // Warm up: guests compiled and cached, connections open.
-    timed("wf_chain40", 3).await?;
-    timed("wf_trivial3", 20).await?;
-
-    let ms = timed("wf_chain40", rounds).await?;
-    let (p50, p95) = (pct(&ms, 0.5), pct(&ms, 0.95));
-    out.line(
-        format!("W9 served chain-40 mcp=http runs={rounds} total_ms_p50={p50:.2} total_ms_p95={p95:.2} target_ms=4"),
-        json!({"workload": "W9", "shape": "chain-40", "via": "mcp-http", "runs": rounds,
-               "total_ms_p50": p50, "total_ms_p95": p95, "target_ms": 4}),
-    );
-
-    let n = rounds * 10;
-    let ms = timed("wf_trivial3", n).await?;
-    let (p50, p95) = (pct(&ms, 0.5), pct(&ms, 0.95));
-    out.line(
-        format!("W9 served trivial-3 mcp=http latency runs={n} p50_ms={p50:.3} p95_ms={p95:.3} target_p50_ms=1"),
-        json!({"workload": "W9", "shape": "trivial-3", "via": "mcp-http", "runs": n,
-               "p50_ms": p50, "p95_ms": p95, "target_p50_ms": 1}),
-    );
-
-    let total = (rounds * 100).max(IN_FLIGHT * 10);
-    let next = Arc::new(AtomicUsize::new(0));
-    let t0 = Instant::now();
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..IN_FLIGHT {
-        let (next, peer) = (next.clone(), peer.clone());
-        tasks.spawn(async move {
-            while next.fetch_add(1, Ordering::Relaxed) < total {
-                let r = peer.call_tool(CallToolRequestParams::new("wf_trivial3")).await?;
-                let state = r.structured_content.as_ref().and_then(|v| v.get("state")).and_then(Value::as_str);
-                anyhow::ensure!(state == Some("completed"), "a wf_trivial3 run did not complete: {r:?}");
-            }
-            anyhow::Ok(())
-        });
-    }
-    while let Some(r) = tasks.join_next().await {
-        r??;
-    }
-    let per_s = total as f64 / t0.elapsed().as_secs_f64();
-    out.line(
-        format!(
-            "W9 served trivial-3 mcp=http throughput in_flight={IN_FLIGHT} runs={total} runs_per_s={per_s:.0} target=4000"
-        ),
-        json!({"workload": "W9", "shape": "trivial-3", "via": "mcp-http", "in_flight": IN_FLIGHT, "runs": total,
-               "runs_per_s": per_s, "target": 4000}),
-    );
-    let _ = client.cancel().await;
-    Ok(())
+/// A call that starts one run of a template and returns once it ended
+/// (checked to have completed).
+trait Call: Fn(&'static str) -> Self::Fut + Clone + Send + Sync + 'static {
+    type Fut: std::future::Future<Output = anyhow::Result<()>> + Send;
 }
 
-/// One figure's line and JSON.
-fn figure(out: &mut Figures, via: &str, shape: &str, what: &str, v: Value) {
-    let fields: Vec<String> =
-        v.as_object().map(|m| m.iter().map(|(k, x)| format!("{k}={x}")).collect()).unwrap_or_default();
-    out.line(
-        format!("W9 served {shape} {via} {what} {}", fields.join(" ")),
-        json!({"workload": "W9", "shape": shape, "via": via, "what": what, "figures": v}),
-    );
+impl<F, Fut> Call for F
+where
+    F: Fn(&'static str) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
+{
+    type Fut = Fut;
 }
 
-/// The same figures over `POST /api/v1/runs` with `wait_ms`.
-async fn measure_api(runs_url: &str, rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
-    let (http, url) = (reqwest::Client::new(), runs_url.to_string());
-    let call = move |template: &'static str| {
-        let (http, url) = (http.clone(), url.clone());
-        async move {
-            let r = http.post(&url).json(&json!({"template": template, "wait_ms": 60000})).send().await?;
-            anyhow::ensure!(r.status().as_u16() == 201, "POST /api/v1/runs answered {}", r.status());
-            let run: Value = r.json().await?;
-            anyhow::ensure!(run["state"] == "completed", "a {template} run did not complete: {run}");
-            anyhow::Ok(())
-        }
-    };
+/// The three figures through `call` (`via` names the path).
+async fn measure<C: Call>(call: C, via: &str, rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
     let timed = |template: &'static str, n: usize| {
-        let call = &call;
+        let call = call.clone();
         async move {
             let mut ms = Vec::with_capacity(n);
             for _ in 0..n {
@@ -213,29 +131,27 @@ async fn measure_api(runs_url: &str, rounds: usize, out: &mut Figures) -> anyhow
             anyhow::Ok(ms)
         }
     };
+    // Warm up: guests compiled and cached, connections open.
     timed("chain40", 3).await?;
     timed("trivial3", 20).await?;
+
     let ms = timed("chain40", rounds).await?;
-    let r2 = |x: f64| (x * 100.0).round() / 100.0;
-    figure(
-        out,
-        "api=http",
-        "chain-40",
-        "latency",
-        json!({"runs": rounds, "total_ms_p50": r2(pct(&ms, 0.5)),
-        "total_ms_p95": r2(pct(&ms, 0.95)), "target_ms": 4}),
+    let (p50, p95) = (pct(&ms, 0.5), pct(&ms, 0.95));
+    out.line(
+        format!("W9 served chain-40 {via} runs={rounds} total_ms_p50={p50:.2} total_ms_p95={p95:.2} target_ms=4"),
+        json!({"workload": "W9", "shape": "chain-40", "via": via, "runs": rounds,
+               "total_ms_p50": p50, "total_ms_p95": p95, "target_ms": 4}),
     );
+
     let n = rounds * 10;
     let ms = timed("trivial3", n).await?;
-    let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
-    figure(
-        out,
-        "api=http",
-        "trivial-3",
-        "latency",
-        json!({"runs": n, "p50_ms": r3(pct(&ms, 0.5)),
-        "p95_ms": r3(pct(&ms, 0.95)), "target_p50_ms": 1}),
+    let (p50, p95) = (pct(&ms, 0.5), pct(&ms, 0.95));
+    out.line(
+        format!("W9 served trivial-3 {via} latency runs={n} p50_ms={p50:.3} p95_ms={p95:.3} target_p50_ms=1"),
+        json!({"workload": "W9", "shape": "trivial-3", "via": via, "runs": n,
+               "p50_ms": p50, "p95_ms": p95, "target_p50_ms": 1}),
     );
+
     let total = (rounds * 100).max(IN_FLIGHT * 10);
     let next = Arc::new(AtomicUsize::new(0));
     let t0 = Instant::now();
@@ -253,13 +169,47 @@ async fn measure_api(runs_url: &str, rounds: usize, out: &mut Figures) -> anyhow
         r??;
     }
     let per_s = (total as f64 / t0.elapsed().as_secs_f64()).round() as u64;
-    figure(
-        out,
-        "api=http",
-        "trivial-3",
-        "throughput",
-        json!({"in_flight": IN_FLIGHT, "runs": total,
-        "runs_per_s": per_s, "target": 4000}),
+    out.line(
+        format!(
+            "W9 served trivial-3 {via} throughput in_flight={IN_FLIGHT} runs={total} runs_per_s={per_s} target=4000"
+        ),
+        json!({"workload": "W9", "shape": "trivial-3", "via": via, "in_flight": IN_FLIGHT, "runs": total,
+               "runs_per_s": per_s, "target": 4000}),
     );
     Ok(())
+}
+
+/// Over MCP: `wf_<template>` on one client connection.
+async fn over_mcp(url: &str, rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
+    let client = ().serve(StreamableHttpClientTransport::from_uri(url.to_string())).await?;
+    let peer = client.peer().clone();
+    let call = move |template: &'static str| {
+        let peer = peer.clone();
+        async move {
+            let tool = format!("wf_{template}");
+            let r = peer.call_tool(CallToolRequestParams::new(tool.clone())).await?;
+            let state = r.structured_content.as_ref().and_then(|v| v.get("state")).and_then(Value::as_str);
+            anyhow::ensure!(state == Some("completed"), "a {tool} run did not complete: {r:?}");
+            anyhow::Ok(())
+        }
+    };
+    measure(call, "mcp=http", rounds, out).await?;
+    let _ = client.cancel().await;
+    Ok(())
+}
+
+/// Over the HTTP API: `POST /api/v1/runs {"template", "wait_ms"}`.
+async fn over_api(runs_url: &str, rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
+    let (http, url) = (reqwest::Client::new(), runs_url.to_string());
+    let call = move |template: &'static str| {
+        let (http, url) = (http.clone(), url.clone());
+        async move {
+            let r = http.post(&url).json(&json!({"template": template, "wait_ms": 60000})).send().await?;
+            anyhow::ensure!(r.status().as_u16() == 201, "POST /api/v1/runs answered {}", r.status());
+            let run: Value = r.json().await?;
+            anyhow::ensure!(run["state"] == "completed", "a {template} run did not complete: {run}");
+            anyhow::Ok(())
+        }
+    };
+    measure(call, "api=http", rounds, out).await
 }

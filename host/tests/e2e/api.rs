@@ -16,17 +16,7 @@ fn base(s: &Server) -> String {
 }
 
 fn chain(name: &str, n: usize) -> Value {
-    let steps: Vec<Value> = (0..n)
-        .map(|i| {
-            let mut s = json!({"name": format!("s{i}"), "code": {"plugin": "json-select"},
-                               "input": {"data": {"a": i}, "path": "a"}});
-            if i > 0 {
-                s["after"] = json!([format!("s{}", i - 1)]);
-            }
-            s
-        })
-        .collect();
-    json!({"name": name, "steps": steps})
+    weft_bench::w9::chain(name, n)
 }
 
 /// A run that waits for approval, then computes one step.
@@ -282,4 +272,21 @@ async fn schedules_and_events() {
     assert_eq!(dup["duplicate"], true);
     assert_eq!(send(http.delete(format!("{api}/templates/chain"))).await.0, 200);
     assert_eq!(send(http.delete(format!("{api}/templates/chain"))).await.0, 404);
+}
+
+#[test]
+fn bench_w9_serves_runs_to_a_client_process_over_mcp_and_the_api() {
+    let w = Weft::new();
+    let json_file = w.dir.path().join("w9.json");
+    let out = w.run(&["bench", "w9", "--rounds", "1", "--json", json_file.to_str().unwrap()]);
+    out.expect_code(0);
+    let lines: Vec<&str> = out.stdout.lines().filter(|l| l.starts_with("W9 served ")).collect();
+    assert_eq!(lines.len(), 6, "three figures over each path:\n{}", out.stdout);
+    for via in ["mcp=http", "api=http"] {
+        let tput = lines.iter().find(|l| l.contains(via) && l.contains("throughput")).unwrap();
+        let per_s: f64 = tput.split_whitespace().find_map(|f| f.strip_prefix("runs_per_s=")).unwrap().parse().unwrap();
+        assert!(per_s > 0.0, "{tput}");
+    }
+    let figures: Value = serde_json::from_str(&std::fs::read_to_string(json_file).unwrap()).unwrap();
+    assert!(figures.to_string().contains("\"via\":\"api=http\""), "{figures}");
 }
