@@ -359,18 +359,20 @@ impl Store for MemStore {
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
         let inner = self.inner.lock().unwrap();
-        let it =
-            inner.runs.values().rev().filter(|r| filter.matches(&r.id, r.state, &r.template, r.parent.as_ref())).map(
-                |r| RunSummary {
-                    id: r.id.clone(),
-                    template: r.template.clone(),
-                    version: r.version,
-                    state: r.state,
-                    parent: r.parent.clone(),
-                    created_at: r.created_at,
-                    updated_at: r.updated_at,
-                },
-            );
+        let it = inner
+            .runs
+            .values()
+            .rev()
+            .filter(|r| filter.matches(&r.id, r.state, &r.template, r.parent.as_ref(), r.concurrency_key.as_deref()))
+            .map(|r| RunSummary {
+                id: r.id.clone(),
+                template: r.template.clone(),
+                version: r.version,
+                state: r.state,
+                parent: r.parent.clone(),
+                created_at: r.created_at,
+                updated_at: r.updated_at,
+            });
         Ok(it.take(filter.limit.unwrap_or(usize::MAX)).collect())
     }
 

@@ -305,11 +305,21 @@ pub struct RunFilter {
     /// Only runs created before this one (ids sort by creation): the
     /// cursor of the next page.
     pub before: Option<RunId>,
+    /// Only runs of this concurrency key (`--key`, `key`).
+    pub key: Option<String>,
 }
 
 impl RunFilter {
-    pub fn matches(&self, id: &RunId, state: RunState, template: &str, parent: Option<&RunId>) -> bool {
+    pub fn matches(
+        &self,
+        id: &RunId,
+        state: RunState,
+        template: &str,
+        parent: Option<&RunId>,
+        key: Option<&str>,
+    ) -> bool {
         self.before.as_ref().is_none_or(|b| id < b)
+            && self.key.as_deref().is_none_or(|k| Some(k) == key)
             && self.state.is_none_or(|s| s == state)
             && self.template.as_deref().is_none_or(|t| t == template)
             && self.parent.as_ref().is_none_or(|p| Some(p) == parent)

@@ -247,13 +247,13 @@ pub fn list_runs(c: &Connection, f: &RunFilter) -> Result<Vec<RunSummary>, Store
                     MAX(updated_at, COALESCE((SELECT at FROM events WHERE run_id = runs.id ORDER BY seq DESC LIMIT 1), 0))
              FROM runs
              WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR template = ?2) AND (?4 IS NULL OR parent = ?4)
-               AND (?5 IS NULL OR id < ?5)
+               AND (?5 IS NULL OR id < ?5) AND (?6 IS NULL OR concurrency_key = ?6)
              ORDER BY id DESC LIMIT ?3",
         )
         .and_then(|mut s| {
             let parent = f.parent.as_ref().map(|p| p.as_str());
             let before = f.before.as_ref().map(|b| b.as_str());
-            s.query_map(params![f.state.map(|s| s.as_str()), f.template, limit, parent, before], |r| {
+            s.query_map(params![f.state.map(|s| s.as_str()), f.template, limit, parent, before, f.key], |r| {
                 Ok((
                     r.get::<_, String>(0)?,
                     r.get::<_, String>(1)?,

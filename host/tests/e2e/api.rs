@@ -92,6 +92,14 @@ async fn templates_runs_graphs_and_pages() {
     assert!(p2.get("next").is_none(), "{p2}");
     let (_, failed) = send(http.get(format!("{api}/runs?state=failed"))).await;
     assert_eq!(failed["runs"], json!([]));
+    let (_, keyed) =
+        send(http.post(format!("{api}/runs")).json(&json!({"template": "chain", "key": "k-1", "wait_ms": 20000})))
+            .await;
+    let (_, by_key) = send(http.get(format!("{api}/runs?key=k-1"))).await;
+    assert_eq!(
+        by_key["runs"].as_array().unwrap().iter().map(|r| r["id"].clone()).collect::<Vec<_>>(),
+        [keyed["id"].clone()]
+    );
 
     let (st, doc) = send(http.get(format!("{api}/openapi.json"))).await;
     assert_eq!(st, 200);

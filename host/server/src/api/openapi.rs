@@ -50,6 +50,7 @@ pub fn spec() -> Value {
                 ("state", "query", "Only runs in this state."),
                 ("template", "query", "Only runs of this template."),
                 ("parent", "query", "Only the children of this run."),
+                ("key", "query", "Only runs of this concurrency key."),
                 ("limit", "query", "At most this many (default 50, at most 1000)."),
                 ("cursor", "query", "The `next` of the previous page."),
             ],

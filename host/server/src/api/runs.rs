@@ -33,6 +33,8 @@ pub struct ListQuery {
     pub template: Option<String>,
     /// Only the children of this run.
     pub parent: Option<String>,
+    /// Only runs of this concurrency key.
+    pub key: Option<String>,
     /// At most this many (default 50, at most 1000).
     pub limit: Option<usize>,
     /// Only runs older than this run id: the `next` of the previous page.
@@ -81,7 +83,7 @@ pub(super) async fn list(State(core): State<Arc<Core>>, Query(q): Query<ListQuer
     let limit = q.limit.unwrap_or(50).clamp(1, 1000);
     let parent = q.parent.as_deref().map(|p| run_id(p, "/parent")).transpose()?;
     let before = q.cursor.as_deref().map(|c| run_id(c, "/cursor")).transpose()?;
-    let filter = RunFilter { state: q.state, template: q.template, parent, limit: Some(limit + 1), before };
+    let filter = RunFilter { state: q.state, template: q.template, parent, limit: Some(limit + 1), before, key: q.key };
     let mut all = core.store.list_runs(&filter).await.map_err(ApiError::internal)?;
     let next = (all.len() > limit).then(|| all[limit - 1].id.to_string());
     all.truncate(limit);
