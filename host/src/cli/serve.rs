@@ -6,7 +6,8 @@
 //!   other processes create.
 //! - `--stdio` (the default): one MCP client on stdin/stdout; ends when
 //!   the client closes stdin. Nothing but MCP is written to stdout.
-//! - `--http [ADDR]` (default 127.0.0.1:7777): MCP at `http://ADDR/mcp`.
+//! - `--http [ADDR]` (default 127.0.0.1:7777): MCP at `http://ADDR/mcp`,
+//!   the JSON API at `/api/v1` and the web view at `/` (docs/api.md).
 //!   A bind address that is not loopback needs `--token` or `WEFT_TOKEN`
 //!   (exit 2 otherwise); with a token every request needs
 //!   `Authorization: Bearer TOKEN`. Prints `weft serve: listening on
@@ -111,6 +112,7 @@ pub fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<Exit> {
                     let secured = if opts.token.is_some() { " (bearer token required)" } else { "" };
                     weft_server::serve_http(core.clone(), opts, stop.clone(), |a| {
                         eprintln!("weft serve: listening on http://{a}/mcp{secured}");
+                        eprintln!("weft serve: the web view is http://{a}/ and the JSON API http://{a}/api/v1");
                     })
                     .await
                 }
