@@ -9,7 +9,10 @@
 //! - `trivial3`: 3 code steps, one at a time (W3 latency; p50 ≤ 1 ms, p95
 //!   ≤ 2 ms) and with 100 calls in flight (W3 throughput; ≥ 4,000 runs/s).
 //!
-//! The same three figures are then taken over the HTTP API: `POST
+//! Over MCP both revisions are measured: 2025-11-25 (one session) and
+//! 2026-07-28 (stateless: a server object per request). Each throughput
+//! line also gives the serving process's CPU time per run. The same
+//! figures are then taken over the HTTP API: `POST
 //! /api/v1/runs {"template", "wait_ms"}`, answered with the ended run.
 //! Every call is checked to have completed its run.
 
@@ -19,7 +22,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use rmcp::ServiceExt as _;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::{Value, json};
@@ -93,10 +95,13 @@ pub fn run(rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
         anyhow::ensure!(st.success(), "`weft templates save` failed ({st})");
     }
     let (mut child, url) = serve(&exe, dir.path())?;
+    let pid = child.id();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let result = rt.block_on(async {
-        over_mcp(&url, rounds, out).await?;
-        over_api(&url.replace("/mcp", "/api/v1/runs"), rounds, out).await
+        for version in [rmcp::model::ProtocolVersion::V_2025_11_25, rmcp::model::ProtocolVersion::V_2026_07_28] {
+            over_mcp(&url, version, pid, rounds, out).await?;
+        }
+        over_api(&url.replace("/mcp", "/api/v1/runs"), pid, rounds, out).await
     });
     let _ = child.kill();
     let _ = child.wait();
@@ -117,8 +122,24 @@ where
     type Fut = Fut;
 }
 
-/// The three figures through `call` (`via` names the path).
-async fn measure<C: Call>(call: C, via: &str, rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
+/// CPU time (user + system) of process `pid` so far, in µs (Linux; 0
+/// elsewhere).
+fn cpu_us(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0.0 };
+    // Fields after the command (which may hold spaces) in parentheses.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of the line: 12 and 13 here.
+    #[allow(unsafe_code)]
+    // SAFETY: sysconf reads a configuration value; no pointers.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    (ticks(11) + ticks(12)) * 1e6 / hz
+}
+
+/// The three figures through `call` (`via` names the path); `server` is
+/// the serving process, whose CPU time per run is reported too.
+async fn measure<C: Call>(call: C, via: &str, server: u32, rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
     let timed = |template: &'static str, n: usize| {
         let call = call.clone();
         async move {
@@ -154,6 +175,7 @@ async fn measure<C: Call>(call: C, via: &str, rounds: usize, out: &mut Figures) 
 
     let total = (rounds * 100).max(IN_FLIGHT * 10);
     let next = Arc::new(AtomicUsize::new(0));
+    let cpu0 = cpu_us(server);
     let t0 = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..IN_FLIGHT {
@@ -169,19 +191,40 @@ async fn measure<C: Call>(call: C, via: &str, rounds: usize, out: &mut Figures) 
         r??;
     }
     let per_s = (total as f64 / t0.elapsed().as_secs_f64()).round() as u64;
+    let server_us = ((cpu_us(server) - cpu0) / total as f64).round();
     out.line(
         format!(
-            "W9 served trivial-3 {via} throughput in_flight={IN_FLIGHT} runs={total} runs_per_s={per_s} target=4000"
+            "W9 served trivial-3 {via} throughput in_flight={IN_FLIGHT} runs={total} runs_per_s={per_s} \
+             server_cpu_us_per_run={server_us} target=4000"
         ),
         json!({"workload": "W9", "shape": "trivial-3", "via": via, "in_flight": IN_FLIGHT, "runs": total,
-               "runs_per_s": per_s, "target": 4000}),
+               "runs_per_s": per_s, "server_cpu_us_per_run": server_us, "target": 4000}),
     );
     Ok(())
 }
 
-/// Over MCP: `wf_<template>` on one client connection.
-async fn over_mcp(url: &str, rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
-    let client = ().serve(StreamableHttpClientTransport::from_uri(url.to_string())).await?;
+/// Over MCP: `wf_<template>` on one client connection, negotiating
+/// `version` (2025-11-25: one session; 2026-07-28: stateless requests).
+async fn over_mcp(
+    url: &str,
+    version: rmcp::model::ProtocolVersion,
+    server: u32,
+    rounds: usize,
+    out: &mut Figures,
+) -> anyhow::Result<()> {
+    let via = format!("mcp=http-{version}");
+    let info = rmcp::model::ClientConfig::new(
+        rmcp::model::ClientCapabilities::default(),
+        rmcp::model::Implementation::new("weft-bench-w9", env!("CARGO_PKG_VERSION")),
+    );
+    let lifecycle =
+        rmcp::service::ClientLifecycleMode::Auto { preferred_versions: vec![version], legacy_version: None };
+    let client = rmcp::ClientServiceExt::serve_with_lifecycle(
+        info,
+        StreamableHttpClientTransport::from_uri(url.to_string()),
+        lifecycle,
+    )
+    .await?;
     let peer = client.peer().clone();
     let call = move |template: &'static str| {
         let peer = peer.clone();
@@ -193,13 +236,13 @@ async fn over_mcp(url: &str, rounds: usize, out: &mut Figures) -> anyhow::Result
             anyhow::Ok(())
         }
     };
-    measure(call, "mcp=http", rounds, out).await?;
+    measure(call, &via, server, rounds, out).await?;
     let _ = client.cancel().await;
     Ok(())
 }
 
 /// Over the HTTP API: `POST /api/v1/runs {"template", "wait_ms"}`.
-async fn over_api(runs_url: &str, rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
+async fn over_api(runs_url: &str, server: u32, rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
     let (http, url) = (reqwest::Client::new(), runs_url.to_string());
     let call = move |template: &'static str| {
         let (http, url) = (http.clone(), url.clone());
@@ -211,5 +254,5 @@ async fn over_api(runs_url: &str, rounds: usize, out: &mut Figures) -> anyhow::R
             anyhow::Ok(())
         }
     };
-    measure(call, "api=http", rounds, out).await
+    measure(call, "api=http", server, rounds, out).await
 }

@@ -289,8 +289,8 @@ fn bench_w9_serves_runs_to_a_client_process_over_mcp_and_the_api() {
     let out = w.run(&["bench", "w9", "--rounds", "1", "--json", json_file.to_str().unwrap()]);
     out.expect_code(0);
     let lines: Vec<&str> = out.stdout.lines().filter(|l| l.starts_with("W9 served ")).collect();
-    assert_eq!(lines.len(), 6, "three figures over each path:\n{}", out.stdout);
-    for via in ["mcp=http", "api=http"] {
+    assert_eq!(lines.len(), 9, "three figures over each path:\n{}", out.stdout);
+    for via in ["mcp=http-2025-11-25", "mcp=http-2026-07-28", "api=http"] {
         let tput = lines.iter().find(|l| l.contains(via) && l.contains("throughput")).unwrap();
         let per_s: f64 = tput.split_whitespace().find_map(|f| f.strip_prefix("runs_per_s=")).unwrap().parse().unwrap();
         assert!(per_s > 0.0, "{tput}");
