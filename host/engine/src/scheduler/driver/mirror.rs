@@ -7,7 +7,7 @@
 //! write does not apply: the store is then the answer, as without it.
 
 use crate::ids::{RunId, Seq};
-use crate::store::{Batch, RunRecord};
+use crate::store::{Batch, RunRecord, Write};
 
 /// Attempts above which a run's record is not kept.
 const MAX_ATTEMPTS: usize = 64;
@@ -55,4 +55,21 @@ impl Mirror {
     pub fn ended(self) -> Option<RunRecord> {
         self.slot.filter(|r| self.run.is_some() && r.state.is_terminal())
     }
+}
+
+/// The record of a run the batch creates, as the store will hold it once
+/// the batch commits; `None` for any other batch, such as one that also
+/// presets steps.
+pub(in crate::scheduler) fn fresh_record(batch: &Batch) -> Option<RunRecord> {
+    let mut created = None;
+    let mut last_seq = Seq(0);
+    for w in &batch.writes {
+        match w {
+            Write::CreateRun { run, steps } => created = Some((run, steps)),
+            Write::Event(e) => last_seq = last_seq.max(e.seq),
+            _ => return None,
+        }
+    }
+    let (run, steps) = created?;
+    Some(RunRecord { last_seq, ..RunRecord::submitted(run, steps) })
 }

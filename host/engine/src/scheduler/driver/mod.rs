@@ -34,6 +34,8 @@ mod ready;
 mod undriven;
 mod waits;
 
+pub(super) use mirror::fresh_record;
+
 pub(super) use undriven::cancel_undriven;
 use undriven::fail_unloadable;
 
@@ -270,23 +272,6 @@ pub(super) struct Known {
 pub(super) struct Creation {
     pub batch: Batch,
     pub done: tokio::sync::oneshot::Sender<Result<(), crate::store::StoreError>>,
-}
-
-/// The record of a run the batch creates, as the store will hold it once
-/// the batch commits; `None` for any other batch, such as one that also
-/// presets steps.
-pub(super) fn fresh_record(batch: &Batch) -> Option<RunRecord> {
-    let mut created = None;
-    let mut last_seq = Seq(0);
-    for w in &batch.writes {
-        match w {
-            Write::CreateRun { run, steps } => created = Some((run, steps)),
-            Write::Event(e) => last_seq = last_seq.max(e.seq),
-            _ => return None,
-        }
-    }
-    let (run, steps) = created?;
-    Some(RunRecord { last_seq, ..RunRecord::submitted(run, steps) })
 }
 
 /// Drive one run to its end (or until the task is aborted).
