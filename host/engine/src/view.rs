@@ -139,6 +139,43 @@ pub struct EventView {
     pub data: Value,
 }
 
+/// A page of a run's events: what MCP `run_events` and `GET
+/// /api/v1/runs/{id}/events` answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EventPage {
+    pub run_id: String,
+    pub events: Vec<EventView>,
+    /// Pass this as the next page's `after` (`after_seq`).
+    pub last_seq: u64,
+    /// More events are stored after `last_seq` (this page stopped at its
+    /// limit).
+    pub more: bool,
+    /// The run's state now.
+    pub state: RunState,
+    /// The run reached a final state (no event follows its last).
+    pub finished: bool,
+}
+
+impl EventPage {
+    /// The page of `run`'s events after `after`, at most `limit`, from
+    /// `read`: up to `limit + 1` events read after `after` (the one more
+    /// says whether more are stored).
+    pub fn of(run: &RunRecord, mut read: Vec<EventRecord>, after: u64, limit: usize) -> EventPage {
+        let more = read.len() > limit;
+        read.truncate(limit);
+        let events: Vec<EventView> = read.iter().map(EventView::of).collect();
+        let last_seq = events.last().map(|e| e.seq).unwrap_or(after);
+        EventPage {
+            run_id: run.id.to_string(),
+            events,
+            last_seq,
+            more,
+            state: run.state,
+            finished: run.state.is_terminal(),
+        }
+    }
+}
+
 impl RunView {
     /// The view of a stored run.
     pub fn of(r: &RunRecord) -> RunView {

@@ -22,7 +22,7 @@ use weft_engine::{RunId, RunOptions, RunRecord, RunState, Seq, Store};
 use super::elicit::Outcome;
 use super::errors::ToolError;
 use super::prepare;
-use super::views::{EventView, RunStartOut, RunView};
+use super::views::{EventPage, RunStartOut, RunView};
 use super::{Core, WeftServer};
 
 /// The longest a call waits for a run.
@@ -121,23 +121,6 @@ pub struct RunEventsParams {
     #[serde(default)]
     #[schemars(range(min = 1, max = 1000))]
     pub limit: Option<usize>,
-}
-
-/// Events of a run, in order.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct RunEventsOut {
-    pub run_id: String,
-    pub events: Vec<EventView>,
-    /// Pass this as `after_seq` to get the next events.
-    pub last_seq: u64,
-    /// More events are stored after `last_seq` (this page stopped at
-    /// `limit`): call again with `after_seq` = `last_seq`.
-    pub more: bool,
-    /// The run's state now.
-    pub state: String,
-    /// Whether the run reached a final state (no more events will come
-    /// once `events` is empty).
-    pub finished: bool,
 }
 
 /// What canceling did.
@@ -427,24 +410,13 @@ impl WeftServer {
         description = "A run's event log in order (run and step state changes, attempts, progress and log lines), after `after_seq`, at most `limit` (500) per call. `more: true` means this page stopped at `limit`: call again with `after_seq` = the returned `last_seq` (also to follow a run).",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn run_events(&self, Parameters(p): Parameters<RunEventsParams>) -> Result<Json<RunEventsOut>, ToolError> {
+    async fn run_events(&self, Parameters(p): Parameters<RunEventsParams>) -> Result<Json<EventPage>, ToolError> {
         let rec = self.core.load_run(&p.run_id).await?;
         let after = Seq(p.after_seq.unwrap_or(0));
         let limit = p.limit.unwrap_or(500).clamp(1, 1000);
         // One more than asked: whether more are stored already.
-        let mut evs = self.core.store.events_after(&rec.id, after, limit + 1).await.map_err(ToolError::internal)?;
-        let more = evs.len() > limit;
-        evs.truncate(limit);
-        let events: Vec<EventView> = evs.iter().map(EventView::of).collect();
-        let last_seq = events.last().map(|e| e.seq).unwrap_or(after.0);
-        Ok(Json(RunEventsOut {
-            run_id: rec.id.to_string(),
-            events,
-            last_seq,
-            more,
-            state: rec.state.to_string(),
-            finished: rec.state.is_terminal(),
-        }))
+        let read = self.core.store.events_after(&rec.id, after, limit + 1).await.map_err(ToolError::internal)?;
+        Ok(Json(EventPage::of(&rec, read, after.0, limit)))
     }
 
     #[tool(

@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use weft_engine::view::WaitOn;
-pub use weft_engine::view::{EventView, RunView, WaitView};
+pub use weft_engine::view::{EventPage, RunView, WaitView};
 use weft_engine::{RunRecord, RunState, StepError};
 
 /// What starting (and perhaps waiting for) a run gave.

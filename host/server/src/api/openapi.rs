@@ -5,14 +5,13 @@
 use axum::Json;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Map, Value, json};
-use weft_engine::view::RunView;
+use weft_engine::view::{EventPage, RunView};
 
 use super::ApiError;
 use super::catalog::{
     Deleted, EmitBody, Emitted, SaveBody, Saved, ScheduleBody, ScheduleList, ScheduleView, TemplateList, TemplateView,
 };
 use super::runs::{GraphView, RunPage, SignalBody, SignalOut, StartBody};
-use super::stream::EventPage;
 
 /// The `id` path parameter.
 const ID: (&str, &str, &str) = ("id", "path", "The run's id (`r_…`).");

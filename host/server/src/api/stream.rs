@@ -17,7 +17,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use weft_engine::view::EventView;
+use weft_engine::view::{EventPage, EventView};
 use weft_engine::{Changes, RunId, RunState, Seq, Store};
 
 use super::ApiError;
@@ -35,20 +35,6 @@ pub struct EventsQuery {
     pub limit: Option<usize>,
 }
 
-/// A page of a run's events.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct EventPage {
-    pub run_id: String,
-    pub events: Vec<EventView>,
-    /// The `after` of the next page.
-    pub last_seq: u64,
-    /// More events are stored after `last_seq`.
-    pub more: bool,
-    pub state: RunState,
-    /// The run ended: no event will follow its last.
-    pub finished: bool,
-}
-
 pub(super) async fn events(
     State(core): State<Arc<Core>>,
     Path(id): Path<String>,
@@ -62,15 +48,10 @@ pub(super) async fn events(
         .is_some_and(|a| a.contains("text/event-stream"));
     if !wants_stream {
         let limit = q.limit.unwrap_or(PAGE).clamp(1, 1000);
-        let after = Seq(q.after.unwrap_or(0));
-        let mut evs = core.store.events_after(&rec.id, after, limit + 1).await.map_err(ApiError::internal)?;
-        let more = evs.len() > limit;
-        evs.truncate(limit);
-        let events: Vec<EventView> = evs.iter().map(EventView::of).collect();
-        let last_seq = events.last().map(|e| e.seq).unwrap_or(after.0);
-        let finished = rec.state.is_terminal();
-        return Ok(Json(EventPage { run_id: rec.id.to_string(), events, last_seq, more, state: rec.state, finished })
-            .into_response());
+        let after = q.after.unwrap_or(0);
+        // One more than asked: whether more are stored already.
+        let read = core.store.events_after(&rec.id, Seq(after), limit + 1).await.map_err(ApiError::internal)?;
+        return Ok(Json(EventPage::of(&rec, read, after, limit)).into_response());
     }
     // Resume after the last event the client saw.
     let resumed = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
