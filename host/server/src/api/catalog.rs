@@ -97,14 +97,8 @@ pub(super) async fn save_template(
     Path(name): Path<String>,
     Body(b): Body<SaveBody>,
 ) -> Result<(StatusCode, Json<Saved>), ApiError> {
-    let mut doc = b.definition;
-    let Some(obj) = doc.as_object_mut() else {
-        return Err(ApiError::invalid("`definition` is not an object").at("/definition"));
-    };
-    obj.insert("name".into(), Value::String(name));
-    weft_engine::caps::check(&doc, core.settings.caps().max_definition_bytes).map_err(|o| {
-        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", o.message("`definition`", "max_definition_bytes"))
-    })?;
+    let mut doc = super::runs::capped(&core, b.definition)?;
+    doc["name"] = Value::String(name);
     let (doc, name) = core.pipeline.for_template(Source::Client(doc)).await.map_err(ApiError::refused)?;
     let version = core.store.save_template(&name, &doc, system_now_ms()).await.map_err(ApiError::internal)?;
     core.changed(Change::Templates);

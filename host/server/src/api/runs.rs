@@ -188,8 +188,8 @@ pub(super) async fn start(State(core): State<Arc<Core>>, Body(b): Body<StartBody
     Ok((StatusCode::CREATED, [("location", format!("/api/v1/runs/{id}"))], Json(RunView::of(&rec))).into_response())
 }
 
-/// A definition under the definition cap.
-fn capped(core: &Core, def: Value) -> Result<Value, ApiError> {
+/// A definition object under the definition cap.
+pub(super) fn capped(core: &Core, def: Value) -> Result<Value, ApiError> {
     if !def.is_object() {
         return Err(ApiError::invalid(format!("`definition` is {}, not an object", weft_model::type_name(&def)))
             .at("/definition"));
