@@ -99,13 +99,24 @@ pub fn run(rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let result = rt.block_on(async {
         for version in [rmcp::model::ProtocolVersion::V_2025_11_25, rmcp::model::ProtocolVersion::V_2026_07_28] {
-            over_mcp(&url, version, pid, rounds, out).await?;
+            if wanted(&format!("mcp=http-{version}")) {
+                over_mcp(&url, version, pid, rounds, out).await?;
+            }
         }
-        over_api(&url.replace("/mcp", "/api/v1/runs"), pid, rounds, out).await
+        if wanted("api=http") {
+            over_api(&url.replace("/mcp", "/api/v1/runs"), pid, rounds, out).await?;
+        }
+        anyhow::Ok(())
     });
     let _ = child.kill();
     let _ = child.wait();
     result
+}
+
+/// Whether the path `via` is measured: all of them, or those whose name
+/// contains `$WEFT_BENCH_W9_VIA` (e.g. `2026`, `api`: to profile one).
+fn wanted(via: &str) -> bool {
+    std::env::var("WEFT_BENCH_W9_VIA").map_or(true, |only| via.contains(&only))
 }
 
 /// A call that starts one run of a template and returns once it ended

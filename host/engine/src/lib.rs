@@ -34,7 +34,8 @@ pub use memstore::MemStore;
 pub use rng::{Rng, SeededRng};
 pub use runner::{EventSink, StepFailure, StepOutput, StepRequest, StepRunner};
 pub use scheduler::{
-    Change, Changes, Delivered, EmitAnswer, Engine, EngineConfig, EngineError, Planner, RunOptions, SignalAnswer,
+    Change, Changes, Delivered, EmitAnswer, Engine, EngineConfig, EngineError, Planner, RunEnd, RunOptions,
+    SignalAnswer,
 };
 pub use state::{RunState, StepState, TransitionRefused};
 pub use store::{Batch, RunRecord, Store, StoreError, StoreWatch, Write};

@@ -21,9 +21,11 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use serde_json::Value;
+use weft_engine::store::TemplateRecord;
 use weft_engine::{RunOptions, Store};
 use weft_model::{Action, CodeRef, Definition, Problem};
 use weft_sandbox::Sandbox;
@@ -45,6 +47,9 @@ pub enum Source {
     Client(Value),
     /// The latest version of a saved template.
     Template(String),
+    /// A saved template already read from the store (by a front end that
+    /// reports a missing one in its own terms).
+    Saved(TemplateRecord),
 }
 
 /// A definition read and validated once.
@@ -64,7 +69,7 @@ pub struct Loaded {
 #[derive(Debug, Clone)]
 pub struct Prepared {
     /// The definition with every guest pinned by digest.
-    pub plan: Definition,
+    pub plan: Arc<Definition>,
     /// The run's input (checked against `input_schema`).
     pub input: Value,
     /// The caller's options, with the template's name and version.
@@ -116,7 +121,21 @@ pub struct Pipeline {
     upstreams: Arc<weft_mcp::Upstreams>,
     store: Option<Arc<dyn Store>>,
     base_dir: PathBuf,
+    saved: Arc<Mutex<HashMap<(String, u32), Memo>>>,
 }
+
+/// A saved template version as validated and pinned, kept while the
+/// plugins stay as they were (the registry's stamp) and the stored
+/// document is the same (a deleted template's name may be saved again).
+#[derive(Clone)]
+struct Memo {
+    stamp: Option<SystemTime>,
+    loaded: Loaded,
+    plan: Option<Arc<Definition>>,
+}
+
+/// Template versions remembered at most (then forgotten all at once).
+const MEMO_CAP: usize = 256;
 
 impl Pipeline {
     /// A pipeline over this process's sandbox; `store` (for templates)
@@ -130,7 +149,8 @@ impl Pipeline {
         base_dir: PathBuf,
     ) -> Pipeline {
         let registry = Arc::new(guests::registry(settings));
-        Pipeline { settings: settings.clone(), sandbox, registry, upstreams, store, base_dir }
+        let saved = Arc::default();
+        Pipeline { settings: settings.clone(), sandbox, registry, upstreams, store, base_dir, saved }
     }
 
     /// Steps 1 and 2: reads `source` and validates it once. The sandbox
@@ -152,21 +172,46 @@ impl Pipeline {
                     .await
                     .map_err(RuntimeError::store(format!("cannot read template `{name}`")))?
                     .ok_or_else(|| Refused::Unusable(format!("no template `{name}`")))?;
-                let p = self.clone();
-                blocking(move || {
-                    let version = t.version;
-                    let mut loaded = p.load_client(t.definition).map_err(|r| match r {
-                        Refused::Definition(invalid) => {
-                            Refused::Template { name: t.name.clone(), version, problems: invalid.problems }
-                        }
-                        other => other,
-                    })?;
-                    loaded.template = Some((t.name, version));
-                    Ok(loaded)
-                })
-                .await
+                self.load_saved(t).await
             }
+            Source::Saved(t) => self.load_saved(t).await,
         }
+    }
+
+    /// A saved template version, validated once while the plugins stay
+    /// as they were (a served `wf_<name>` call validates nothing again).
+    async fn load_saved(&self, t: TemplateRecord) -> Result<Loaded, Refused> {
+        let stamp = self.registry.stamp();
+        if let Some(m) = self.remembered(&t.name, t.version, stamp, &t.definition) {
+            return Ok(m.loaded);
+        }
+        let p = self.clone();
+        let loaded = blocking(move || {
+            let version = t.version;
+            let mut loaded = p.load_client(t.definition).map_err(|r| match r {
+                Refused::Definition(invalid) => {
+                    Refused::Template { name: t.name.clone(), version, problems: invalid.problems }
+                }
+                other => other,
+            })?;
+            loaded.template = Some((t.name, version));
+            Ok(loaded)
+        })
+        .await?;
+        let (name, version) = loaded.template.clone().expect("set above");
+        let mut saved = self.saved.lock().unwrap_or_else(|p| p.into_inner());
+        if saved.len() >= MEMO_CAP {
+            saved.clear();
+        }
+        saved.insert((name, version), Memo { stamp, loaded: loaded.clone(), plan: None });
+        Ok(loaded)
+    }
+
+    /// What is remembered of a template version, if still valid.
+    fn remembered(&self, name: &str, version: u32, stamp: Option<SystemTime>, doc: &Value) -> Option<Memo> {
+        let saved = self.saved.lock().unwrap_or_else(|p| p.into_inner());
+        let m = saved.get(&(name.to_string(), version))?;
+        (m.stamp == stamp && &m.loaded.doc == doc).then(|| m.clone())
     }
 
     /// A definition file, read once under the definition cap.
@@ -203,13 +248,32 @@ impl Pipeline {
             opts.version = Some(*version);
         }
         let warnings = self.check_tools(&loaded).await?;
+        // A saved template's plan is pinned once per version (as long as
+        // the plugins stay as they were).
+        let stamp = self.registry.stamp();
+        if let Some((name, version)) = &loaded.template
+            && let Some(plan) = self.remembered(name, *version, stamp, &loaded.doc).and_then(|m| m.plan)
+        {
+            return Ok(Prepared { plan, input, opts, warnings });
+        }
         let p = self.clone();
-        blocking(move || {
+        let template = loaded.template.clone().map(|t| (t, loaded.doc.clone()));
+        let plan = blocking(move || {
             let mut plan = loaded.def;
             pin_definition(&mut plan, &p.registry, &loaded.base_dir).map_err(Refused::Pin)?;
-            Ok(Prepared { plan, input, opts, warnings })
+            Ok(Arc::new(plan))
         })
-        .await
+        .await?;
+        if let Some(((name, version), doc)) = template {
+            let mut saved = self.saved.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(m) = saved.get_mut(&(name, version))
+                && m.stamp == stamp
+                && m.loaded.doc == doc
+            {
+                m.plan = Some(plan.clone());
+            }
+        }
+        Ok(Prepared { plan, input, opts, warnings })
     }
 
     /// [`load`](Self::load) then [`prepare`](Self::prepare).

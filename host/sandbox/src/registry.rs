@@ -229,6 +229,14 @@ impl Registry {
         Ok(names)
     }
 
+    /// Changes whenever a plugin name is added or replaced, by this process
+    /// or another (names are written by rename into `plugins/names`, which
+    /// updates that folder's modification time): what was validated
+    /// against the registry stays valid while its stamp holds.
+    pub fn stamp(&self) -> Option<std::time::SystemTime> {
+        std::fs::metadata(self.root.join("names")).and_then(|m| m.modified()).ok()
+    }
+
     /// The metadata of `resolved`, from the cache beside its blob or by
     /// calling `describe`.
     pub fn metadata(&self, sandbox: &Sandbox, resolved: &Resolved) -> Result<Option<Metadata>, SandboxError> {

@@ -229,9 +229,10 @@ impl Core {
         self: &Arc<Self>,
         id: &RunId,
         wait: Duration,
+        fresh: crate::settle::Fresh,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<Outcome, ToolError> {
-        self.follow(id, wait, ctx, Asked::default(), None).await
+        self.follow(id, wait, Some(fresh), ctx, Asked::default(), None).await
     }
 
     /// The retry of a 2026-07-28 call that answered weft's question:
@@ -251,7 +252,7 @@ impl Core {
         let Some(response) = response else {
             // Nothing answered: this leg asks again (not counted).
             asked.count.insert(r.step.clone(), r.asked.saturating_sub(1));
-            return self.follow(&r.run, wait, ctx, asked, None).await;
+            return self.follow(&r.run, wait, None, ctx, asked, None).await;
         };
         let result: ElicitResult = serde_json::from_value(response).map_err(|e| {
             ToolError::new(format!("`inputResponses.{}` is not an elicitation result: {e}", r.key()))
@@ -264,7 +265,7 @@ impl Core {
             }
             Answer::Data(data) => self.answer(&r.run, &r.step, data, &mut asked).await?,
         };
-        self.follow(&r.run, wait, ctx, asked, note).await
+        self.follow(&r.run, wait, None, ctx, asked, note).await
     }
 
     /// Signals `step` with the client's `data`; remembers a refusal.
@@ -294,6 +295,7 @@ impl Core {
         self: &Arc<Self>,
         id: &RunId,
         wait: Duration,
+        mut fresh: Option<crate::settle::Fresh>,
         ctx: &RequestContext<RoleServer>,
         mut asked: Asked,
         mut note: Option<String>,
@@ -302,7 +304,8 @@ impl Core {
         let mut until = Instant::now() + wait;
         loop {
             let left = until.saturating_duration_since(Instant::now());
-            let rec = self.wait_run(id, left, ProgressTo::of(ctx), &ctx.ct).await?;
+            let rec =
+                self.settle(id, left, fresh.take(), ProgressTo::of(ctx), &ctx.ct).await.map_err(ToolError::internal)?;
             let as_is = |rec: &RunRecord, note: Option<String>| Ok(Outcome::Run(RunStartOut::of(rec).with_note(note)));
             if !matches!(rec.state, RunState::InputRequired | RunState::AuthRequired) || ctx.ct.is_cancelled() {
                 return as_is(&rec, note);
@@ -395,7 +398,7 @@ pub async fn follow_task(
     loop {
         let rec = tokio::select! {
             _ = task.cancelled() => return cancel(core, id).await,
-            r = core.wait_run(&id, forever, None, &never) => r.map_err(internal)?,
+            r = core.settle(&id, forever, None, None, &never) => r.map_err(|e| internal(ToolError::internal(e)))?,
         };
         let as_is = |rec: &RunRecord, note: Option<String>| Ok(RunStartOut::of(rec).with_note(note).result());
         if !elicit || !matches!(rec.state, RunState::InputRequired | RunState::AuthRequired) {

@@ -41,6 +41,7 @@ pub mod proxy;
 mod proxy_tools;
 pub mod recording;
 mod resources;
+mod settle;
 #[cfg(test)]
 mod tests;
 mod tools_recording;

@@ -90,13 +90,13 @@ pub async fn for_template(core: &Arc<Core>, doc: Value) -> Result<(Value, String
     core.pipeline.for_template(Source::Client(doc)).await.map_err(|r| refused(r, None))
 }
 
-/// Validates `doc` (with `opts` naming its template, if any) and `input`,
-/// checks tool steps against their servers, and pins the code: the
-/// pipeline `weft run` goes through too.
-pub async fn for_run(core: &Arc<Core>, doc: Value, input: Value, opts: RunOptions) -> Result<Prepared, ToolError> {
+/// Validates `source` (with `opts` naming its template, if any) and
+/// `input`, checks tool steps against their servers, and pins the code:
+/// the pipeline `weft run` goes through too.
+pub async fn for_run(core: &Arc<Core>, source: Source, input: Value, opts: RunOptions) -> Result<Prepared, ToolError> {
     let template = opts.template.clone();
     let prepared = async {
-        let loaded = core.pipeline.load(Source::Client(doc)).await?;
+        let loaded = core.pipeline.load(source).await?;
         core.pipeline.prepare(loaded, input, opts).await
     };
     let p = prepared.await.map_err(|r| refused(r, template.as_deref()))?;

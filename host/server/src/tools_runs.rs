@@ -5,11 +5,11 @@
 //! [`Core::wait_run`], which the `wf_<name>` tools share.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rmcp::handler::server::tool::{InputResponses, IntoCallToolResult, RequestState};
 use rmcp::handler::server::wrapper::{Json, Parameters};
-use rmcp::model::{CallToolResponse, ProgressNotificationParam, ProgressToken};
+use rmcp::model::{CallToolResponse, ProgressToken};
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{RoleServer, tool, tool_router};
 use schemars::JsonSchema;
@@ -17,13 +17,16 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use weft_engine::clock::rfc3339;
 use weft_engine::store::RunFilter;
-use weft_engine::{RunId, RunOptions, RunRecord, RunState, Seq, Store};
+use weft_engine::{RunEnd, RunId, RunOptions, RunRecord, RunState, Seq, Store};
+
+use crate::settle::Fresh;
 
 use super::elicit::Outcome;
 use super::errors::ToolError;
 use super::prepare;
 use super::views::{EventPage, RunStartOut, RunView};
 use super::{Core, WeftServer};
+use weft_runtime::pipeline::Source;
 
 /// The longest a call waits for a run.
 pub const MAX_WAIT_MS: u64 = 300_000;
@@ -165,10 +168,15 @@ impl Core {
 
     /// Validates and creates a run of `doc` (a template's, when `opts`
     /// names it) and starts executing it. Nothing is stored when refused.
-    pub async fn start_run(self: &Arc<Self>, doc: Value, input: Value, opts: RunOptions) -> Result<RunId, ToolError> {
-        let p = prepare::for_run(self, doc, input, opts).await?;
+    pub async fn start_run(
+        self: &Arc<Self>,
+        source: Source,
+        input: Value,
+        opts: RunOptions,
+    ) -> Result<(RunId, RunEnd), ToolError> {
+        let p = prepare::for_run(self, source, input, opts).await?;
         // Created and started in one commit (the server owns the store).
-        self.engine.submit(&p.plan, p.input, p.opts).await.map_err(|e| match e {
+        self.engine.submit_watched(p.plan.clone(), p.input, p.opts).await.map_err(|e| match e {
             weft_engine::EngineError::Invalid(problems) => {
                 prepare::invalid_input(&problems.0, p.plan.input_schema.as_ref())
             }
@@ -176,92 +184,24 @@ impl Core {
         })
     }
 
-    /// Waits up to `wait` for run `id` to finish (or wait for input),
-    /// sending progress (finished steps of all steps) when asked, and
-    /// stopping early when the request is canceled. Returns the run as it is.
-    pub async fn wait_run(
-        &self,
-        id: &RunId,
-        wait: Duration,
-        progress: Option<ProgressTo>,
-        canceled: &tokio_util::sync::CancellationToken,
-    ) -> Result<RunRecord, ToolError> {
-        let until = Instant::now() + wait;
-        let mut reported: Option<usize> = None;
-        // Subscribed before the first read: no change falls in between.
-        let mut changes = self.engine.subscribe();
-        // Its end comes from its driver, without a read of the store.
-        let ended = self.engine.wait(id);
-        tokio::pin!(ended);
-        loop {
-            let rec = self
-                .store
-                .run(id)
-                .await
-                .map_err(ToolError::internal)?
-                .ok_or_else(|| ToolError::internal(format!("run {id} disappeared from the store")))?;
-            if let Some(p) = &progress {
-                let done = rec.steps.iter().filter(|s| s.state.is_terminal()).count();
-                if reported != Some(done) {
-                    reported = Some(done);
-                    let running: Vec<&str> = rec
-                        .steps
-                        .iter()
-                        .filter(|s| !s.state.is_terminal() && s.started_at.is_some())
-                        .map(|s| s.name.as_str())
-                        .collect();
-                    let message = if running.is_empty() {
-                        format!("{done}/{} steps finished; run {}", rec.steps.len(), rec.state)
-                    } else {
-                        format!("{done}/{} steps finished; running: {}", rec.steps.len(), running.join(", "))
-                    };
-                    let param = ProgressNotificationParam::new(p.token.clone(), done as f64)
-                        .with_total(rec.steps.len() as f64)
-                        .with_message(message);
-                    // A client that went away misses progress, nothing else.
-                    let _ = p.peer.notify_progress(param).await;
-                }
-            }
-            let finished =
-                rec.state.is_terminal() || matches!(rec.state, RunState::InputRequired | RunState::AuthRequired);
-            if finished || Instant::now() >= until {
-                return Ok(rec);
-            }
-            let left = until.saturating_duration_since(Instant::now());
-            // With progress to report, every change of the run counts;
-            // otherwise only its state (ended, or waiting for input).
-            let changed = async {
-                let heard = if progress.is_some() { changes.of_run(id).await } else { changes.of_run_state(id).await };
-                if !heard {
-                    // The engine is gone: nothing will be pushed.
-                    std::future::pending::<()>().await;
-                }
-            };
-            tokio::select! {
-                r = &mut ended, if progress.is_none() => return r.map_err(ToolError::internal),
-                _ = changed => {}
-                _ = tokio::time::sleep(FALLBACK_POLL.min(left)) => {}
-                _ = canceled.cancelled() => return Ok(rec),
-            }
-        }
-    }
-
-    /// Starts a run of `doc` and waits up to `wait_ms` for it, asking the
-    /// client for input the run waits for (when it can be asked).
+    /// Starts a run of `source` and waits up to `wait_ms` for it, asking
+    /// the client for input the run waits for (when it can be asked).
     pub async fn start_and_wait(
         self: &Arc<Self>,
-        doc: Value,
+        source: Source,
         input: Value,
         opts: RunOptions,
         wait_ms: u64,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<Outcome, ToolError> {
-        let id = self.start_run(doc, input, opts).await?;
+        // Subscribed before the run exists: no change of it goes unheard.
+        let changes = self.engine.subscribe();
+        let (id, end) = self.start_run(source, input, opts).await?;
         if wait_ms == 0 {
             let rec = self.load_run(id.as_str()).await?;
             return Ok(Outcome::Run(RunStartOut::of(&rec)));
         }
-        self.wait_answering(&id, Duration::from_millis(wait_ms.min(MAX_WAIT_MS)), ctx).await
+        self.wait_answering(&id, Duration::from_millis(wait_ms.min(MAX_WAIT_MS)), Fresh { changes, end }, ctx).await
     }
 }
 
@@ -311,7 +251,7 @@ impl WeftServer {
             let wait = Duration::from_millis(p.wait_ms.unwrap_or(0).clamp(1, MAX_WAIT_MS));
             return Ok(self.core.resume_answering(&state, responses, wait, &ctx).await?.into());
         }
-        let (doc, mut opts) = match (p.template, p.definition) {
+        let (source, mut opts) = match (p.template, p.definition) {
             (Some(_), Some(_)) => {
                 return Err(ToolError::new("both `template` and `definition` are given")
                     .fix("give `template` to run a saved template, or `definition` to run an inline one, not both"));
@@ -330,12 +270,12 @@ impl WeftServer {
                     .fix("template_list shows the saved templates")
                 })?;
                 let opts = RunOptions {
-                    template: Some(t.name),
+                    template: Some(t.name.clone()),
                     version: Some(t.version),
                     presets: p.presets.clone().into_iter().collect(),
                     ..Default::default()
                 };
-                (t.definition, opts)
+                (Source::Saved(t), opts)
             }
             (None, Some(def)) => {
                 if p.version.is_some() {
@@ -343,7 +283,8 @@ impl WeftServer {
                         .fix("leave `version` out when running an inline `definition`"));
                 }
                 let opts = RunOptions { presets: p.presets.clone().into_iter().collect(), ..Default::default() };
-                (prepare::capped_definition_doc(def, self.core.settings.caps().max_definition_bytes)?, opts)
+                let doc = prepare::capped_definition_doc(def, self.core.settings.caps().max_definition_bytes)?;
+                (Source::Client(doc), opts)
             }
         };
         if let Some(key) = p.concurrency_key {
@@ -353,12 +294,17 @@ impl WeftServer {
             }
             opts.concurrency_key = Some(key);
         }
-        let mut doc = doc;
+        let mut source = source;
         if let Some(fuel) = p.run_fuel {
             if fuel == 0 {
                 return Err(ToolError::new("`run_fuel` is 0")
                     .fix("give a budget of at least 1 fuel unit, or leave `run_fuel` out for no budget"));
             }
+            let doc = match &mut source {
+                Source::Saved(t) => &mut t.definition,
+                Source::Client(doc) => doc,
+                Source::File(_) | Source::Template(_) => unreachable!("run_start loads no file or template by name"),
+            };
             if let Some(def) = doc.as_object_mut() {
                 let limits = def.entry("limits").or_insert_with(|| Value::Object(Default::default()));
                 if let Some(l) = limits.as_object_mut() {
@@ -367,7 +313,7 @@ impl WeftServer {
             }
         }
         let input = p.input.unwrap_or_else(|| Value::Object(Default::default()));
-        Ok(self.core.start_and_wait(doc, input, opts, p.wait_ms.unwrap_or(0), &ctx).await?.into())
+        Ok(self.core.start_and_wait(source, input, opts, p.wait_ms.unwrap_or(0), &ctx).await?.into())
     }
 
     #[tool(

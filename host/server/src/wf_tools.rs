@@ -16,6 +16,7 @@ use rmcp::model::{CallToolResponse, CreateTaskResult, JsonObject, Tool, ToolAnno
 use rmcp::task_manager::TaskOptions;
 use serde_json::Value;
 use weft_engine::{RunOptions, Store};
+use weft_runtime::pipeline::Source;
 
 use super::Core;
 use super::elicit::{self, Outcome};
@@ -144,8 +145,8 @@ async fn start_template(
     tool: &str,
     arguments: JsonObject,
 ) -> Result<weft_engine::RunId, ToolError> {
-    let (definition, opts) = template_of(core, tools, tool).await?;
-    core.start_run(definition, Value::Object(arguments), opts).await
+    let (saved, opts) = template_of(core, tools, tool).await?;
+    Ok(core.start_run(saved, Value::Object(arguments), opts).await?.0)
 }
 
 async fn run_template(
@@ -155,13 +156,13 @@ async fn run_template(
     arguments: JsonObject,
     call: &SourceCall,
 ) -> Result<Outcome, ToolError> {
-    let (definition, opts) = template_of(core, tools, tool).await?;
-    core.start_and_wait(definition, Value::Object(arguments), opts, MAX_WAIT_MS, &call.context).await
+    let (saved, opts) = template_of(core, tools, tool).await?;
+    core.start_and_wait(saved, Value::Object(arguments), opts, MAX_WAIT_MS, &call.context).await
 }
 
-/// The latest definition of the template behind tool `tool`, and the run
+/// The latest version of the template behind tool `tool`, and the run
 /// options naming it.
-async fn template_of(core: &Arc<Core>, tools: &TemplateTools, tool: &str) -> Result<(Value, RunOptions), ToolError> {
+async fn template_of(core: &Arc<Core>, tools: &TemplateTools, tool: &str) -> Result<(Source, RunOptions), ToolError> {
     // The tool name maps to a template name; list again if this session
     // has not seen the tool yet (saved by another session).
     let known =
@@ -181,7 +182,7 @@ async fn template_of(core: &Arc<Core>, tools: &TemplateTools, tool: &str) -> Res
         ToolError::new(format!("template `{name}` was deleted")).fix("template_list shows the saved templates")
     })?;
     let opts = RunOptions { template: Some(t.name.clone()), version: Some(t.version), ..Default::default() };
-    Ok((t.definition, opts))
+    Ok((Source::Saved(t), opts))
 }
 
 #[cfg(test)]

@@ -119,7 +119,7 @@ impl Engine {
         let Some(h) = runs.hibernated.get_mut(id) else { return };
         // This task is ending: no need to abort it.
         h.timer = None;
-        self.start_locked(&mut runs, id, None);
+        let _ = self.start_locked(&mut runs, id, None);
     }
 
     /// The mailbox of a driven run; a run hibernated here is woken first.
@@ -127,7 +127,7 @@ impl Engine {
     pub(super) fn mailbox(&self, run: &RunId) -> Option<tokio::sync::mpsc::UnboundedSender<super::mail::Mail>> {
         let mut runs = self.sh.active.lock().unwrap();
         if runs.hibernated.contains_key(run) {
-            self.start_locked(&mut runs, run, None);
+            let _ = self.start_locked(&mut runs, run, None);
         }
         // A closed mailbox: the driver ended (the run ended or failed to
         // load) and its entry is about to go; the store answers.

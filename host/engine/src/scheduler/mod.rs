@@ -162,6 +162,25 @@ pub trait Planner: Send + Sync + 'static {
     fn prepare(&self, definition: Value) -> Result<Value, String>;
 }
 
+/// A driver's end: `true` once it stopped, and the record it kept if it
+/// ended the run.
+type EndWatch = (watch::Receiver<bool>, Arc<std::sync::OnceLock<RunRecord>>);
+
+/// The end of a run, watched since [`Engine::submit_watched`] started it
+/// (see [`Engine::ended`]).
+pub struct RunEnd {
+    id: RunId,
+    watch: Option<EndWatch>,
+}
+
+impl RunEnd {
+    /// The end of a run started elsewhere: [`Engine::ended`] waits as
+    /// [`Engine::wait`] does.
+    pub fn of(id: RunId) -> RunEnd {
+        RunEnd { id, watch: None }
+    }
+}
+
 /// A run driven by a task of this engine.
 struct Active {
     generation: u64,
@@ -355,6 +374,18 @@ impl Engine {
         input: Value,
         opts: RunOptions,
     ) -> Result<RunId, EngineError> {
+        Ok(self.submit_watched(def, input, opts).await?.0)
+    }
+
+    /// [`Engine::submit_shared`], with the run's end watched from before
+    /// its driver started: [`Engine::ended`] gives the record the driver
+    /// committed without a read of the store, however soon the run ends.
+    pub async fn submit_watched(
+        &self,
+        def: Arc<Definition>,
+        input: Value,
+        opts: RunOptions,
+    ) -> Result<(RunId, RunEnd), EngineError> {
         let (id, batch, def) = self.run_batch_shared(&def, input, opts).await?;
         // The driver starts from the record the batch writes instead of
         // reading it back (a read transaction per run saved); a run with
@@ -366,52 +397,67 @@ impl Engine {
         if known.rec.as_ref().is_some_and(|r| r.concurrency_key.is_none()) {
             let (done, created) = tokio::sync::oneshot::channel();
             known.create = Some(driver::Creation { batch, done });
-            if !self.start_creating(&id, known) {
+            let Some(watch) = self.start_creating(&id, known) else {
                 // Driven or hibernated here (or being created): it exists.
                 return Err(StoreError::Conflict(format!("run {id} exists")).into());
-            }
+            };
             return match created.await {
-                Ok(r) => r.map(|()| id).map_err(EngineError::from),
+                Ok(r) => r.map(|()| (id.clone(), RunEnd { id, watch: Some(watch) })).map_err(EngineError::from),
                 Err(_) => Err(EngineError::Plan("the run could not start; nothing was stored".into())),
             };
         }
         self.sh.commit(batch).await?;
-        self.start_with(&id, Some(known));
-        Ok(id)
+        let watch = self.start_with(&id, Some(known));
+        Ok((id.clone(), RunEnd { id, watch }))
+    }
+
+    /// The record of a run [`Engine::submit_watched`] started, once it
+    /// ended (as [`Engine::wait`]).
+    pub async fn ended(&self, end: &mut RunEnd) -> Result<RunRecord, EngineError> {
+        if let Some((done, ended)) = &mut end.watch {
+            if done.wait_for(|v| *v).await.is_ok()
+                && let Some(r) = ended.get()
+            {
+                return Ok(r.clone());
+            }
+            // It hibernated (waits for something outside it), or its
+            // driver stopped: wait as anyone would.
+            end.watch = None;
+        }
+        self.wait(&end.id).await
     }
 
     /// Start the driver that creates a run, unless a run of that id is
     /// driven or hibernated here (false).
-    fn start_creating(&self, id: &RunId, known: driver::Known) -> bool {
+    fn start_creating(&self, id: &RunId, known: driver::Known) -> Option<EndWatch> {
         let mut runs = self.sh.active.lock().unwrap();
         if runs.hibernated.contains_key(id) || runs.driven.get(id).is_some_and(|a| !*a.done.borrow()) {
-            return false;
+            return None;
         }
-        self.start_locked(&mut runs, id, Some(known));
-        true
+        Some(self.start_locked(&mut runs, id, Some(known)))
     }
 
     /// Start driving a stored run (no-op when it is already driven, or
     /// hibernated here: outside input or its timer wakes it).
     pub fn start(&self, id: &RunId) {
-        self.start_with(id, None);
+        let _ = self.start_with(id, None);
     }
 
-    fn start_with(&self, id: &RunId, def: Option<driver::Known>) {
+    fn start_with(&self, id: &RunId, def: Option<driver::Known>) -> Option<EndWatch> {
         let mut runs = self.sh.active.lock().unwrap();
         if runs.hibernated.contains_key(id) {
-            return;
+            return None;
         }
-        self.start_locked(&mut runs, id, def);
+        Some(self.start_locked(&mut runs, id, def))
     }
 
     /// Starts a driver unless one runs; a hibernated run wakes. Called
-    /// with the `active` lock held.
-    fn start_locked(&self, runs: &mut hibernate::Runs, id: &RunId, def: Option<driver::Known>) {
+    /// with the `active` lock held. Returns a watch of the driver's end.
+    fn start_locked(&self, runs: &mut hibernate::Runs, id: &RunId, def: Option<driver::Known>) -> EndWatch {
         if let Some(a) = runs.driven.get(id)
             && !*a.done.borrow()
         {
-            return;
+            return (a.done.clone(), a.ended.clone());
         }
         // Dropping the entry aborts its timer and wakes its waiters.
         runs.hibernated.remove(id);
@@ -439,7 +485,9 @@ impl Engine {
             }
             let _ = tx.send(true);
         });
+        let watch = (rx.clone(), ended.clone());
         runs.driven.insert(id.clone(), Active { generation, mail: mail_tx, parked, cancel, done: rx, ended, task });
+        watch
     }
 
     /// After a restart: drive every unfinished run. Running attempts of the
@@ -502,7 +550,7 @@ impl Engine {
             let driven = {
                 let mut runs = self.sh.active.lock().unwrap();
                 if runs.hibernated.contains_key(id) {
-                    self.start_locked(&mut runs, id, None);
+                    let _ = self.start_locked(&mut runs, id, None);
                 }
                 // Fired under the lock: a driver deciding to hibernate sees it.
                 runs.driven.get(id).filter(|a| !*a.done.borrow()).map(|a| {

@@ -16,7 +16,7 @@ use weft_engine::store::RunFilter;
 use weft_engine::view::RunView;
 use weft_engine::{RunId, RunOptions, RunRecord, RunState, SignalAnswer, StepState, Store};
 use weft_model::EdgeOn;
-use weft_runtime::pipeline::{Refused, Source};
+use weft_runtime::pipeline::Source;
 
 use super::{ApiError, Body};
 use crate::Core;
@@ -147,15 +147,7 @@ pub(super) async fn start(State(core): State<Arc<Core>>, Body(b): Body<StartBody
                 .at("/template")
                 .hint("GET /api/v1/templates lists the saved templates")
             })?;
-            let (tname, version) = (t.name.clone(), t.version);
-            let mut loaded = core.pipeline.load(Source::Client(t.definition)).await.map_err(|r| match r {
-                Refused::Definition(invalid) => {
-                    ApiError::refused(Refused::Template { name: tname.clone(), version, problems: invalid.problems })
-                }
-                other => ApiError::refused(other),
-            })?;
-            loaded.template = Some((tname, version));
-            loaded
+            core.pipeline.load(Source::Saved(t)).await.map_err(ApiError::refused)?
         }
         (None, Some(def)) => {
             if b.version.is_some() {
@@ -173,7 +165,7 @@ pub(super) async fn start(State(core): State<Arc<Core>>, Body(b): Body<StartBody
     let p = core.pipeline.prepare(loaded, input, opts).await.map_err(ApiError::refused)?;
     // Subscribed before the run exists: no change of it goes unheard.
     let changes = core.engine.subscribe();
-    let id = core.engine.submit(&p.plan, p.input, p.opts).await.map_err(|e| match e {
+    let (id, end) = core.engine.submit_watched(p.plan.clone(), p.input, p.opts).await.map_err(|e| match e {
         weft_engine::EngineError::Invalid(problems) => {
             ApiError::invalid("the run was refused").with_problems("/input", &problems.0)
         }
@@ -181,7 +173,9 @@ pub(super) async fn start(State(core): State<Arc<Core>>, Body(b): Body<StartBody
     })?;
     let wait = b.wait_ms.unwrap_or(0).min(MAX_WAIT_MS);
     let rec = if wait > 0 {
-        until_settled(&core, &id, Duration::from_millis(wait), changes).await?
+        let never = tokio_util::sync::CancellationToken::new();
+        let fresh = crate::settle::Fresh { changes, end };
+        core.settle(&id, Duration::from_millis(wait), Some(fresh), None, &never).await.map_err(ApiError::internal)?
     } else {
         load(&core, id.as_str()).await?
     };
@@ -199,44 +193,6 @@ pub(super) fn capped(core: &Core, def: Value) -> Result<Value, ApiError> {
             .at("/definition")
     })?;
     Ok(def)
-}
-
-/// The run once it ended or waits for input, or as it is after `wait`.
-/// Its end comes from its driver (no read of the store); a change of its
-/// state (pushed by the engine) is read to see whether it waits for input.
-async fn until_settled(
-    core: &Core,
-    id: &RunId,
-    wait: Duration,
-    mut changes: weft_engine::Changes,
-) -> Result<RunRecord, ApiError> {
-    let deadline = tokio::time::Instant::now() + wait;
-    let ended = core.engine.wait(id);
-    tokio::pin!(ended);
-    let settled =
-        |r: &RunRecord| r.state.is_terminal() || matches!(r.state, RunState::InputRequired | RunState::AuthRequired);
-    loop {
-        let look = deadline.min(tokio::time::Instant::now() + crate::tools_runs::FALLBACK_POLL);
-        tokio::select! {
-            r = &mut ended => return r.map_err(ApiError::internal),
-            heard = changes.of_run_state(id) => {
-                if !heard {
-                    // The engine is gone: nothing more will be pushed.
-                    return load(core, id.as_str()).await;
-                }
-                let rec = load(core, id.as_str()).await?;
-                if settled(&rec) {
-                    return Ok(rec);
-                }
-            }
-            _ = tokio::time::sleep_until(look) => {
-                let rec = load(core, id.as_str()).await?;
-                if settled(&rec) || tokio::time::Instant::now() >= deadline {
-                    return Ok(rec);
-                }
-            }
-        }
-    }
 }
 
 pub(super) async fn cancel(State(core): State<Arc<Core>>, Path(id): Path<String>) -> Result<Json<RunView>, ApiError> {
