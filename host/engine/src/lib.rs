@@ -12,6 +12,8 @@
 pub mod cancel;
 pub mod caps;
 pub mod clock;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod error;
 pub mod ids;
 pub mod memstore;
@@ -24,6 +26,7 @@ pub mod runner;
 pub mod scheduler;
 pub mod state;
 pub mod store;
+pub mod stored;
 pub mod view;
 
 pub use cancel::CancelToken;

@@ -132,10 +132,7 @@ fn apply_global(
     let conflict = |m: String| Err(StoreError::Conflict(m));
     match w {
         Write::InboxPut(m) => {
-            let event_id = |k: &InboxKind| match k {
-                InboxKind::Event { id, .. } => Some(id.clone()),
-                InboxKind::Signal { .. } => None,
-            };
+            let event_id = |k: &InboxKind| k.event_id().map(str::to_string);
             if inbox.iter().any(|x| x.id == m.id) {
                 return conflict(format!("inbox message {} exists", m.id));
             }
@@ -499,6 +496,66 @@ impl Store for MemStore {
     ) -> Result<Option<(crate::store::ArtifactRecord, Vec<u8>)>, StoreError> {
         let inner = self.inner.lock().unwrap();
         Ok(inner.artifacts.get(run).and_then(|m| m.get(name)).map(|(a, d)| (a.clone(), d.to_vec())))
+    }
+
+    async fn finished_before(
+        &self,
+        before_ms: i64,
+        state: Option<crate::state::RunState>,
+        limit: usize,
+    ) -> Result<Vec<RunId>, StoreError> {
+        let inner = self.inner.lock().unwrap();
+        let mut ended: Vec<(i64, RunId)> = inner
+            .runs
+            .values()
+            .filter(|r| r.state.is_terminal() && r.updated_at < before_ms && state.is_none_or(|s| s == r.state))
+            .map(|r| (r.updated_at, r.id.clone()))
+            .collect();
+        ended.sort();
+        Ok(ended.into_iter().take(limit).map(|(_, id)| id).collect())
+    }
+
+    async fn delete_runs(&self, ids: &[RunId]) -> Result<Vec<RunId>, StoreError> {
+        let mut inner = self.inner.lock().unwrap();
+        let mut deleted = vec![];
+        for id in ids {
+            if inner.runs.get(id).is_some_and(|r| r.state.is_terminal()) {
+                inner.runs.remove(id);
+                inner.events.remove(id);
+                inner.artifacts.remove(id);
+                inner.inbox.retain(|m| m.kind.run() != Some(id));
+                deleted.push(id.clone());
+            }
+        }
+        Ok(deleted)
+    }
+
+    async fn template_versions(&self, name: &str) -> Result<Vec<TemplateRecord>, StoreError> {
+        Ok(self.inner.lock().unwrap().templates.get(name).cloned().unwrap_or_default())
+    }
+
+    async fn import_run(&self, e: RunExport) -> Result<(), StoreError> {
+        let mut inner = self.inner.lock().unwrap();
+        let id = e.run.id.clone();
+        if inner.runs.contains_key(&id) {
+            return Err(StoreError::Conflict(format!("run {id} exists")));
+        }
+        inner.events.insert(id.clone(), e.events);
+        let arts = e.artifacts.into_iter().map(|(a, d)| (a.name.clone(), (a, std::sync::Arc::from(d)))).collect();
+        inner.artifacts.insert(id.clone(), arts);
+        inner.runs.insert(id, e.run);
+        Ok(())
+    }
+
+    async fn import_template(&self, t: TemplateRecord) -> Result<(), StoreError> {
+        let mut inner = self.inner.lock().unwrap();
+        let versions = inner.templates.entry(t.name.clone()).or_default();
+        if versions.iter().any(|v| v.version == t.version) {
+            return Err(StoreError::Conflict(format!("template {} version {} exists", t.name, t.version)));
+        }
+        versions.push(t);
+        versions.sort_by_key(|v| v.version);
+        Ok(())
     }
 }
 

@@ -86,6 +86,43 @@ pub enum InboxKind {
         #[serde(rename = "event_id")]
         id: String,
     },
+    /// Cancel `run`: left for the worker that drives it (a store shared by
+    /// many workers; see [`crate::store::Store::claim_run`]).
+    Cancel { run: RunId },
+    /// Hand the event `event` (its data is the message's) to the wait of
+    /// `step` in `run`: what an event becomes for a run another worker
+    /// drives. The answer is whether the wait took it.
+    Deliver { run: RunId, step: String, event: String },
+}
+
+impl InboxKind {
+    /// The run a message is for (`None` for an event: it goes to every
+    /// matching wait). On a store shared by many workers, the worker that
+    /// drives that run handles the message.
+    pub fn run(&self) -> Option<&RunId> {
+        match self {
+            InboxKind::Signal { run, .. } | InboxKind::Cancel { run } | InboxKind::Deliver { run, .. } => Some(run),
+            InboxKind::Event { .. } => None,
+        }
+    }
+
+    /// The kind's name, as stored.
+    pub fn name(&self) -> &'static str {
+        match self {
+            InboxKind::Signal { .. } => "signal",
+            InboxKind::Event { .. } => "event",
+            InboxKind::Cancel { .. } => "cancel",
+            InboxKind::Deliver { .. } => "deliver",
+        }
+    }
+
+    /// An event's id (unique among events).
+    pub fn event_id(&self) -> Option<&str> {
+        match self {
+            InboxKind::Event { id, .. } => Some(id),
+            _ => None,
+        }
+    }
 }
 
 /// A message to the store's owner, with its answer once handled.

@@ -366,6 +366,12 @@ pub enum StoreError {
     SchemaTooNew { found: u32, supported: u32 },
     #[error("the store is closed")]
     Closed,
+    /// On a store shared by many workers: this worker's lease ran out (it
+    /// was paused or cut off) and another worker may drive its runs now, or
+    /// the run written belongs to another worker. Nothing of the batch was
+    /// applied; the run must be left to its owner.
+    #[error("fenced: {0}")]
+    Fenced(String),
     /// Anything else the database reported (not retryable).
     #[error("store error: {0}")]
     Other(String),
@@ -376,6 +382,15 @@ impl StoreError {
     pub fn is_retryable(&self) -> bool {
         matches!(self, StoreError::Busy(_) | StoreError::Io(_))
     }
+}
+
+/// Everything stored of one run, to copy it to another store (`weft store
+/// copy`): its record, its whole event log and its artifacts' bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunExport {
+    pub run: RunRecord,
+    pub events: Vec<EventRecord>,
+    pub artifacts: Vec<(ArtifactRecord, Vec<u8>)>,
 }
 
 /// Waits for commits of other processes to the same store (see
@@ -454,4 +469,91 @@ pub trait Store: Send + Sync + 'static {
 
     /// One artifact of a run and its bytes.
     async fn artifact(&self, run: &RunId, name: &str) -> Result<Option<(ArtifactRecord, Vec<u8>)>, StoreError>;
+
+    // ---- who drives which run ---------------------------------------------
+    //
+    // A store that one process owns whole (SQLite: its scheduler lock) lets
+    // that process drive every run: the defaults below. A store shared by
+    // many workers (PostgreSQL) gives each run an owner, a worker holding a
+    // lease it renews; a batch writing a run another worker owns, or written
+    // after this worker's lease ran out, is refused ([`StoreError::Fenced`]).
+
+    /// Whether many processes drive this store's runs, each its own (see
+    /// above): then cancels and signals for a run go to its owner.
+    fn is_shared(&self) -> bool {
+        false
+    }
+
+    /// Takes run `id` for this process before it drives it: `false` when a
+    /// live worker owns it (leave it alone).
+    async fn claim_run(&self, _id: &RunId) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+
+    /// Runs this process should drive: the unfinished runs of a store it
+    /// owns whole; on a shared store, at most `limit` runs nobody drives
+    /// (created by a client, given back, or whose worker's lease ran out),
+    /// now this worker's, with the runs it already owns.
+    async fn claim_runs(&self, _limit: usize) -> Result<Vec<RunId>, StoreError> {
+        self.unfinished_runs().await
+    }
+
+    /// Gives runs back for any worker to take (a worker shutting down).
+    async fn release_runs(&self, _ids: &[RunId]) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    // ---- retention -----------------------------------------------------------
+
+    /// How many runs match `filter` (its `limit` and `before` apply).
+    async fn count_runs(&self, filter: &RunFilter) -> Result<u64, StoreError> {
+        Ok(self.list_runs(&RunFilter { limit: None, ..filter.clone() }).await?.len() as u64)
+    }
+
+    /// Finished runs that ended before `before_ms` (in `state` when given),
+    /// oldest first, at most `limit`.
+    async fn finished_before(
+        &self,
+        before_ms: i64,
+        state: Option<RunState>,
+        limit: usize,
+    ) -> Result<Vec<RunId>, StoreError>;
+
+    /// Deletes finished runs with everything stored of them (steps,
+    /// attempts, events, waits, artifacts, their messages); an unfinished
+    /// or unknown run is left out. Returns the runs deleted.
+    async fn delete_runs(&self, ids: &[RunId]) -> Result<Vec<RunId>, StoreError>;
+
+    // ---- copying a store -------------------------------------------------
+
+    /// Every version of a template, oldest first.
+    async fn template_versions(&self, name: &str) -> Result<Vec<TemplateRecord>, StoreError>;
+
+    /// Everything stored of a run.
+    async fn export_run(&self, id: &RunId) -> Result<Option<RunExport>, StoreError> {
+        let Some(run) = self.run(id).await? else { return Ok(None) };
+        let mut events = vec![];
+        loop {
+            let after = events.last().map(|e: &EventRecord| e.seq).unwrap_or(Seq::ZERO);
+            let page = self.events_after(id, after, 10_000).await?;
+            if page.is_empty() {
+                break;
+            }
+            events.extend(page);
+        }
+        let mut artifacts = vec![];
+        for a in &run.artifacts {
+            if let Some(x) = self.artifact(id, &a.name).await? {
+                artifacts.push(x);
+            }
+        }
+        Ok(Some(RunExport { run, events, artifacts }))
+    }
+
+    /// Stores a run exported from another store as it was (refused when a
+    /// run of its id exists).
+    async fn import_run(&self, run: RunExport) -> Result<(), StoreError>;
+
+    /// Stores a template version as it was (refused when it exists).
+    async fn import_template(&self, t: TemplateRecord) -> Result<(), StoreError>;
 }

@@ -16,6 +16,7 @@
 
 mod checkpoint;
 mod lock;
+mod manage;
 mod outside;
 mod read;
 mod schema;
@@ -370,6 +371,43 @@ impl Store for SqliteStore {
         name: &str,
     ) -> Result<Option<(weft_engine::store::ArtifactRecord, Vec<u8>)>, StoreError> {
         self.read(|c| read::artifact(c, run, name))
+    }
+
+    async fn finished_before(
+        &self,
+        before_ms: i64,
+        state: Option<weft_engine::RunState>,
+        limit: usize,
+    ) -> Result<Vec<RunId>, StoreError> {
+        self.read(|c| manage::finished_before(c, before_ms, state, limit))
+    }
+
+    async fn delete_runs(&self, ids: &[RunId]) -> Result<Vec<RunId>, StoreError> {
+        // The finished ones (a run never leaves a terminal state).
+        let mut finished = vec![];
+        for id in ids {
+            if let Some(r) = self.read(|c| read::run_state(c, id))?
+                && r.is_terminal()
+            {
+                finished.push(id.clone());
+            }
+        }
+        if !finished.is_empty() {
+            self.send(Op::DeleteRuns(finished.clone())).await?;
+        }
+        Ok(finished)
+    }
+
+    async fn template_versions(&self, name: &str) -> Result<Vec<weft_engine::store::TemplateRecord>, StoreError> {
+        self.read(|c| manage::template_versions(c, name))
+    }
+
+    async fn import_run(&self, run: weft_engine::store::RunExport) -> Result<(), StoreError> {
+        self.send(Op::ImportRun(Box::new(run))).await.map(|_| ())
+    }
+
+    async fn import_template(&self, t: weft_engine::store::TemplateRecord) -> Result<(), StoreError> {
+        self.send(Op::ImportTemplate(t)).await.map(|_| ())
     }
 }
 

@@ -6,7 +6,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 use weft_engine::RunId;
 use weft_engine::StoreError;
-use weft_engine::store::{InboxKind, InboxRecord, ScheduleRecord, WaitKind, WaitRecord, Write};
+use weft_engine::store::{InboxRecord, ScheduleRecord, WaitKind, WaitRecord, Write};
 
 use crate::map_err;
 
@@ -51,10 +51,7 @@ pub(crate) fn apply(c: &Connection, w: &Write) -> Result<bool, StoreError> {
                 .map_err(map_err)?;
         }
         Write::InboxPut(m) => {
-            let (kind, event_id) = match &m.kind {
-                InboxKind::Signal { .. } => ("signal", None),
-                InboxKind::Event { id, .. } => ("event", Some(id.as_str())),
-            };
+            let (kind, event_id) = (m.kind.name(), m.kind.event_id());
             let n = c
                 .prepare_cached(
                     "INSERT OR IGNORE INTO inbox (id, kind, event_id, body, at) VALUES (?1, ?2, ?3, ?4, ?5)",

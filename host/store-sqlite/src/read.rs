@@ -11,40 +11,7 @@ fn corrupt(what: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(what.to_string())
 }
 
-/// Nesting past which a stored value is taken for damage, not data (what
-/// weft writes nests at most `weft_engine::caps::MAX_DEPTH` plus a few).
-const READ_DEPTH: usize = 1000;
-
-/// A stored JSON value. serde_json's 128-level default would make a value
-/// written before the depth cap (a guest's 127-deep output, wrapped once
-/// more) unreadable for good, and with it `runs show` and the run's
-/// driver; the depth is checked here instead, without recursion.
-pub(crate) fn value(s: &str) -> Result<Value, StoreError> {
-    let (mut depth, mut max, mut in_str, mut esc) = (0usize, 0usize, false, false);
-    for b in s.bytes() {
-        match (in_str, esc, b) {
-            (true, true, _) => esc = false,
-            (true, false, b'\\') => esc = true,
-            (true, false, b'"') => in_str = false,
-            (true, ..) => {}
-            (false, _, b'"') => in_str = true,
-            (false, _, b'[' | b'{') => {
-                depth += 1;
-                max = max.max(depth);
-            }
-            (false, _, b']' | b'}') => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    if max > READ_DEPTH {
-        return Err(corrupt(format!("a stored value nests {max} levels deep (more than {READ_DEPTH})")));
-    }
-    let mut de = serde_json::Deserializer::from_str(s);
-    de.disable_recursion_limit();
-    let v = serde::Deserialize::deserialize(&mut de).map_err(corrupt)?;
-    de.end().map_err(corrupt)?;
-    Ok(v)
-}
+pub(crate) use weft_engine::stored::value;
 
 fn json(s: Option<String>) -> Result<Option<Value>, StoreError> {
     s.map(|s| value(&s)).transpose()
@@ -237,6 +204,15 @@ pub fn run(c: &Connection, run_id: &RunId) -> Result<Option<RunRecord>, StoreErr
         waits: crate::outside::run_waits(c, run_id)?,
         artifacts: artifacts(c, run_id)?,
     }))
+}
+
+/// A run's state, or `None` when there is no such run.
+pub fn run_state(c: &Connection, run: &RunId) -> Result<Option<weft_engine::RunState>, StoreError> {
+    let s: Option<String> = c
+        .prepare_cached("SELECT state FROM runs WHERE id = ?1")
+        .and_then(|mut s| s.query_row([run.as_str()], |r| r.get(0)).optional())
+        .map_err(map_err)?;
+    s.map(parse).transpose()
 }
 
 pub fn list_runs(c: &Connection, f: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
@@ -449,19 +425,4 @@ fn artifact_rows(
             })
         })
         .collect()
-}
-
-#[cfg(test)]
-mod depth_tests {
-    /// A value nested past serde_json's default 128 levels (written before
-    /// the depth cap) still reads; damage past `READ_DEPTH` is reported.
-    #[test]
-    fn deep_values_read_back_and_damage_is_reported() {
-        let nest = |n: usize| format!("{}\"[{{\"{}", "[".repeat(n), "]".repeat(n));
-        let v = super::value(&nest(200)).unwrap();
-        assert!(v.is_array());
-        let e = super::value(&nest(5000)).unwrap_err();
-        assert!(e.to_string().contains("5000 levels"), "{e}");
-        assert!(super::value("{\"a\": 1} x").is_err(), "trailing data");
-    }
 }

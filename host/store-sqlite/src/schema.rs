@@ -174,6 +174,11 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX artifacts_blob ON artifacts(sha256);
     "#,
+    // 9: retention. Finished runs by the time they ended (`weft runs
+    // prune`, the reaper): a page written as each run ends.
+    r#"
+    CREATE INDEX runs_ended ON runs(updated_at) WHERE state IN ('completed', 'failed', 'canceled', 'rejected');
+    "#,
 ];
 
 /// The schema version this build writes.

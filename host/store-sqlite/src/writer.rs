@@ -31,8 +31,18 @@ use crate::{map_err, opt_json};
 /// Work for the writer.
 pub(crate) enum Op {
     Batch(Arc<Batch>),
-    SaveTemplate { name: String, definition: Value, at: i64 },
-    DeleteTemplate { name: String },
+    SaveTemplate {
+        name: String,
+        definition: Value,
+        at: i64,
+    },
+    DeleteTemplate {
+        name: String,
+    },
+    /// Finished runs to delete (see `manage`): answers how many went.
+    DeleteRuns(Vec<weft_engine::RunId>),
+    ImportRun(Box<weft_engine::store::RunExport>),
+    ImportTemplate(weft_engine::store::TemplateRecord),
 }
 
 pub(crate) struct Msg {
@@ -261,6 +271,9 @@ fn apply_op(c: &Connection, op: &Op) -> Result<u32, StoreError> {
             let n = c.execute("DELETE FROM templates WHERE name = ?1", [name]).map_err(map_err)?;
             Ok(n as u32)
         }
+        Op::DeleteRuns(ids) => crate::manage::delete_runs(c, ids),
+        Op::ImportRun(e) => crate::manage::import_run(c, e).map(|()| 0),
+        Op::ImportTemplate(t) => crate::manage::import_template(c, t).map(|()| 0),
     }
 }
 

@@ -225,6 +225,19 @@ impl Engine {
                 InboxKind::Event { .. } => {
                     self.handle_event(&m).await?;
                 }
+                InboxKind::Cancel { run } => {
+                    let answer = match self.cancel(run).await {
+                        Ok(r) => json!({"state": r.state}),
+                        Err(EngineError::NotFound(_)) => json!({"error": format!("no run {run}")}),
+                        Err(EngineError::Store(e)) => return Err(e.into()),
+                        Err(e) => json!({"error": e.to_string()}),
+                    };
+                    answer_once(&self.sh, &m.id, &answer).await?;
+                }
+                InboxKind::Deliver { run, step, event } => {
+                    let took = self.deliver_event(run, step, event, &m.data).await?;
+                    answer_once(&self.sh, &m.id, &took).await?;
+                }
             }
         }
         Ok(n)

@@ -1,0 +1,99 @@
+//! Waits, the inbox, schedules and run queues.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::*;
+use crate::MemStore;
+
+/// Waits, the inbox, schedules and run queues behave alike in SQLite and
+/// in the MemStore reference.
+pub async fn waits_inbox_schedules_and_queues_agree_with_the_reference(store: Arc<dyn Store>) {
+    let sql = &*store;
+    let mem = MemStore::new();
+    let (a, b) = (rid(1), rid(2));
+    let wait = |run: &RunId, step: &str, kind: WaitKind| {
+        Write::OpenWait(WaitRecord { run: run.clone(), step: step.into(), kind, until: Some(5), since: 1 })
+    };
+    let ev = |m: serde_json::Map<String, Value>| WaitKind::Event { event: "reply".into(), matches: m };
+    let mut m = serde_json::Map::new();
+    m.insert("ch".into(), json!("c1"));
+    let signal = WaitKind::Signal { prompt: Some("ok?".into()), schema: None, reason: RunState::InputRequired };
+    let msg = |id: &str, event_id: &str| InboxRecord {
+        id: id.into(),
+        kind: InboxKind::Event { event: "reply".into(), id: event_id.into() },
+        data: json!({"ch": "c1"}),
+        at: 3,
+        answer: None,
+    };
+    let sched = ScheduleRecord {
+        name: "n".into(),
+        template: "t".into(),
+        cron: "0 2 * * *".into(),
+        input: json!({}),
+        next_fire_at: 100,
+        created_at: 1,
+        last_fire_at: None,
+        last_run: None,
+    };
+    let steps: Vec<(Batch, bool)> = vec![
+        (Batch { writes: vec![create(&a, &["s", "w"]), create(&b, &["s"])] }, true),
+        (Batch { writes: vec![wait(&a, "w", signal.clone()), wait(&a, "s", ev(m.clone()))] }, true),
+        (Batch { writes: vec![wait(&a, "w", signal.clone())] }, false),
+        (Batch { writes: vec![wait(&b, "s", ev(Default::default()))] }, true),
+        (Batch { writes: vec![msg("m1", "e1")].into_iter().map(Write::InboxPut).collect() }, true),
+        (Batch { writes: vec![Write::InboxPut(msg("m2", "e1"))] }, false),
+        (Batch { writes: vec![Write::InboxPut(msg("m1", "e9"))] }, false),
+        (Batch { writes: vec![Write::InboxAnswer { id: "m1".into(), answer: json!({"n": 1}) }] }, true),
+        (Batch { writes: vec![Write::InboxAnswer { id: "m1".into(), answer: json!({"n": 2}) }] }, false),
+        (Batch { writes: vec![Write::PutSchedule(sched.clone())] }, true),
+        (Batch { writes: vec![Write::PutSchedule(sched.clone())] }, false),
+        (
+            Batch {
+                writes: vec![Write::ScheduleFired { name: "n".into(), from: 100, next: 200, run: Some(a.clone()) }],
+            },
+            true,
+        ),
+        (Batch { writes: vec![Write::ScheduleFired { name: "n".into(), from: 100, next: 200, run: None }] }, false),
+        (Batch { writes: vec![Write::CloseWait { run: b.clone(), step: "s".into() }] }, true),
+    ];
+    for (k, (batch, ok)) in steps.into_iter().enumerate() {
+        let (x, y) = (sql.commit(batch.clone()).await, mem.commit(batch).await);
+        assert_eq!(x.is_ok(), ok, "sqlite, batch {k}: {x:?}");
+        assert_eq!(y.is_ok(), ok, "memstore, batch {k}: {y:?}");
+    }
+    let ra = sql.run(&a).await.unwrap().unwrap();
+    assert_eq!(ra.waits, mem.run(&a).await.unwrap().unwrap().waits);
+    assert_eq!(ra.waits.iter().map(|w| w.step.as_str()).collect::<Vec<_>>(), ["s", "w"], "definition order");
+    assert!(sql.run(&b).await.unwrap().unwrap().waits.is_empty());
+    let ew = sql.event_waits("reply").await.unwrap();
+    assert_eq!(ew, mem.event_waits("reply").await.unwrap());
+    assert_eq!(ew.len(), 1);
+    assert!(ew[0].takes_event("reply", &json!({"ch": "c1"})));
+    assert!(sql.inbox_pending().await.unwrap().is_empty());
+    let got = sql.inbox_get("e1", true).await.unwrap().unwrap();
+    assert_eq!(got.answer, Some(json!({"n": 1})));
+    assert_eq!(Some(got), mem.inbox_get("m1", false).await.unwrap());
+    let s = sql.schedules().await.unwrap();
+    assert_eq!(s, mem.schedules().await.unwrap());
+    assert_eq!((s[0].next_fire_at, s[0].last_fire_at, s[0].last_run.as_ref()), (200, Some(100), Some(&a)));
+    // Both runs carry key "k": the older one heads the queue until it ends.
+    assert_eq!(sql.queue_head("k").await.unwrap(), Some(a.clone()));
+    assert_eq!(mem.queue_head("k").await.unwrap(), Some(a.clone()));
+    let end = Batch {
+        writes: vec![Write::RunState {
+            run: a.clone(),
+            from: RunState::Submitted,
+            to: RunState::Canceled,
+            output: None,
+            error: None,
+            at: 9,
+        }],
+    };
+    sql.commit(end.clone()).await.unwrap();
+    mem.commit(end).await.unwrap();
+    assert_eq!(sql.queue_head("k").await.unwrap(), Some(b.clone()));
+    assert_eq!(mem.queue_head("k").await.unwrap(), Some(b));
+    assert_eq!(sql.queue_head("other").await.unwrap(), None);
+}

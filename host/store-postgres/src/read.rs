@@ -1,0 +1,459 @@
+//! Queries and row decoding. A run's record takes one round trip: its
+//! queries are sent pipelined on one connection.
+
+use deadpool_postgres::GenericClient;
+use tokio_postgres::Row;
+use weft_engine::store::*;
+use weft_engine::stored::value;
+use weft_engine::{AttemptNo, ItemIndex, RunId, RunState, Seq, StepError};
+
+use crate::map_err;
+
+/// The states a run can still leave, as a SQL list.
+pub(crate) const UNFINISHED: &str = "('submitted', 'working', 'input-required', 'auth-required')";
+/// The terminal states, as a SQL list.
+pub(crate) const TERMINAL: &str = "('completed', 'failed', 'canceled', 'rejected')";
+
+fn corrupt(what: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(what.to_string())
+}
+
+fn json(s: Option<String>) -> Result<Option<serde_json::Value>, StoreError> {
+    s.map(|s| value(&s)).transpose()
+}
+
+fn error(s: Option<String>) -> Result<Option<StepError>, StoreError> {
+    s.map(|s| serde_json::from_str(&s).map_err(corrupt)).transpose()
+}
+
+pub(crate) fn id(s: String) -> Result<RunId, StoreError> {
+    s.parse().map_err(corrupt)
+}
+
+fn parse<T: std::str::FromStr>(s: &str) -> Result<T, StoreError>
+where
+    T::Err: std::fmt::Display,
+{
+    s.parse().map_err(corrupt)
+}
+
+fn item(i: i32) -> Option<ItemIndex> {
+    (i >= 0).then_some(ItemIndex(i as u32))
+}
+
+fn attempt_no(n: i32) -> Result<AttemptNo, StoreError> {
+    AttemptNo::new(n.max(0) as u32).ok_or_else(|| corrupt("attempt 0"))
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, StoreError> {
+    serde_json::from_str(s).map_err(|e| StoreError::Corrupt(format!("{e}: {s}")))
+}
+
+/// A wait's `kind` and `event` columns.
+pub(crate) fn wait_columns(k: &WaitKind) -> (&'static str, Option<String>) {
+    match k {
+        WaitKind::Signal { .. } => ("signal", None),
+        WaitKind::Event { event, .. } => ("event", Some(event.clone())),
+        WaitKind::Child { .. } => ("child", None),
+        WaitKind::Sleep => ("sleep", None),
+    }
+}
+
+async fn query<C: GenericClient>(
+    c: &C,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Result<Vec<Row>, StoreError> {
+    let st = c.prepare_cached(sql).await.map_err(map_err)?;
+    c.query(&st, params).await.map_err(map_err)
+}
+
+pub async fn run<C: GenericClient>(c: &C, run_id: &RunId) -> Result<Option<RunRecord>, StoreError> {
+    let rid = run_id.as_str();
+    let by_run: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&rid];
+    let (head, steps, attempts, waits, artifacts) = futures::try_join!(
+        query(
+            c,
+            "SELECT r.template, r.version, r.state, pl.definition, ri.input, r.output, r.error, r.parent, r.depth,
+                    r.concurrency_key, r.created_at, GREATEST(r.updated_at, COALESCE(e.at, 0)), r.deadline_at,
+                    GREATEST(r.last_seq, COALESCE(e.seq, 0))
+             FROM runs r JOIN run_inputs ri ON ri.id = r.id JOIN plans pl ON pl.sha256 = ri.plan
+             LEFT JOIN LATERAL (SELECT at, seq FROM events WHERE run_id = r.id ORDER BY seq DESC LIMIT 1) e ON true
+             WHERE r.id = $1",
+            &by_run,
+        ),
+        query(
+            c,
+            "SELECT s.name, s.state, (SELECT COUNT(*) FROM attempts a WHERE a.run_id = s.run_id AND a.step = s.name),
+                    s.output, s.error, s.started_at, s.ended_at, s.next_attempt_at
+             FROM steps s WHERE s.run_id = $1 ORDER BY s.idx",
+            &by_run,
+        ),
+        query(
+            c,
+            "SELECT step, item, attempt, state, lease_until, started_at, ended_at, output, error, interruptions,
+                    fuel, blame
+             FROM attempts WHERE run_id = $1 ORDER BY step, item, attempt",
+            &by_run,
+        ),
+        query(
+            c,
+            "SELECT w.step, w.spec, w.until, w.since FROM waits w
+             JOIN steps s ON s.run_id = w.run_id AND s.name = w.step WHERE w.run_id = $1 ORDER BY s.idx",
+            &by_run,
+        ),
+        artifact_rows(c, run_id, None),
+    )?;
+    let Some(h) = head.first() else { return Ok(None) };
+    let steps = steps
+        .iter()
+        .map(|r| {
+            Ok(StepRecord {
+                name: r.get(0),
+                state: parse(r.get(1))?,
+                attempts: r.get::<_, i64>(2) as u32,
+                output: json(r.get(3))?,
+                error: error(r.get(4))?,
+                started_at: r.get(5),
+                ended_at: r.get(6),
+                next_attempt_at: r.get(7),
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    let mut attempts = attempts
+        .iter()
+        .map(|r| {
+            Ok(AttemptRecord {
+                step: r.get(0),
+                item: item(r.get(1)),
+                attempt: attempt_no(r.get(2))?,
+                state: parse(r.get(3))?,
+                lease_until: r.get(4),
+                started_at: r.get(5),
+                ended_at: r.get(6),
+                output: json(r.get(7))?,
+                error: error(r.get(8))?,
+                interruptions: r.get::<_, i32>(9).max(0) as u32,
+                fuel: r.get::<_, Option<i64>>(10).map(|f| f.max(0) as u64),
+                blame: r.get::<_, i32>(11).max(0) as u32,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    let position: std::collections::HashMap<&str, usize> =
+        steps.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
+    attempts.sort_by_key(|a| position.get(a.step.as_str()).copied().unwrap_or(usize::MAX));
+    let waits = waits
+        .iter()
+        .map(|r| {
+            Ok(WaitRecord {
+                run: run_id.clone(),
+                step: r.get(0),
+                kind: from_json(r.get(1))?,
+                until: r.get(2),
+                since: r.get(3),
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    Ok(Some(RunRecord {
+        id: run_id.clone(),
+        template: h.get(0),
+        version: h.get::<_, Option<i32>>(1).map(|v| v.max(0) as u32),
+        state: parse(h.get(2))?,
+        definition: std::sync::Arc::new(value(h.get(3))?),
+        input: value(h.get(4))?,
+        output: json(h.get(5))?,
+        error: error(h.get(6))?,
+        parent: h.get::<_, Option<String>>(7).map(id).transpose()?,
+        depth: h.get::<_, i32>(8).max(0) as u32,
+        concurrency_key: h.get(9),
+        created_at: h.get(10),
+        updated_at: h.get(11),
+        deadline_at: h.get(12),
+        steps,
+        attempts,
+        last_seq: Seq(h.get::<_, i64>(13).max(0) as u64),
+        waits,
+        artifacts,
+    }))
+}
+
+/// A run's state, or `None` when there is no such run.
+pub async fn run_state<C: GenericClient>(c: &C, run: &RunId) -> Result<Option<RunState>, StoreError> {
+    let rows = query(c, "SELECT state FROM runs WHERE id = $1", &[&run.as_str()]).await?;
+    rows.first().map(|r| parse(r.get(0))).transpose()
+}
+
+/// The filter's conditions (parameters $1..$6) and limit ($7).
+const FILTER: &str = "($1::text IS NULL OR state = $1) AND ($2::text IS NULL OR template = $2)
+    AND ($3::text IS NULL OR parent = $3) AND ($4::text IS NULL OR id < $4)
+    AND ($5::text IS NULL OR concurrency_key = $5)";
+
+pub async fn list_runs<C: GenericClient>(c: &C, f: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
+    let limit = f.limit.map(|l| l.min(i64::MAX as usize) as i64);
+    let (state, parent, before) =
+        (f.state.map(|s| s.as_str()), f.parent.as_ref().map(|p| p.as_str()), f.before.as_ref().map(|b| b.as_str()));
+    let rows = query(
+        c,
+        &format!(
+            "SELECT id, template, version, state, parent, created_at,
+                    GREATEST(updated_at, COALESCE((SELECT at FROM events WHERE run_id = runs.id
+                                                   ORDER BY seq DESC LIMIT 1), 0))
+             FROM runs WHERE {FILTER} ORDER BY id DESC LIMIT $6"
+        ),
+        &[&state, &f.template, &parent, &before, &f.key, &limit],
+    )
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(RunSummary {
+                id: id(r.get(0))?,
+                template: r.get(1),
+                version: r.get::<_, Option<i32>>(2).map(|v| v.max(0) as u32),
+                state: parse(r.get(3))?,
+                parent: r.get::<_, Option<String>>(4).map(id).transpose()?,
+                created_at: r.get(5),
+                updated_at: r.get(6),
+            })
+        })
+        .collect()
+}
+
+pub async fn count_runs<C: GenericClient>(c: &C, f: &RunFilter) -> Result<u64, StoreError> {
+    let (state, parent, before) =
+        (f.state.map(|s| s.as_str()), f.parent.as_ref().map(|p| p.as_str()), f.before.as_ref().map(|b| b.as_str()));
+    let rows = query(
+        c,
+        &format!("SELECT COUNT(*) FROM runs WHERE {FILTER}"),
+        &[&state, &f.template, &parent, &before, &f.key],
+    )
+    .await?;
+    Ok(rows.first().map(|r| r.get::<_, i64>(0)).unwrap_or(0).max(0) as u64)
+}
+
+pub async fn events_after<C: GenericClient>(
+    c: &C,
+    run: &RunId,
+    after: Seq,
+    limit: usize,
+) -> Result<Vec<EventRecord>, StoreError> {
+    let rows = query(
+        c,
+        "SELECT seq, at, kind, step, item, data FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+        &[&run.as_str(), &(after.0.min(i64::MAX as u64) as i64), &(limit.min(i64::MAX as usize) as i64)],
+    )
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(NewEvent {
+                run: run.clone(),
+                seq: Seq(r.get::<_, i64>(0).max(0) as u64),
+                at: r.get(1),
+                kind: r.get(2),
+                step: r.get(3),
+                item: r.get::<_, Option<i32>>(4).and_then(item),
+                data: value(r.get(5))?,
+            })
+        })
+        .collect()
+}
+
+pub async fn unfinished_runs<C: GenericClient>(c: &C) -> Result<Vec<RunId>, StoreError> {
+    let rows = query(c, &format!("SELECT id FROM runs WHERE state IN {UNFINISHED} ORDER BY id"), &[]).await?;
+    rows.into_iter().map(|r| id(r.get(0))).collect()
+}
+
+pub async fn expired_leases<C: GenericClient>(c: &C, now_ms: i64) -> Result<Vec<ExpiredLease>, StoreError> {
+    let rows = query(
+        c,
+        &format!(
+            "SELECT a.run_id, a.step, a.item, a.attempt, a.lease_until FROM runs r JOIN attempts a ON a.run_id = r.id
+             WHERE r.state IN {UNFINISHED} AND a.state = 'running' AND a.lease_until < $1
+             ORDER BY a.run_id, a.step, a.item"
+        ),
+        &[&now_ms],
+    )
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(ExpiredLease {
+                run: id(r.get(0))?,
+                step: r.get(1),
+                item: item(r.get(2)),
+                attempt: attempt_no(r.get(3))?,
+                lease_until: r.get(4),
+            })
+        })
+        .collect()
+}
+
+fn template_of(r: &Row) -> Result<TemplateRecord, StoreError> {
+    Ok(TemplateRecord {
+        name: r.get(0),
+        version: r.get::<_, i32>(1).max(0) as u32,
+        definition: value(r.get(2))?,
+        created_at: r.get(3),
+    })
+}
+
+pub async fn template<C: GenericClient>(
+    c: &C,
+    name: &str,
+    version: Option<u32>,
+) -> Result<Option<TemplateRecord>, StoreError> {
+    let rows = query(
+        c,
+        "SELECT name, version, definition, created_at FROM templates
+         WHERE name = $1 AND ($2::int IS NULL OR version = $2) ORDER BY version DESC LIMIT 1",
+        &[&name, &version.map(|v| v.min(i32::MAX as u32) as i32)],
+    )
+    .await?;
+    rows.first().map(template_of).transpose()
+}
+
+pub async fn list_templates<C: GenericClient>(c: &C) -> Result<Vec<TemplateRecord>, StoreError> {
+    let rows = query(
+        c,
+        "SELECT DISTINCT ON (name) name, version, definition, created_at FROM templates
+         ORDER BY name, version DESC",
+        &[],
+    )
+    .await?;
+    rows.iter().map(template_of).collect()
+}
+
+pub async fn template_versions<C: GenericClient>(c: &C, name: &str) -> Result<Vec<TemplateRecord>, StoreError> {
+    let rows = query(
+        c,
+        "SELECT name, version, definition, created_at FROM templates WHERE name = $1 ORDER BY version",
+        &[&name],
+    )
+    .await?;
+    rows.iter().map(template_of).collect()
+}
+
+pub async fn event_waits<C: GenericClient>(c: &C, event: &str) -> Result<Vec<WaitRecord>, StoreError> {
+    let rows = query(
+        c,
+        "SELECT run_id, step, spec, until, since FROM waits WHERE event = $1 ORDER BY since, run_id",
+        &[&event],
+    )
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(WaitRecord {
+                run: id(r.get(0))?,
+                step: r.get(1),
+                kind: from_json(r.get(2))?,
+                until: r.get(3),
+                since: r.get(4),
+            })
+        })
+        .collect()
+}
+
+pub(crate) fn inbox_row(body: &str, answer: Option<&str>) -> Result<InboxRecord, StoreError> {
+    let mut m: InboxRecord = from_json(body)?;
+    m.answer = answer.map(from_json).transpose()?;
+    Ok(m)
+}
+
+pub async fn inbox_get<C: GenericClient>(
+    c: &C,
+    key: &str,
+    by_event_id: bool,
+) -> Result<Option<InboxRecord>, StoreError> {
+    let sql = if by_event_id {
+        "SELECT body, answer FROM inbox WHERE event_id = $1"
+    } else {
+        "SELECT body, answer FROM inbox WHERE id = $1"
+    };
+    let rows = query(c, sql, &[&key]).await?;
+    rows.first().map(|r| inbox_row(r.get(0), r.get(1))).transpose()
+}
+
+pub async fn schedules<C: GenericClient>(c: &C) -> Result<Vec<ScheduleRecord>, StoreError> {
+    let rows = query(c, "SELECT body::text FROM schedules ORDER BY name", &[]).await?;
+    rows.iter().map(|r| from_json(r.get(0))).collect()
+}
+
+pub async fn queue_head<C: GenericClient>(c: &C, key: &str) -> Result<Option<RunId>, StoreError> {
+    let rows = query(
+        c,
+        &format!(
+            "SELECT id FROM runs WHERE concurrency_key = $1 AND state IN {UNFINISHED}
+             ORDER BY created_at, id LIMIT 1"
+        ),
+        &[&key],
+    )
+    .await?;
+    rows.into_iter().next().map(|r| id(r.get(0))).transpose()
+}
+
+pub async fn artifact_rows<C: GenericClient>(
+    c: &C,
+    run: &RunId,
+    name: Option<&str>,
+) -> Result<Vec<ArtifactRecord>, StoreError> {
+    let rows = query(
+        c,
+        "SELECT name, mime, size, sha256, step, item, attempt, created_at FROM artifacts
+         WHERE run_id = $1 AND ($2::text IS NULL OR name = $2) ORDER BY name",
+        &[&run.as_str(), &name],
+    )
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(ArtifactRecord {
+                run: run.clone(),
+                name: r.get(0),
+                mime: r.get(1),
+                size: r.get::<_, i64>(2).max(0) as u64,
+                sha256: r.get(3),
+                step: r.get(4),
+                item: item(r.get(5)),
+                attempt: attempt_no(r.get(6))?,
+                created_at: r.get(7),
+            })
+        })
+        .collect()
+}
+
+pub async fn artifacts<C: GenericClient>(
+    c: &C,
+    run: &RunId,
+    name: Option<&str>,
+) -> Result<Vec<ArtifactRecord>, StoreError> {
+    artifact_rows(c, run, name).await
+}
+
+pub async fn artifact<C: GenericClient>(
+    c: &C,
+    run: &RunId,
+    name: &str,
+) -> Result<Option<(ArtifactRecord, Vec<u8>)>, StoreError> {
+    let Some(a) = artifact_rows(c, run, Some(name)).await?.pop() else { return Ok(None) };
+    let rows = query(c, "SELECT data FROM blobs WHERE sha256 = $1", &[&a.sha256]).await?;
+    let data = rows
+        .first()
+        .map(|r| r.get::<_, Vec<u8>>(0))
+        .ok_or_else(|| StoreError::Corrupt(format!("the bytes of artifact {name} of {run} are missing")))?;
+    Ok(Some((a, data)))
+}
+
+pub async fn finished_before<C: GenericClient>(
+    c: &C,
+    before_ms: i64,
+    state: Option<RunState>,
+    limit: usize,
+) -> Result<Vec<RunId>, StoreError> {
+    let rows = query(
+        c,
+        &format!(
+            "SELECT id FROM runs WHERE state IN {TERMINAL} AND updated_at < $1 AND ($2::text IS NULL OR state = $2)
+             ORDER BY updated_at, id LIMIT $3"
+        ),
+        &[&before_ms, &state.map(|s| s.as_str()), &(limit.min(i64::MAX as usize) as i64)],
+    )
+    .await?;
+    rows.into_iter().map(|r| id(r.get(0))).collect()
+}

@@ -1,0 +1,185 @@
+//! Schema migrations, tracked in `weft_schema` (one row: the version).
+//! Every opener migrates under a transaction-level advisory lock, so many
+//! workers starting at once apply each migration once; each migration
+//! commits with its version bump.
+
+use tokio_postgres::Client;
+use weft_engine::StoreError;
+
+use crate::map_err;
+
+/// Each entry brings the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // 1: what the SQLite store holds (its migration 9, folded), plus who
+    // drives which run: `workers` (a lease each, renewed by heartbeat;
+    // `epoch` is the fencing token) and `runs.owner`.
+    r#"
+    CREATE TABLE workers (
+        epoch BIGSERIAL PRIMARY KEY,
+        name TEXT NOT NULL,
+        started_at BIGINT NOT NULL,
+        lease_until TIMESTAMPTZ NOT NULL
+    );
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        template TEXT NOT NULL,
+        version INTEGER,
+        state TEXT NOT NULL,
+        output TEXT,
+        error TEXT,
+        parent TEXT,
+        depth INTEGER NOT NULL DEFAULT 0,
+        concurrency_key TEXT,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        deadline_at BIGINT,
+        last_seq BIGINT NOT NULL DEFAULT 0,
+        owner BIGINT
+    );
+    CREATE INDEX runs_unfinished ON runs(id) WHERE state IN ('submitted', 'working', 'input-required', 'auth-required');
+    CREATE INDEX runs_unowned ON runs(id) WHERE owner IS NULL AND state IN ('submitted', 'working', 'input-required', 'auth-required');
+    CREATE INDEX runs_owner ON runs(owner) WHERE owner IS NOT NULL AND state IN ('submitted', 'working', 'input-required', 'auth-required');
+    CREATE INDEX runs_template ON runs(template, id);
+    CREATE INDEX runs_state ON runs(state, id);
+    CREATE INDEX runs_queue ON runs(concurrency_key, created_at, id)
+        WHERE concurrency_key IS NOT NULL AND state IN ('submitted', 'working', 'input-required', 'auth-required');
+    CREATE INDEX runs_parent ON runs(parent) WHERE parent IS NOT NULL;
+    CREATE INDEX runs_ended ON runs(updated_at) WHERE state IN ('completed', 'failed', 'canceled', 'rejected');
+    -- A run's plan by digest: the runs of one definition share one row.
+    CREATE TABLE plans (
+        sha256 TEXT PRIMARY KEY,
+        definition TEXT NOT NULL
+    );
+    CREATE TABLE run_inputs (
+        id TEXT PRIMARY KEY,
+        plan TEXT NOT NULL,
+        input TEXT NOT NULL
+    );
+    CREATE TABLE steps (
+        run_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        output TEXT,
+        error TEXT,
+        started_at BIGINT,
+        ended_at BIGINT,
+        next_attempt_at BIGINT,
+        PRIMARY KEY (run_id, name)
+    );
+    -- item is -1 for a step without for_each
+    CREATE TABLE attempts (
+        run_id TEXT NOT NULL,
+        step TEXT NOT NULL,
+        item INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        lease_until BIGINT NOT NULL,
+        started_at BIGINT NOT NULL,
+        ended_at BIGINT,
+        output TEXT,
+        error TEXT,
+        interruptions INTEGER NOT NULL DEFAULT 0,
+        blame INTEGER NOT NULL DEFAULT 0,
+        fuel BIGINT,
+        PRIMARY KEY (run_id, step, item, attempt)
+    );
+    CREATE TABLE events (
+        run_id TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        at BIGINT NOT NULL,
+        kind TEXT NOT NULL,
+        step TEXT,
+        item INTEGER,
+        data TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    );
+    CREATE TABLE templates (
+        name TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        definition TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        PRIMARY KEY (name, version)
+    );
+    CREATE TABLE waits (
+        run_id TEXT NOT NULL,
+        step TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        event TEXT,
+        spec TEXT NOT NULL,
+        until BIGINT,
+        since BIGINT NOT NULL,
+        PRIMARY KEY (run_id, step)
+    );
+    CREATE INDEX waits_event ON waits(event, since) WHERE event IS NOT NULL;
+    -- `run`: the run a message is for (its owner handles it); `taken_until`:
+    -- a worker handles it until then (another may after).
+    CREATE TABLE inbox (
+        seq BIGSERIAL PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL,
+        event_id TEXT UNIQUE,
+        run TEXT,
+        body TEXT NOT NULL,
+        at BIGINT NOT NULL,
+        answer TEXT,
+        taken_until TIMESTAMPTZ
+    );
+    CREATE INDEX inbox_pending ON inbox(seq) WHERE answer IS NULL;
+    CREATE INDEX inbox_run ON inbox(run) WHERE run IS NOT NULL;
+    CREATE TABLE schedules (
+        name TEXT PRIMARY KEY,
+        body JSONB NOT NULL,
+        next_fire_at BIGINT NOT NULL
+    );
+    CREATE TABLE blobs (
+        sha256 TEXT PRIMARY KEY,
+        data BYTEA NOT NULL
+    );
+    CREATE TABLE artifacts (
+        run_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        mime TEXT NOT NULL,
+        size BIGINT NOT NULL,
+        sha256 TEXT NOT NULL,
+        step TEXT NOT NULL,
+        item INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        created_at BIGINT NOT NULL,
+        PRIMARY KEY (run_id, name)
+    );
+    CREATE INDEX artifacts_blob ON artifacts(sha256);
+    "#,
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// An advisory-lock key of weft's migrations ("weft" in ASCII).
+const LOCK: i64 = 0x7765_6674;
+
+/// Brings the database to [`SCHEMA_VERSION`].
+pub async fn migrate(c: &mut Client) -> Result<u32, StoreError> {
+    c.batch_execute("CREATE TABLE IF NOT EXISTS weft_schema (version INTEGER NOT NULL)").await.map_err(map_err)?;
+    loop {
+        let tx = c.transaction().await.map_err(map_err)?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK]).await.map_err(map_err)?;
+        let found: i32 =
+            tx.query_opt("SELECT version FROM weft_schema", &[]).await.map_err(map_err)?.map(|r| r.get(0)).unwrap_or(0);
+        let found = found.max(0) as u32;
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::SchemaTooNew { found, supported: SCHEMA_VERSION });
+        }
+        if found == SCHEMA_VERSION {
+            tx.commit().await.map_err(map_err)?;
+            return Ok(found);
+        }
+        tx.batch_execute(MIGRATIONS[found as usize]).await.map_err(map_err)?;
+        if found == 0 {
+            tx.execute("INSERT INTO weft_schema (version) VALUES (1)", &[]).await.map_err(map_err)?;
+        } else {
+            tx.execute("UPDATE weft_schema SET version = $1", &[&(found as i32 + 1)]).await.map_err(map_err)?;
+        }
+        tx.commit().await.map_err(map_err)?;
+    }
+}

@@ -1,0 +1,1 @@
+//! Many workers on one database.
