@@ -498,21 +498,21 @@ impl Store for MemStore {
         Ok(inner.artifacts.get(run).and_then(|m| m.get(name)).map(|(a, d)| (a.clone(), d.to_vec())))
     }
 
-    async fn finished_before(
-        &self,
-        before_ms: i64,
-        state: Option<crate::state::RunState>,
-        limit: usize,
-    ) -> Result<Vec<RunId>, StoreError> {
+    async fn finished_before(&self, before_ms: i64, f: &RunFilter) -> Result<Vec<RunId>, StoreError> {
         let inner = self.inner.lock().unwrap();
         let mut ended: Vec<(i64, RunId)> = inner
             .runs
             .values()
-            .filter(|r| r.state.is_terminal() && r.updated_at < before_ms && state.is_none_or(|s| s == r.state))
+            .filter(|r| {
+                r.state.is_terminal()
+                    && r.updated_at < before_ms
+                    && f.state.is_none_or(|s| s == r.state)
+                    && f.template.as_deref().is_none_or(|t| t == r.template)
+            })
             .map(|r| (r.updated_at, r.id.clone()))
             .collect();
         ended.sort();
-        Ok(ended.into_iter().take(limit).map(|(_, id)| id).collect())
+        Ok(ended.into_iter().take(f.limit.unwrap_or(usize::MAX)).map(|(_, id)| id).collect())
     }
 
     async fn delete_runs(&self, ids: &[RunId]) -> Result<Vec<RunId>, StoreError> {

@@ -498,6 +498,13 @@ pub trait Store: Send + Sync + 'static {
         self.unfinished_runs().await
     }
 
+    /// Unfinished runs other processes drive (or will: a dead worker's)
+    /// that do not just wait for outside input: what a worker waiting to be
+    /// idle (`weft worker --until-idle`) waits for besides its own.
+    async fn busy_elsewhere(&self) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+
     /// Gives runs back for any worker to take (a worker shutting down).
     async fn release_runs(&self, _ids: &[RunId]) -> Result<(), StoreError> {
         Ok(())
@@ -510,14 +517,10 @@ pub trait Store: Send + Sync + 'static {
         Ok(self.list_runs(&RunFilter { limit: None, ..filter.clone() }).await?.len() as u64)
     }
 
-    /// Finished runs that ended before `before_ms` (in `state` when given),
-    /// oldest first, at most `limit`.
-    async fn finished_before(
-        &self,
-        before_ms: i64,
-        state: Option<RunState>,
-        limit: usize,
-    ) -> Result<Vec<RunId>, StoreError>;
+    /// Finished runs that ended before `before_ms`, oldest first: those of
+    /// `filter.state` and `filter.template` when given, at most
+    /// `filter.limit` (its other fields are ignored).
+    async fn finished_before(&self, before_ms: i64, filter: &RunFilter) -> Result<Vec<RunId>, StoreError>;
 
     /// Deletes finished runs with everything stored of them (steps,
     /// attempts, events, waits, artifacts, their messages); an unfinished

@@ -17,10 +17,17 @@ use weft_sandbox::Limits;
 pub struct ConfigFile {
     /// Store, plugins and compiled cache. Relative to the config file.
     pub data_dir: Option<PathBuf>,
-    /// `sqlite:PATH` (the default is `sqlite:<data_dir>/weft.db`).
+    /// `sqlite:PATH` (the default is `sqlite:<data_dir>/weft.db`) or
+    /// `postgres://user@host/db` (many workers); `$WEFT_DATABASE` overrides.
     pub database: Option<String>,
     /// `normal` or `full`.
     pub durability: Option<Durability>,
+    /// How long finished runs are kept (with their events and artifacts):
+    /// `30d` by default, any `humantime` span (`12h`, `2w`), or `off`.
+    pub retention: Option<Retention>,
+    /// `[workers]`: many workers on one PostgreSQL database.
+    #[serde(default)]
+    pub workers: WorkersConfig,
     /// Defaults for code and tool steps.
     #[serde(default)]
     pub limits: LimitsConfig,
@@ -41,6 +48,51 @@ pub struct GuestsConfig {
     /// digests. The CLI's own definition files are not limited.
     #[serde(default)]
     pub allow_paths: Vec<PathBuf>,
+}
+
+/// `[workers]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkersConfig {
+    /// A worker's lease, in ms (default 5000): renewed every third of it;
+    /// a worker silent longer loses its runs to another within about a
+    /// second more.
+    pub lease_ms: Option<u64>,
+}
+
+/// `retention`: how long finished runs are kept, or for ever (`off`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention(pub Option<Duration>);
+
+/// Finished runs are kept 30 days unless `retention` says otherwise.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention(Some(DEFAULT_RETENTION))
+    }
+}
+
+impl std::str::FromStr for Retention {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.trim().eq_ignore_ascii_case("off") {
+            return Ok(Retention(None));
+        }
+        let d = humantime::parse_duration(s.trim())
+            .map_err(|e| format!("{s:?} is not a span of time ({e}): write e.g. \"30d\", \"12h\" or \"off\""))?;
+        if d < Duration::from_secs(1) {
+            return Err(format!("{s:?} is shorter than a second: keep runs at least that long, or write \"off\""));
+        }
+        Ok(Retention(Some(d)))
+    }
+}
+
+impl<'de> Deserialize<'de> for Retention {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 /// How hard commits are pushed to disk.
@@ -288,6 +340,7 @@ mod tests {
 data_dir = ".weft"
 database = "sqlite:.weft/weft.db"
 durability = "normal"
+retention = "30d"
 [limits]
 fuel = 1_000_000_000
 memory_mb = 64
@@ -301,5 +354,21 @@ args = ["-y", "@modelcontextprotocol/server-everything"]
         assert_eq!(c.limits.memory_mb, Some(64));
         assert_eq!(c.durability, Some(Durability::Normal));
         assert!(c.servers.contains_key("everything"));
+        assert_eq!(c.retention, Some(Retention(Some(DEFAULT_RETENTION))));
+    }
+
+    #[test]
+    fn retention_is_a_span_or_off_and_a_bad_one_names_its_line() {
+        let p = |t: &str| parse(Path::new("weft.toml"), t);
+        assert_eq!(p("retention = \"off\"\n").unwrap().retention, Some(Retention(None)));
+        assert_eq!(p("retention = \"12h\"\n").unwrap().retention, Some(Retention(Some(Duration::from_secs(43_200)))));
+        assert_eq!(Retention::default(), Retention(Some(DEFAULT_RETENTION)));
+        for (bad, want) in [("soon", "not a span of time"), ("500ms", "shorter than a second")] {
+            let e = p(&format!("durability = \"normal\"\nretention = \"{bad}\"\n")).unwrap_err().to_string();
+            assert!(e.starts_with("weft.toml:2:") && e.contains(want), "{e}");
+        }
+        let e = p("[workers]\nlease = 5\n").unwrap_err().to_string();
+        assert!(e.contains("lease"), "{e}");
+        assert_eq!(p("[workers]\nlease_ms = 2000\n").unwrap().workers.lease_ms, Some(2000));
     }
 }

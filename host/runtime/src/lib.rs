@@ -37,6 +37,7 @@ pub mod online;
 pub mod owner;
 pub mod pipeline;
 pub mod process;
+pub mod retention;
 pub mod runner;
 pub mod servers;
 pub mod tool_runner;

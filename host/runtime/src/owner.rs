@@ -5,6 +5,13 @@
 //! other processes) and stops the attempts of runs another process
 //! canceled. A foreground `weft run` that holds the lock only answers the
 //! inbox while it follows its run.
+//!
+//! On a store shared by many workers (PostgreSQL) the owner is one worker
+//! among others: it claims the runs nobody drives (new ones, and those of
+//! workers whose lease ran out) instead of every unfinished run, looks at
+//! least every [`SHARED_FALLBACK`] (a dead worker is noticed within its
+//! lease and that much), and when its own lease is lost it stops every run
+//! it drives (another worker drives them now) and joins again.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -12,12 +19,18 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use weft_engine::{Engine, EngineError, RunId, RunState, Store, StoreError, StoreWatch};
 
+use crate::app::{Backend, Owner};
+
 /// The most often the owner looks for runs created by other processes.
 pub const POLL: Duration = Duration::from_millis(20);
 
 /// How often it looks when the store's watch told nothing (or there is no
 /// watch: then every [`POLL`]).
 pub const FALLBACK: Duration = Duration::from_secs(1);
+
+/// The same on a store shared by many workers: how soon after its lease a
+/// dead worker's runs are taken over.
+pub const SHARED_FALLBACK: Duration = Duration::from_millis(500);
 
 /// Waits for a write of another process (or, without a watch, for
 /// [`POLL`]); a broken watch is dropped and polling takes over.
@@ -42,6 +55,45 @@ pub struct Owning {
     /// On a store error that retrying cannot help, log it and try again a
     /// second later (a server keeps serving) instead of returning it.
     pub outlive_errors: bool,
+    /// Finished runs older than this are deleted (`retention`), by a task
+    /// of the owner's; `None` keeps them.
+    pub retention: Option<Duration>,
+}
+
+/// This process's right to execute the store's runs, and how to get it
+/// back after losing it (a worker's lease on a shared store).
+pub struct Tenure {
+    pub owner: Owner,
+    backend: Backend,
+}
+
+impl Tenure {
+    pub fn new(owner: Owner, backend: Backend) -> Tenure {
+        Tenure { owner, backend }
+    }
+
+    /// After a lost lease: joins the workers again.
+    async fn rejoin(&mut self, stop: &CancellationToken) -> bool {
+        let Backend::Postgres(pg) = &self.backend else { return false };
+        loop {
+            match pg.join(&crate::app::worker_name()).await {
+                Ok(l) => {
+                    self.owner = Owner::Lease(l);
+                    return true;
+                }
+                Err(e) => tracing::error!(error = %e, "cannot join the workers again; trying again in a second"),
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                _ = stop.cancelled() => return false,
+            }
+        }
+    }
+
+    /// Leaves in good order (see [`Owner::leave`]).
+    pub async fn leave(self) {
+        self.owner.leave().await;
+    }
 }
 
 /// Owns the store until `stop` (or, with `until_idle`, until idle):
@@ -52,6 +104,7 @@ pub async fn own_store(
     recovered: Vec<RunId>,
     how: Owning,
     stop: &CancellationToken,
+    tenure: &mut Tenure,
 ) -> Result<(), StoreError> {
     let mut poller = Poller::new(recovered);
     // Other processes' writes wake the owner (runs they created, signals
@@ -59,6 +112,8 @@ pub async fn own_store(
     // (Waiting to be idle, it looks every POLL: its own runs' ends are what
     // it waits for.)
     let mut watch = if how.until_idle { None } else { store.watch() };
+    let fallback = if store.is_shared() { SHARED_FALLBACK } else { FALLBACK };
+    let _reaper = how.retention.map(|keep| crate::retention::Reaper::start(engine.store().clone(), keep));
     let mut last = tokio::time::Instant::now() - POLL;
     loop {
         // This process's own commits wake the watch too: under load, at
@@ -69,13 +124,37 @@ pub async fn own_store(
         }
         tokio::select! {
             _ = changed(&mut watch) => {}
-            _ = tokio::time::sleep(FALLBACK) => {}
+            _ = tokio::time::sleep(fallback) => {}
+            why = tenure.owner.lost() => {
+                // Another worker drives this one's runs now: stop them all
+                // (nothing more of theirs can commit), join again, resume.
+                tracing::error!("{why}: stopping every run this worker drives and joining again");
+                engine.abort_all();
+                if !tenure.rejoin(stop).await {
+                    return Ok(());
+                }
+                poller = Poller::new(match engine.recover().await {
+                    Ok(ids) => ids,
+                    Err(EngineError::Store(e)) => return Err(e),
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot resume runs after joining again");
+                        vec![]
+                    }
+                });
+                continue;
+            }
             _ = stop.cancelled() => return Ok(()),
         }
         last = tokio::time::Instant::now();
         match poller.poll(engine, store).await {
             Ok(fresh) => {
-                if how.until_idle && fresh == 0 && engine.busy_runs() == 0 {
+                // On a shared store, idle means nobody's runs are busy: a
+                // dead worker's are this one's to take once its lease ends.
+                if how.until_idle
+                    && fresh == 0
+                    && engine.busy_runs() == 0
+                    && (!store.is_shared() || store.busy_elsewhere().await? == 0)
+                {
                     return Ok(());
                 }
             }
@@ -118,6 +197,16 @@ impl Poller {
             Err(EngineError::Store(e)) => return Err(e),
             Err(e) => tracing::warn!(error = %e, "cannot handle the inbox"),
         }
+        if store.is_shared() {
+            // The runs nobody drives (new, given back, or a dead worker's),
+            // now this worker's; cancels reach its runs as messages.
+            let claimed = store.claim_runs(CLAIM_BATCH).await?;
+            let fresh = claimed.len();
+            for id in claimed {
+                engine.start(&id);
+            }
+            return Ok(fresh);
+        }
         let unfinished: HashSet<RunId> = store.unfinished_runs().await?.into_iter().collect();
         let gone: Vec<RunId> = self.started.difference(&unfinished).cloned().collect();
         if !gone.is_empty() {
@@ -136,6 +225,9 @@ impl Poller {
         Ok(fresh)
     }
 }
+
+/// Runs one look of a worker on a shared store takes at most.
+pub const CLAIM_BATCH: usize = 256;
 
 /// Runs this owner started that left the unfinished set: one canceled by
 /// another process (`weft runs cancel` while this process owns the store)

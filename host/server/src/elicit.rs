@@ -34,7 +34,7 @@ use rmcp::task_manager::{TaskContext, TaskExit};
 use rmcp::{ErrorData, RoleServer};
 use serde_json::Value;
 use weft_engine::outside::{WaitKind, WaitRecord};
-use weft_engine::{RunId, RunRecord, RunState, SignalAnswer, Store};
+use weft_engine::{RunId, RunRecord, RunState, SignalAnswer};
 use weft_model::Problem;
 
 use super::Core;

@@ -61,7 +61,6 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use weft_engine::Engine;
 use weft_sandbox::Sandbox;
-use weft_store_sqlite::SqliteStore;
 
 pub use errors::{ProblemOut, ServeError, ToolError};
 pub use handler::{Session, SourceCall, ToolSource, WeftServer};
@@ -86,7 +85,7 @@ pub struct Core {
     /// The configuration.
     pub settings: Settings,
     /// The store (this process owns its scheduler).
-    pub store: Arc<SqliteStore>,
+    pub store: Arc<dyn weft_engine::Store>,
     /// The engine executing this store's runs.
     pub engine: Engine,
     /// The sandbox (shared with the engine's code runner).
@@ -115,7 +114,7 @@ impl Core {
     /// `wf_<name>` templates.
     pub fn new(
         settings: Settings,
-        store: Arc<SqliteStore>,
+        store: Arc<dyn weft_engine::Store>,
         engine: Engine,
         sandbox: Arc<Sandbox>,
         upstreams: Arc<weft_mcp::Upstreams>,
@@ -184,9 +183,16 @@ impl Core {
     /// to the runs, until `stop`; `recovered` are the runs
     /// [`Core::recover`] already drives. A store error is logged and the
     /// store read again a second later: the server keeps serving.
-    pub async fn own_store(self: Arc<Self>, recovered: Vec<weft_engine::RunId>, stop: CancellationToken) {
-        let how = Owning { until_idle: false, outlive_errors: true };
-        let _ = owner::own_store(&self.engine, self.store.as_ref(), recovered, how, &stop).await;
+    pub async fn own_store(
+        self: Arc<Self>,
+        recovered: Vec<weft_engine::RunId>,
+        stop: CancellationToken,
+        mut tenure: owner::Tenure,
+    ) -> owner::Tenure {
+        let retention = weft_runtime::app::retention(&self.settings);
+        let how = Owning { until_idle: false, outlive_errors: true, retention };
+        let _ = owner::own_store(&self.engine, self.store.as_ref(), recovered, how, &stop, &mut tenure).await;
+        tenure
     }
 }
 

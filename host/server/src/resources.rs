@@ -11,7 +11,7 @@ use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
 };
 use weft_engine::store::RunFilter;
-use weft_engine::{RunId, Store, view};
+use weft_engine::{RunId, view};
 
 use super::Core;
 

@@ -22,7 +22,7 @@ use rmcp::model::ProgressNotificationParam;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use weft_engine::store::{Batch, Write};
-use weft_engine::{Change, Changes, EngineError, RunEnd, RunId, RunRecord, RunState, StepState, Store};
+use weft_engine::{Change, Changes, EngineError, RunEnd, RunId, RunRecord, RunState, StepState};
 
 use super::Core;
 use super::tools_runs::{FALLBACK_POLL, ProgressTo};

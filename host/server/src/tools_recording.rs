@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use weft_engine::recorded::{DoneStep, completed_run};
 use weft_engine::store::NewRun;
-use weft_engine::{RunId, SeededRng, Store};
+use weft_engine::{RunId, SeededRng};
 
 use super::errors::ToolError;
 use super::{Change, Core, WeftServer, prepare, wf_tools};

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use weft_engine::clock::rfc3339;
 use weft_engine::store::RunFilter;
-use weft_engine::{RunEnd, RunId, RunOptions, RunRecord, RunState, Seq, Store};
+use weft_engine::{RunEnd, RunId, RunOptions, RunRecord, RunState, Seq};
 
 use crate::settle::Fresh;
 

@@ -8,7 +8,6 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use weft_engine::Store;
 use weft_engine::clock::rfc3339;
 use weft_engine::clock::system_now_ms as now_ms;
 use weft_engine::store::TemplateRecord;

@@ -11,7 +11,7 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use weft_engine::{SignalAnswer, Store};
+use weft_engine::SignalAnswer;
 
 use super::WeftServer;
 use super::errors::{ProblemOut, ToolError};

@@ -15,7 +15,7 @@ use rmcp::handler::server::tool::IntoCallToolResult;
 use rmcp::model::{CallToolResponse, CreateTaskResult, JsonObject, Tool, ToolAnnotations};
 use rmcp::task_manager::TaskOptions;
 use serde_json::Value;
-use weft_engine::{RunOptions, Store};
+use weft_engine::RunOptions;
 use weft_runtime::pipeline::Source;
 
 use super::Core;

@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::Context;
 use sha2::Digest as _;
 use weft_engine::view::artifact_json;
-use weft_engine::{RunRecord, Store};
+use weft_engine::RunRecord;
 
 use super::{Exit, bad, output};
 use weft_runtime::app::App;

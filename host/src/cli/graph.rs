@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use clap::{Args, ValueEnum};
-use weft_engine::Store as _;
 
 use super::{Exit, bad};
 use weft_runtime::config::Settings;

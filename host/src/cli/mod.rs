@@ -21,12 +21,14 @@ mod output;
 mod plugin;
 mod prepare;
 mod progress;
+mod prune;
 mod run;
 mod runs;
 mod schedule;
 mod serve;
 mod signal;
 mod step;
+mod store;
 mod templates;
 mod tools;
 mod validate;
@@ -89,6 +91,9 @@ enum Command {
     Signal(signal::SignalArgs),
     /// Deliver an event to every `wait` step whose `match` holds.
     Emit(signal::EmitArgs),
+    /// Move a store's history to another store (SQLite to PostgreSQL).
+    #[command(subcommand)]
+    Store(store::StoreCommand),
 }
 
 /// An error the user can fix: exit code 2.
@@ -157,6 +162,7 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Schedule(c) => schedule::run(&settings, c),
         Command::Signal(a) => signal::signal(&settings, a),
         Command::Emit(a) => signal::emit(&settings, a),
+        Command::Store(c) => store::run(&settings, c),
     }
 }
 

@@ -23,10 +23,10 @@ use anyhow::Context as _;
 use clap::Args;
 use serde_json::Value;
 use weft_engine::outside::WaitKind;
-use weft_engine::{Engine, EngineError, RunId, RunOptions, RunRecord, RunState, Store, view};
+use weft_engine::{Engine, EngineError, RunId, RunOptions, RunRecord, RunState, view};
 use weft_model::Definition;
 use weft_runtime::pipeline::{Prepared, Refused, Source};
-use weft_store_sqlite::SchedulerLock;
+use weft_runtime::app::Owner;
 
 use super::progress::Progress;
 use super::runs::exit_for;
@@ -168,13 +168,18 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
             let id = create(&app, &engine, &pinned, input, opts)?;
             eprintln!(
                 "the store {} is owned by {}; it executes run {id} (following it here)",
-                app.db_path.display(),
+                app.store_name,
                 app::holder(pid)
             );
             (id, None)
         }
     };
-    let rec = follow(&app, &engine, &id, owned, Progress::new(false));
+    let mut owned = owned;
+    let rec = follow(&app, &engine, &id, &mut owned, Progress::new(false));
+    if let Some(o) = owned {
+        // A worker on a shared store: the runs it still drives go back.
+        app.block_on(o.leave());
+    }
     app.shutdown_upstreams();
     Ok(print_result(&rec?, args.json))
 }
@@ -198,7 +203,7 @@ pub fn follow(
     app: &App,
     engine: &Engine,
     id: &RunId,
-    mut lock: Option<SchedulerLock>,
+    lock: &mut Option<Owner>,
     mut progress: Progress,
 ) -> anyhow::Result<RunRecord> {
     app.block_on(async {
@@ -258,7 +263,7 @@ pub fn follow(
                 if let Ok(l) = app.try_lock()? {
                     eprintln!("the store's owner went away: executing run {id} here");
                     engine.start(id);
-                    lock = Some(l);
+                    *lock = Some(l);
                     ended = Some(Box::pin(engine.wait(id)));
                 }
             }

@@ -1,4 +1,5 @@
-//! `weft runs list|show|events|cancel`: inspect and cancel stored runs.
+//! `weft runs list|show|events|cancel`: inspect and cancel stored runs
+//! (`delete` and `prune`: see `prune.rs`).
 //! These commands only read the store (or, for `cancel`, write the
 //! cancellation), so they work whether or not a worker owns it.
 
@@ -9,7 +10,7 @@ use serde_json::{Value, json};
 use weft_engine::clock::rfc3339;
 use weft_engine::outside::WaitKind;
 use weft_engine::store::{RunFilter, RunSummary};
-use weft_engine::{RunId, RunRecord, RunState, Seq, Store, view};
+use weft_engine::{RunId, RunRecord, RunState, Seq, view};
 
 use super::progress::{describe, human_ms};
 use super::{Exit, bad, output};
@@ -57,6 +58,17 @@ pub enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Delete finished runs with everything stored of them.
+    Delete {
+        /// The runs' ids (r_...).
+        runs: Vec<String>,
+        /// Print `{"deleted": [...]}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete the finished runs that ended before a span of time ago
+    /// (`retention` in weft.toml does it by itself: 30 days by default).
+    Prune(super::prune::PruneArgs),
 }
 
 #[derive(Debug, Args)]
@@ -91,6 +103,8 @@ pub fn run(settings: &Settings, cmd: RunsCommand) -> anyhow::Result<Exit> {
         }
         RunsCommand::Events { run, follow, json } => events(&app, &run, follow, json),
         RunsCommand::Cancel { run } => cancel(&app, &run),
+        RunsCommand::Delete { runs, json } => super::prune::delete(&app, &runs, json),
+        RunsCommand::Prune(a) => super::prune::prune(&app, a),
         RunsCommand::Artifacts { run, out, json } => {
             let rec = load_run(&app, &run)?;
             super::artifacts::artifacts(&app, &rec, out.as_deref(), json)

@@ -12,7 +12,7 @@ use clap::Subcommand;
 use serde_json::{Value, json};
 use weft_engine::clock::rfc3339;
 use weft_engine::store::ScheduleRecord;
-use weft_engine::{EngineError, Store};
+use weft_engine::EngineError;
 
 use super::{Exit, bad, output};
 use weft_runtime::app::App;

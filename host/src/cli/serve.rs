@@ -81,12 +81,12 @@ pub fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<Exit> {
         }
     };
     let app = App::open(settings)?;
-    let _lock = match app.lock_for_good()? {
+    let owner = match app.lock_for_good()? {
         Ok(l) => l,
         Err(pid) => {
             return Err(bad(anyhow::anyhow!(
                 "the store {} is owned by {}: only one process executes a store's runs; stop it, or point weft serve at another data directory (--data-dir)",
-                app.db_path.display(),
+                app.store_name,
                 app::holder(pid)
             )));
         }
@@ -98,11 +98,12 @@ pub fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<Exit> {
     let extra: Vec<Arc<dyn weft_server::ToolSource>> = vec![Arc::new(weft_server::ProxyTools::default())];
     let core =
         Core::new(settings.clone(), app.store.clone(), engine.clone(), app.sandbox()?, app.upstreams.clone(), extra);
-    eprintln!("weft serve: owns {} (pid {})", app.db_path.display(), std::process::id());
+    eprintln!("weft serve: {} {} (pid {})", owns(&app), app.store_name, std::process::id());
+    let tenure = weft_runtime::owner::Tenure::new(owner, app.backend.clone());
     let result = app.block_on(async {
         let stop = CancellationToken::new();
         let recovered = core.recover().await?;
-        let owner = tokio::spawn(core.clone().own_store(recovered, stop.clone()));
+        let owner = tokio::spawn(core.clone().own_store(recovered, stop.clone(), tenure));
         // Fires cron schedules (`weft schedule add`); ends with the runtime.
         let schedules = tokio::spawn(engine.clone().run_schedules());
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -129,7 +130,7 @@ pub fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<Exit> {
         };
         stop.cancel();
         schedules.abort();
-        let _ = owner.await;
+        let tenure = owner.await.ok();
         let active = engine.busy_runs();
         if active > 0 {
             let until = Instant::now() + GRACE;
@@ -146,11 +147,20 @@ pub fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<Exit> {
         // Parked runs (waiting for a signal or an event) write nothing when
         // their drivers stop; the next owner parks them again.
         engine.abort_all();
+        if let Some(t) = tenure {
+            t.leave().await;
+        }
         result
     });
     app.shutdown_upstreams();
     result?;
     Ok(Exit::Success)
+}
+
+/// How the process holds the store, for its first line: the one owner of
+/// an SQLite file, or a worker among others on PostgreSQL.
+pub fn owns(app: &App) -> &'static str {
+    if app.is_shared() { "works on" } else { "owns" }
 }
 
 #[cfg(test)]

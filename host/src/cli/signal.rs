@@ -92,6 +92,9 @@ pub fn signal(settings: &Settings, args: SignalArgs) -> anyhow::Result<Exit> {
     let _rt = app.rt.enter();
     let engine = app.engine()?;
     let answer: SignalAnswer = match app.try_lock_briefly()? {
+        // Many workers: the run's owner answers (the engine relays to it),
+        // or this process does when nobody drives the run.
+        Err(_) if app.is_shared() => app.block_on(engine.signal(&run, &args.step, data)).map_err(refused)?,
         Ok(_lock) => {
             let a = app.block_on(engine.signal(&run, &args.step, data)).map_err(refused)?;
             // Answer what others queued while this process held the lock.
@@ -158,6 +161,9 @@ pub fn emit(settings: &Settings, args: EmitArgs) -> anyhow::Result<Exit> {
     let _rt = app.rt.enter();
     let engine = app.engine()?;
     let answer: EmitAnswer = match app.try_lock_briefly()? {
+        // Many workers: delivered here to the waits of runs nobody drives,
+        // handed to the owners of the others.
+        Err(_) if app.is_shared() => app.block_on(engine.emit(&args.event, data, args.id)).map_err(refused)?,
         Ok(_lock) => {
             let a = app.block_on(engine.emit(&args.event, data, args.id)).map_err(refused)?;
             app.block_on(engine.process_inbox())?;
@@ -187,11 +193,14 @@ fn owner_answer(app: &App, engine: &Engine, id: &str, pid: Option<u32>) -> anyho
     let start = Instant::now();
     let mut last_try = Instant::now();
     app.block_on(async {
+        // The owner's answer is a write: the store's watch tells (LISTEN on
+        // PostgreSQL, the file system on SQLite); a short sleep otherwise.
+        let mut watch = app.store.watch();
         loop {
             if let Some(a) = engine.inbox_answer(id).await? {
                 return Ok(a);
             }
-            if last_try.elapsed() > Duration::from_millis(200) {
+            if !app.is_shared() && last_try.elapsed() > Duration::from_millis(200) {
                 last_try = Instant::now();
                 if let Ok(_lock) = app.try_lock_briefly()? {
                     engine.process_inbox().await?;
@@ -199,13 +208,28 @@ fn owner_answer(app: &App, engine: &Engine, id: &str, pid: Option<u32>) -> anyho
                 }
             }
             if start.elapsed() > OWNER_ANSWER {
+                if app.is_shared() {
+                    anyhow::bail!(
+                        "no worker of {} handled message {id} within {} s (is `weft worker` running against it?); it stays queued for the next worker",
+                        app.store_name,
+                        OWNER_ANSWER.as_secs()
+                    );
+                }
                 anyhow::bail!(
                     "{} owns the store but has not handled message {id} within {} s; it stays queued and is handled when the owner polls again",
                     app::holder(pid),
                     OWNER_ANSWER.as_secs()
                 );
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            match &mut watch {
+                Some(_) => {
+                    tokio::select! {
+                        _ = weft_runtime::owner::changed(&mut watch) => {}
+                        _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                    }
+                }
+                None => tokio::time::sleep(Duration::from_millis(5)).await,
+            }
         }
     })
 }

@@ -10,7 +10,6 @@ use weft_engine::clock::system_now_ms as now_ms;
 
 use clap::Subcommand;
 use serde_json::json;
-use weft_engine::Store;
 use weft_engine::clock::rfc3339;
 use weft_engine::store::TemplateRecord;
 

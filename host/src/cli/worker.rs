@@ -23,7 +23,7 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 use weft_runtime::app::{self, App};
 use weft_runtime::config::Settings;
-use weft_runtime::owner::{self, Owning};
+use weft_runtime::owner::{self, Owning, Tenure};
 
 use super::Exit;
 
@@ -39,17 +39,18 @@ const GRACE: Duration = Duration::from_secs(3);
 
 pub fn run(settings: &Settings, args: WorkerArgs) -> anyhow::Result<Exit> {
     let app = App::open(settings)?;
-    let _lock = match app.lock_for_good()? {
+    let owner = match app.lock_for_good()? {
         Ok(l) => l,
         Err(pid) => {
             anyhow::bail!(
                 "the store {} is already owned by {}: only one process executes a store's runs at a time (stop it first, or let it execute your runs)",
-                app.db_path.display(),
+                app.store_name,
                 app::holder(pid)
             );
         }
     };
-    eprintln!("weft worker: owns {} (pid {})", app.db_path.display(), std::process::id());
+    eprintln!("weft worker: {} {} (pid {})", super::serve::owns(&app), app.store_name, std::process::id());
+    let mut tenure = Tenure::new(owner, app.backend.clone());
     let engine = app.engine()?;
     let store = app.store.clone();
     let result = app.block_on(async {
@@ -61,12 +62,14 @@ pub fn run(settings: &Settings, args: WorkerArgs) -> anyhow::Result<Exit> {
         let schedules = tokio::spawn(engine.clone().run_schedules());
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let stop = CancellationToken::new();
-        let how = Owning { until_idle: args.until_idle, outlive_errors: false };
-        let owned = owner::own_store(&engine, store.as_ref(), recovered, how, &stop);
+        let retention = if args.until_idle { None } else { app::retention(settings) };
+        let how = Owning { until_idle: args.until_idle, outlive_errors: false, retention };
+        let owned = owner::own_store(&engine, store.as_ref(), recovered, how, &stop, &mut tenure);
         let stop = tokio::select! {
             r = owned => {
                 r?;
                 schedules.abort();
+                tenure.leave().await;
                 return Ok(());
             }
             _ = tokio::signal::ctrl_c() => "SIGINT",
@@ -92,6 +95,7 @@ pub fn run(settings: &Settings, args: WorkerArgs) -> anyhow::Result<Exit> {
         // their drivers stop; the next owner parks them again.
         engine.abort_all();
         schedules.abort();
+        tenure.leave().await;
         eprintln!("weft worker: stopped ({stop})");
         Ok::<_, anyhow::Error>(())
     });

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use weft_engine::store::*;
-use weft_engine::{RunId, RunState, Seq};
+use weft_engine::{RunId, Seq};
 
 pub use schema::SCHEMA_VERSION;
 pub use workers::{Lease, LeaseLost};
@@ -389,6 +389,10 @@ impl Store for PgStore {
         Ok(ids)
     }
 
+    async fn busy_elsewhere(&self) -> Result<u64, StoreError> {
+        workers::busy_elsewhere(&self.reader().await?, &self.me).await
+    }
+
     async fn release_runs(&self, ids: &[RunId]) -> Result<(), StoreError> {
         if self.me.epoch() == 0 || ids.is_empty() {
             return Ok(());
@@ -396,13 +400,8 @@ impl Store for PgStore {
         workers::release_runs(&self.reader().await?, &self.me, ids).await
     }
 
-    async fn finished_before(
-        &self,
-        before_ms: i64,
-        state: Option<RunState>,
-        limit: usize,
-    ) -> Result<Vec<RunId>, StoreError> {
-        read::finished_before(&self.reader().await?, before_ms, state, limit).await
+    async fn finished_before(&self, before_ms: i64, filter: &RunFilter) -> Result<Vec<RunId>, StoreError> {
+        read::finished_before(&self.reader().await?, before_ms, filter).await
     }
 
     async fn delete_runs(&self, ids: &[RunId]) -> Result<Vec<RunId>, StoreError> {

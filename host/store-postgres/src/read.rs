@@ -443,16 +443,17 @@ pub async fn artifact<C: GenericClient>(
 pub async fn finished_before<C: GenericClient>(
     c: &C,
     before_ms: i64,
-    state: Option<RunState>,
-    limit: usize,
+    f: &RunFilter,
 ) -> Result<Vec<RunId>, StoreError> {
+    let limit = f.limit.map(|l| l.min(i64::MAX as usize) as i64);
     let rows = query(
         c,
         &format!(
             "SELECT id FROM runs WHERE state IN {TERMINAL} AND updated_at < $1 AND ($2::text IS NULL OR state = $2)
-             ORDER BY updated_at, id LIMIT $3"
+               AND ($3::text IS NULL OR template = $3)
+             ORDER BY updated_at, id LIMIT $4"
         ),
-        &[&before_ms, &state.map(|s| s.as_str()), &(limit.min(i64::MAX as usize) as i64)],
+        &[&before_ms, &f.state.map(|s| s.as_str()), &f.template, &limit],
     )
     .await?;
     rows.into_iter().map(|r| id(r.get(0))).collect()

@@ -190,13 +190,31 @@ pub(crate) async fn claim_runs<C: GenericClient>(c: &C, me: &Me, limit: usize) -
         ids.push(id(r.get(0))?);
     }
     if !ids.is_empty() {
-        tracing::warn!(epoch, runs = ids.len(), "took over the runs of a worker whose lease ran out");
+        tracing::warn!(epoch, "took over {} run(s) of a worker whose lease ran out", ids.len());
     }
     let limit = limit.min(i64::MAX as usize) as i64;
     for r in c.query(&fresh, &[&epoch, &limit]).await.map_err(map_err)? {
         ids.push(id(r.get(0))?);
     }
     Ok(ids)
+}
+
+/// Unfinished runs not this worker's with a step that is not finished and
+/// does not wait for a signal or an event (it runs, will run, or sleeps).
+pub(crate) async fn busy_elsewhere<C: GenericClient>(c: &C, me: &Me) -> Result<u64, StoreError> {
+    let st = c
+        .prepare_cached(
+            "SELECT count(*) FROM runs r WHERE r.state IN ('submitted', 'working')
+               AND r.owner IS DISTINCT FROM $1
+               AND EXISTS (SELECT 1 FROM steps s WHERE s.run_id = r.id
+                             AND s.state NOT IN ('succeeded', 'failed', 'skipped', 'canceled')
+                             AND NOT EXISTS (SELECT 1 FROM waits w WHERE w.run_id = s.run_id AND w.step = s.name
+                                               AND w.kind IN ('signal', 'event')))",
+        )
+        .await
+        .map_err(map_err)?;
+    let n: i64 = c.query_one(&st, &[&me.epoch()]).await.map_err(map_err)?.get(0);
+    Ok(n.max(0) as u64)
 }
 
 /// Gives runs back (their owner becomes nobody) and tells the workers.

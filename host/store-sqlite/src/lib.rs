@@ -373,13 +373,8 @@ impl Store for SqliteStore {
         self.read(|c| read::artifact(c, run, name))
     }
 
-    async fn finished_before(
-        &self,
-        before_ms: i64,
-        state: Option<weft_engine::RunState>,
-        limit: usize,
-    ) -> Result<Vec<RunId>, StoreError> {
-        self.read(|c| manage::finished_before(c, before_ms, state, limit))
+    async fn finished_before(&self, before_ms: i64, filter: &RunFilter) -> Result<Vec<RunId>, StoreError> {
+        self.read(|c| manage::finished_before(c, before_ms, filter))
     }
 
     async fn delete_runs(&self, ids: &[RunId]) -> Result<Vec<RunId>, StoreError> {

@@ -5,8 +5,8 @@
 //! connection, in its transactions (see `writer::Op`).
 
 use rusqlite::{Connection, params};
-use weft_engine::store::{RunExport, TemplateRecord, Write};
-use weft_engine::{RunId, RunState, StoreError};
+use weft_engine::store::{RunExport, RunFilter, TemplateRecord, Write};
+use weft_engine::{RunId, StoreError};
 
 use crate::map_err;
 
@@ -54,22 +54,16 @@ pub(crate) fn delete_runs(c: &Connection, ids: &[RunId]) -> Result<u32, StoreErr
 }
 
 /// Finished runs that ended before `before_ms`, oldest first.
-pub(crate) fn finished_before(
-    c: &Connection,
-    before_ms: i64,
-    state: Option<RunState>,
-    limit: usize,
-) -> Result<Vec<RunId>, StoreError> {
+pub(crate) fn finished_before(c: &Connection, before_ms: i64, f: &RunFilter) -> Result<Vec<RunId>, StoreError> {
+    let limit = f.limit.map(|l| l.min(i64::MAX as usize) as i64).unwrap_or(-1);
     let rows: Vec<String> = c
         .prepare_cached(&format!(
             "SELECT id FROM runs WHERE state IN {TERMINAL} AND updated_at < ?1 AND (?2 IS NULL OR state = ?2)
-             ORDER BY updated_at, id LIMIT ?3"
+               AND (?3 IS NULL OR template = ?3)
+             ORDER BY updated_at, id LIMIT ?4"
         ))
         .and_then(|mut s| {
-            s.query_map(params![before_ms, state.map(|s| s.as_str()), limit.min(i64::MAX as usize) as i64], |r| {
-                r.get(0)
-            })?
-            .collect()
+            s.query_map(params![before_ms, f.state.map(|s| s.as_str()), f.template, limit], |r| r.get(0))?.collect()
         })
         .map_err(map_err)?;
     rows.into_iter().map(|s| s.parse().map_err(|e| StoreError::Corrupt(format!("{e}")))).collect()

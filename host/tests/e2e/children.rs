@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{Weft, repo_root};
+use crate::common::repo_root;
 
 fn chain(depth: usize) -> Value {
     let mut node = json!({"name": format!("n{depth}"), "role": "leaf"});
@@ -17,9 +17,7 @@ fn chain(depth: usize) -> Value {
     node
 }
 
-#[test]
-fn the_recursive_example_walks_a_chain_with_one_child_run_per_level() {
-    let w = Weft::new();
+on_both_stores! { fn the_recursive_example_walks_a_chain_with_one_child_run_per_level(w) {
     let file = repo_root().join("examples/workflows/descend.json");
     w.run(&["templates", "save", file.to_str().unwrap()]).expect_code(0);
     let input = json!({"node": chain(2)}).to_string();
@@ -41,11 +39,9 @@ fn the_recursive_example_walks_a_chain_with_one_child_run_per_level() {
     assert_eq!(below["output"]["line"], "n1 (parent)");
     assert_eq!(below["output"]["below"]["line"], "n2 (leaf)");
     assert_eq!(grandchild["template"], "descend");
-}
+} }
 
-#[test]
-fn the_depth_cap_stops_a_runaway_template() {
-    let w = Weft::new();
+on_both_stores! { fn the_depth_cap_stops_a_runaway_template(w) {
     let file = repo_root().join("examples/workflows/descend.json");
     w.run(&["templates", "save", file.to_str().unwrap()]).expect_code(0);
     let input = json!({"node": chain(20)}).to_string();
@@ -56,11 +52,9 @@ fn the_depth_cap_stops_a_runaway_template() {
     assert!(run["error"]["message"].as_str().unwrap().contains("at most 16 deep"), "{run}");
     let runs = w.run(&["runs", "list", "--json"]).json();
     assert_eq!(runs.as_array().unwrap().len(), 17, "the root and 16 levels of children");
-}
+} }
 
-#[test]
-fn canceling_a_parent_cancels_its_waiting_child() {
-    let w = Weft::new();
+on_both_stores! { fn canceling_a_parent_cancels_its_waiting_child(w) {
     let kid = json!({"name": "ask", "version": 1, "steps": [{"name": "ok", "wait": {"prompt": "go?"}}]});
     let parent = json!({"name": "boss", "version": 1, "steps": [{"name": "c", "workflow": {"template": "ask"}}]});
     for d in [&kid, &parent] {
@@ -96,4 +90,4 @@ fn canceling_a_parent_cancels_its_waiting_child() {
     assert_eq!(w.show(&id)["state"], "canceled");
     worker.kill().unwrap();
     worker.wait().unwrap();
-}
+} }

@@ -37,14 +37,24 @@ impl Outcome {
     }
 }
 
-/// A `weft` with its own data directory, removed when dropped.
+/// A `weft` with its own data directory, removed when dropped; its runs
+/// are in `<data dir>/weft.db` ([`Weft::new`]) or in a fresh PostgreSQL
+/// database ([`Weft::postgres`]).
 pub struct Weft {
     pub dir: tempfile::TempDir,
+    /// `WEFT_DATABASE`, for a PostgreSQL store.
+    pub database: Option<String>,
 }
 
 impl Weft {
     pub fn new() -> Self {
-        Weft { dir: tempfile::tempdir().expect("temp dir") }
+        Weft { dir: tempfile::tempdir().expect("temp dir"), database: None }
+    }
+
+    /// A `weft` whose store is a fresh database on the test PostgreSQL
+    /// (see `tests/postgres`): many workers may share it.
+    pub fn postgres() -> Self {
+        Weft { dir: tempfile::tempdir().expect("temp dir"), database: Some(weft_test_postgres::database()) }
     }
 
     /// The data directory this instance uses.
@@ -65,6 +75,10 @@ impl Weft {
             .env("NO_COLOR", "1")
             .current_dir(self.dir.path())
             .stdin(Stdio::null());
+        match &self.database {
+            Some(url) => cmd.env("WEFT_DATABASE", url),
+            None => cmd.env_remove("WEFT_DATABASE"),
+        };
         cmd
     }
 
@@ -170,4 +184,27 @@ pub fn rss_kb(pid: u32) -> u64 {
 /// A JSON object's map (MCP tool arguments).
 pub fn args(v: Value) -> serde_json::Map<String, Value> {
     v.as_object().unwrap().clone()
+}
+
+/// A test run on both stores: `on_both_stores! { fn NAME(w) { ... } }`
+/// makes `NAME::sqlite` (a [`Weft::new`]) and `NAME::postgres` (a
+/// [`Weft::postgres`]), the same body given `w`.
+macro_rules! on_both_stores {
+    ($(#[$m:meta])* fn $name:ident($w:ident) $body:block) => {
+        $(#[$m])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            #[test]
+            fn sqlite() {
+                let $w = $crate::common::Weft::new();
+                $body
+            }
+            #[test]
+            fn postgres() {
+                let $w = $crate::common::Weft::postgres();
+                $body
+            }
+        }
+    };
 }

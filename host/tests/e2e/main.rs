@@ -2,13 +2,16 @@
 //! ripgrep does) so the suite links once. Each module covers one area; the
 //! helpers in `common` start the real binary against a fresh data directory.
 
+#[macro_use]
+mod common;
+
 mod api;
+mod postgres;
 mod artifacts;
 mod caps;
 mod chains;
 mod children;
 mod client_paths;
-mod common;
 mod defaults;
 mod disk_full;
 mod examples;

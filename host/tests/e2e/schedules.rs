@@ -55,9 +55,7 @@ fn wait_for_runs(w: &Weft, n: usize, limit: Duration) {
     }
 }
 
-#[test]
-fn bad_schedules_are_refused_and_nothing_is_stored() {
-    let w = Weft::new();
+on_both_stores! { fn bad_schedules_are_refused_and_nothing_is_stored(w) {
     save_template(&w);
     let out = w.run(&["schedule", "add", "tick", "--cron", "0 25 * * *", "--input", r#"{"who": "a"}"#]);
     out.expect_code(2);
@@ -87,11 +85,9 @@ fn bad_schedules_are_refused_and_nothing_is_stored() {
     assert!(out.stdout.contains("nightly") && out.stdout.contains("0 2 * * *"), "{}", out.stdout);
     w.run(&["schedule", "remove", "nightly"]).expect_code(0);
     w.run(&["schedule", "remove", "nightly"]).expect_code(2);
-}
+} }
 
-#[test]
-fn a_schedule_fires_once_per_time_across_a_kill_and_catches_up_once() {
-    let w = Weft::new();
+on_both_stores! { fn a_schedule_fires_once_per_time_across_a_kill_and_catches_up_once(w) {
     save_template(&w);
     // Every 2 seconds.
     let out = w.run(&["schedule", "add", "tick", "--cron", "*/2 * * * * *", "--input", r#"{"who": "cron"}"#]);
@@ -125,7 +121,7 @@ fn a_schedule_fires_once_per_time_across_a_kill_and_catches_up_once() {
     let out = w.run(&["schedule", "list", "--json"]);
     let s = &out.json()[0];
     assert!(s["last_run"].is_string(), "{s}");
-}
+} }
 
 fn chrono_now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64

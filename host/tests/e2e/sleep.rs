@@ -8,11 +8,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::common::{Weft, step};
+use crate::common::step;
 
-#[test]
-fn a_sleeping_run_survives_a_kill_and_fires_late_rather_than_never() {
-    let w = Weft::new();
+on_both_stores! { fn a_sleeping_run_survives_a_kill_and_fires_late_rather_than_never(w) {
     let def = json!({"name": "nap", "version": 1, "steps": [
         {"name": "before", "code": {"plugin": "text-template"}, "input": {"template": "a", "values": {}}},
         {"name": "nap", "sleep": {"ms": 1500}, "after": ["before"]},
@@ -47,11 +45,9 @@ fn a_sleeping_run_survives_a_kill_and_fires_late_rather_than_never() {
     let events = w.run(&["runs", "events", &id, "--json"]);
     let wakes = events.stdout.lines().filter(|l| l.contains("\"step.succeeded\"") && l.contains("\"nap\"")).count();
     assert_eq!(wakes, 1, "fired once: {}", events.stdout);
-}
+} }
 
-#[test]
-fn worker_until_idle_waits_for_pending_timers() {
-    let w = Weft::new();
+on_both_stores! { fn worker_until_idle_waits_for_pending_timers(w) {
     let def = json!({"name": "short", "version": 1, "steps": [{"name": "nap", "sleep": {"ms": 700}}]});
     let f = w.dir.path().join("short.json");
     std::fs::write(&f, def.to_string()).unwrap();
@@ -60,4 +56,4 @@ fn worker_until_idle_waits_for_pending_timers() {
     w.run(&["worker", "--until-idle"]).expect_code(0);
     assert!(t0.elapsed() >= Duration::from_millis(700), "it waited for the timer");
     assert_eq!(w.show(&id)["state"], "completed");
-}
+} }

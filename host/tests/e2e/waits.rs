@@ -84,9 +84,7 @@ fn count(evs: &[Value], kind: &str, step: &str) -> usize {
     evs.iter().filter(|e| e["kind"] == kind && e["step"] == step).count()
 }
 
-#[test]
-fn the_approval_example_survives_a_kill_and_takes_invalid_then_valid_answers() {
-    let w = Weft::new();
+on_both_stores! { fn the_approval_example_survives_a_kill_and_takes_invalid_then_valid_answers(w) {
     let id = detach(&w, &approval(), &json!({"order": "A-7", "amount": 12.5}), &[]);
     let worker = Worker::start(&w);
     let run = wait_until(&w, &id, "input-required", |r| r["state"] == "input-required");
@@ -127,11 +125,9 @@ fn the_approval_example_survives_a_kill_and_takes_invalid_then_valid_answers() {
     assert_eq!(count(&evs, "step.succeeded", "notify"), 1, "notify ran once across the kill");
     assert_eq!(count(&evs, "step.succeeded", "approve"), 1);
     drop(worker);
-}
+} }
 
-#[test]
-fn without_a_worker_a_foreground_run_exits_3_and_a_signal_is_kept_for_the_next_worker() {
-    let w = Weft::new();
+on_both_stores! { fn without_a_worker_a_foreground_run_exits_3_and_a_signal_is_kept_for_the_next_worker(w) {
     let input = json!({"order": "B-1", "amount": 3}).to_string();
     let out = w.run(&["run", approval().to_str().unwrap(), "--input", &input]);
     out.expect_code(3);
@@ -153,11 +149,9 @@ fn without_a_worker_a_foreground_run_exits_3_and_a_signal_is_kept_for_the_next_w
     let run = w.show(&id);
     assert_eq!(run["state"], "completed", "{run}");
     assert_eq!(run["output"]["declined"], "Refund for order B-1 declined by cy");
-}
+} }
 
-#[test]
-fn fifty_concurrent_signals_to_one_step_accept_exactly_one() {
-    let w = Weft::new();
+on_both_stores! { fn fifty_concurrent_signals_to_one_step_accept_exactly_one(w) {
     let id = detach(&w, &approval(), &json!({"order": "C-3", "amount": 9}), &[]);
     let _worker = Worker::start(&w);
     wait_until(&w, &id, "input-required", |r| r["state"] == "input-required");
@@ -197,11 +191,9 @@ fn fifty_concurrent_signals_to_one_step_accept_exactly_one() {
     let run = wait_until(&w, &id, "completion", |r| r["state"] == "completed");
     assert_eq!(step(&run, "approve")["output"]["by"], winners[0].as_str(), "the winner's data is the output");
     assert_eq!(count(&events(&w, &id), "step.succeeded", "approve"), 1);
-}
+} }
 
-#[test]
-fn an_event_reaches_only_matching_waits_and_a_repeated_id_resolves_nothing() {
-    let w = Weft::new();
+on_both_stores! { fn an_event_reaches_only_matching_waits_and_a_repeated_id_resolves_nothing(w) {
     let def = json!({"name": "paid", "version": 1,
         "input_schema": {"type": "object", "required": ["order"]},
         "steps": [{"name": "paid", "wait": {"event": "order.paid", "match": {"order": "@input.order"}}}],
@@ -236,11 +228,9 @@ fn an_event_reaches_only_matching_waits_and_a_repeated_id_resolves_nothing() {
     let run = wait_until(&w, &b, "completion", |r| r["state"] == "completed");
     assert_eq!(run["output"], 7);
     assert_eq!(count(&events(&w, &a), "step.succeeded", "paid"), 1);
-}
+} }
 
-#[test]
-fn a_wait_timeout_is_a_timeout_error_the_failure_edge_handles() {
-    let w = Weft::new();
+on_both_stores! { fn a_wait_timeout_is_a_timeout_error_the_failure_edge_handles(w) {
     let f = approval_with_timeout(&w, 400);
     let id = detach(&w, &f, &json!({"order": "D-4", "amount": 1}), &[]);
     let _worker = Worker::start(&w);
@@ -256,11 +246,9 @@ fn a_wait_timeout_is_a_timeout_error_the_failure_edge_handles() {
     );
     // Too late now.
     signal(&w, &id, "approve", &json!({"approved": true, "by": "ada"})).expect_code(1);
-}
+} }
 
-#[test]
-fn a_sleeping_run_and_a_waiting_run_both_resume_after_a_kill() {
-    let w = Weft::new();
+on_both_stores! { fn a_sleeping_run_and_a_waiting_run_both_resume_after_a_kill(w) {
     let nap = json!({"name": "nap", "version": 1, "steps": [{"name": "nap", "sleep": {"ms": 1200}}]});
     let f = w.dir.path().join("nap.json");
     std::fs::write(&f, nap.to_string()).unwrap();
@@ -279,11 +267,9 @@ fn a_sleeping_run_and_a_waiting_run_both_resume_after_a_kill() {
     wait_until(&w, &sleeper, "completion", |r| r["state"] == "completed");
     assert_eq!(count(&events(&w, &sleeper), "step.succeeded", "nap"), 1, "the timer fired once");
     assert_eq!(count(&events(&w, &waiter), "step.succeeded", "notify"), 1);
-}
+} }
 
-#[test]
-fn runs_with_one_key_execute_one_at_a_time_in_order() {
-    let w = Weft::new();
+on_both_stores! { fn runs_with_one_key_execute_one_at_a_time_in_order(w) {
     let first = detach(&w, &approval(), &json!({"order": "F-1", "amount": 1}), &["--key", "customer-9"]);
     let second = detach(&w, &approval(), &json!({"order": "F-2", "amount": 2}), &["--key", "customer-9"]);
     let other = detach(&w, &approval(), &json!({"order": "G-1", "amount": 3}), &["--key", "customer-10"]);
@@ -302,14 +288,12 @@ fn runs_with_one_key_execute_one_at_a_time_in_order() {
     let blank = w.run(&["run", approval().to_str().unwrap(), "--key", " ", "--detach", "--input", &input]);
     blank.expect_code(2);
     assert!(blank.stderr.contains("--key"), "{}", blank.stderr);
-}
+} }
 
-#[test]
-fn worker_until_idle_returns_while_a_run_waits_for_input() {
-    let w = Weft::new();
+on_both_stores! { fn worker_until_idle_returns_while_a_run_waits_for_input(w) {
     let id = detach(&w, &approval(), &json!({"order": "H-8", "amount": 4}), &[]);
     let t0 = Instant::now();
     w.run(&["worker", "--until-idle"]).expect_code(0);
     assert!(t0.elapsed() < Duration::from_secs(10), "it did not wait for the one-day timeout");
     assert_eq!(w.show(&id)["state"], "input-required");
-}
+} }

@@ -77,10 +77,17 @@ pub async fn retention_deletes_finished_runs_only(store: Arc<dyn Store>) {
         .unwrap();
     }
     for s in [&store, &mem] {
-        assert_eq!(s.finished_before(3_000, None, 10).await.unwrap(), vec![old.clone(), failed.clone()]);
-        assert_eq!(s.finished_before(3_000, Some(RunState::Failed), 10).await.unwrap(), vec![failed.clone()]);
-        assert_eq!(s.finished_before(3_000, None, 1).await.unwrap(), vec![old.clone()]);
-        assert_eq!(s.finished_before(10_000, None, 10).await.unwrap().len(), 3, "the live run never");
+        let all = RunFilter::default();
+        assert_eq!(s.finished_before(3_000, &all).await.unwrap(), vec![old.clone(), failed.clone()]);
+        let failures = RunFilter { state: Some(RunState::Failed), ..Default::default() };
+        assert_eq!(s.finished_before(3_000, &failures).await.unwrap(), vec![failed.clone()]);
+        let one = RunFilter { limit: Some(1), ..Default::default() };
+        assert_eq!(s.finished_before(3_000, &one).await.unwrap(), vec![old.clone()]);
+        let other = RunFilter { template: Some("other".into()), ..Default::default() };
+        assert!(s.finished_before(3_000, &other).await.unwrap().is_empty(), "by template");
+        let t = RunFilter { template: Some("t".into()), ..Default::default() };
+        assert_eq!(s.finished_before(3_000, &t).await.unwrap().len(), 2);
+        assert_eq!(s.finished_before(10_000, &all).await.unwrap().len(), 3, "the live run never");
         let f = RunFilter { template: Some("t".into()), ..Default::default() };
         assert_eq!(s.count_runs(&f).await.unwrap(), 4);
         let deleted = s.delete_runs(&[old.clone(), live.clone(), rid(99)]).await.unwrap();

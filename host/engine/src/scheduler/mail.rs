@@ -120,13 +120,24 @@ impl Engine {
         inbox: Option<String>,
     ) -> Result<SignalAnswer, EngineError> {
         super::over(&data, self.sh.config.caps.max_input_bytes, "/data", "the signal's data", "max_input_bytes")?;
-        let answered = self
+        let answered = match self
             .to_run(
                 run,
                 |reply| Mail::Signal { step: step.to_string(), data: data.clone(), inbox: inbox.clone(), reply },
                 || signal_undriven(&self.sh, run, step, &data, inbox.as_deref()),
             )
-            .await?;
+            .await
+        {
+            // Another worker drives the run: it answers (a message taken
+            // from the inbox is this worker's only while it owns the run).
+            Err(EngineError::Store(StoreError::Fenced(_))) if inbox.is_none() => {
+                let kind = InboxKind::Signal { run: run.clone(), step: step.to_string() };
+                let answer = self.relay(kind, data).await?;
+                return serde_json::from_value(answer)
+                    .map_err(|e| EngineError::Plan(format!("the owner of run {run} answered oddly: {e}")));
+            }
+            other => other?,
+        };
         answered.ok_or_else(|| {
             EngineError::Store(StoreError::Busy(format!("run {run} kept changing while step `{step}` was signaled")))
         })
@@ -262,7 +273,54 @@ impl Engine {
 
     async fn deliver_event(&self, run: &RunId, step: &str, name: &str, data: &Value) -> Result<bool, EngineError> {
         let mail = |reply| Mail::Event { step: step.to_string(), name: name.to_string(), data: data.clone(), reply };
-        Ok(self.to_run(run, mail, || event_undriven(&self.sh, run, step, name, data)).await?.unwrap_or(false))
+        match self.to_run(run, mail, || event_undriven(&self.sh, run, step, name, data)).await {
+            Ok(took) => Ok(took.unwrap_or(false)),
+            // Another worker drives the run: handed to it (it waits for the
+            // event: the wait was open when the event was matched).
+            Err(EngineError::Store(StoreError::Fenced(_))) => {
+                let kind = InboxKind::Deliver { run: run.clone(), step: step.to_string(), event: name.to_string() };
+                self.post(kind, data.clone()).await?;
+                Ok(true)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Leaves a message for the worker that drives its run.
+    async fn post(&self, kind: InboxKind, data: Value) -> Result<String, EngineError> {
+        let msg = InboxRecord { id: new_id(&self.sh, "m_"), kind, data, at: self.sh.clock.now_ms(), answer: None };
+        self.sh.commit(Batch { writes: vec![Write::InboxPut(msg.clone())] }).await?;
+        Ok(msg.id)
+    }
+
+    /// Leaves a message for the worker that drives its run and waits for
+    /// its answer (woken by the store's watch; without one, it looks every
+    /// 20 ms), at most [`super::EngineConfig::relay_timeout_ms`].
+    pub(super) async fn relay(&self, kind: InboxKind, data: Value) -> Result<Value, EngineError> {
+        let what = format!("{} for run {}", kind.name(), kind.run().map(|r| r.as_str()).unwrap_or("-"));
+        let mut watch = self.sh.store.watch();
+        let id = self.post(kind, data).await?;
+        let until = tokio::time::Instant::now() + std::time::Duration::from_millis(self.sh.config.relay_timeout_ms);
+        loop {
+            if let Some(a) = self.inbox_answer(&id).await? {
+                return Ok(a);
+            }
+            let tick = tokio::time::sleep(std::time::Duration::from_millis(if watch.is_some() { 1000 } else { 20 }));
+            tokio::select! {
+                ok = async { match &mut watch { Some(w) => w.changed().await, None => std::future::pending().await } } => {
+                    if !ok {
+                        watch = None;
+                    }
+                }
+                _ = tick => {}
+                _ = tokio::time::sleep_until(until) => {
+                    return Err(EngineError::Store(StoreError::Busy(format!(
+                        "the worker driving the run did not answer the {what} within {} ms",
+                        self.sh.config.relay_timeout_ms
+                    ))));
+                }
+            }
+        }
     }
 
     /// Hands something to run `run`: to its driver when one runs here (as

@@ -96,6 +96,12 @@ pub struct EngineConfig {
     /// Caps on inputs, data and step outputs (the front ends apply the
     /// definition cap as they read one).
     pub caps: crate::caps::Caps,
+    /// On a store shared by many workers: runs nobody drives that one look
+    /// takes at most (the others are left for the other workers).
+    pub claim_batch: usize,
+    /// On a store shared by many workers: how long a signal or cancel for
+    /// a run another worker drives waits for that worker's answer.
+    pub relay_timeout_ms: u64,
 }
 
 impl Default for EngineConfig {
@@ -111,6 +117,8 @@ impl Default for EngineConfig {
             max_interruptions: 3,
             max_run_log_bytes: 16 << 20,
             caps: crate::caps::Caps::default(),
+            claim_batch: 256,
+            relay_timeout_ms: 30_000,
         }
     }
 }
@@ -498,7 +506,9 @@ impl Engine {
         // its death: the more there were, the less each is suspect.
         let width = self.sh.store.expired_leases(i64::MAX).await?.len().max(1);
         self.sh.crash_width.store(width, std::sync::atomic::Ordering::Relaxed);
-        let ids = self.sh.store.unfinished_runs().await?;
+        // Every unfinished run of a store this process owns whole; on a
+        // shared store, the runs of dead workers and a share of the new.
+        let ids = self.sh.store.claim_runs(self.sh.config.claim_batch).await?;
         for id in &ids {
             self.start(id);
         }
@@ -563,6 +573,13 @@ impl Engine {
                     let _ = done.wait_for(|v| *v).await;
                 }
                 None => match driver::cancel_undriven(&self.sh, id).await {
+                    // Another worker drives it: it cancels it.
+                    Err(EngineError::Store(StoreError::Fenced(_))) => {
+                        let answer = self.relay(crate::outside::InboxKind::Cancel { run: id.clone() }, Value::Null).await?;
+                        if let Some(e) = answer.get("error").and_then(Value::as_str) {
+                            return Err(EngineError::Plan(e.to_string()));
+                        }
+                    }
                     Err(EngineError::Store(StoreError::Conflict(_))) if tries < 20 => {
                         tries += 1;
                         tokio::time::sleep(std::time::Duration::from_millis(10)).await;

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use weft_engine::store::RunFilter;
 use weft_engine::view::RunView;
-use weft_engine::{RunId, RunOptions, RunRecord, RunState, SignalAnswer, StepState, Store};
+use weft_engine::{RunId, RunOptions, RunRecord, RunState, SignalAnswer, StepState};
 use weft_model::EdgeOn;
 use weft_runtime::pipeline::Source;
 

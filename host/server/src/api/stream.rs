@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use weft_engine::view::{EventPage, EventView};
-use weft_engine::{Changes, RunId, RunState, Seq, Store};
+use weft_engine::{Changes, RunId, RunState, Seq};
 
 use super::ApiError;
 use crate::Core;

@@ -288,6 +288,11 @@ pub(super) async fn drive(
     };
     let creating = create.is_some();
     let from_memory = rec.is_some();
+    // A run this engine did not just create may be another worker's (a
+    // store shared by many): take it first, or leave it alone.
+    if !from_memory && !sh.store.claim_run(&id).await? {
+        return Ok(());
+    }
     let rec = match rec {
         Some(r) => r,
         None => sh.store.run(&id).await?.ok_or_else(|| EngineError::NotFound(id.clone()))?,
@@ -302,6 +307,8 @@ pub(super) async fn drive(
         && sh.store.queue_head(k).await?.as_ref() != Some(&id)
     {
         link.parked.store(true, std::sync::atomic::Ordering::Relaxed);
+        // On a shared store, whichever worker ends the head starts it.
+        sh.store.release_runs(std::slice::from_ref(&id)).await?;
         return Ok(());
     }
     let def = match def {

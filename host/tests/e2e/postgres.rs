@@ -1,0 +1,379 @@
+//! Many workers on one PostgreSQL database, through the real binary
+//! (reliability.md "many workers"): three `weft worker` processes share a
+//! database under load; one is SIGKILLed, one SIGSTOPped past its lease and
+//! SIGCONTed; every run completes exactly once and the paused worker's late
+//! commits are refused. Also: a schedule fires once per time across three
+//! workers; retention deletes exactly the finished runs it should (the
+//! reaper, `runs prune`, `runs delete`); `weft store copy` moves an SQLite
+//! store's history into PostgreSQL, where a worker finishes what was left.
+//!
+//! The journal of side effects is the store's own record (as in
+//! `recovery.rs`): every execution of a guest has an `attempts` row,
+//! committed before the guest is called.
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::Weft;
+
+/// A client of the test's database, for the journal queries.
+struct Db {
+    rt: tokio::runtime::Runtime,
+    client: tokio_postgres::Client,
+}
+
+impl Db {
+    fn open(url: &str) -> Db {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let client = rt.block_on(async {
+            let (c, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.expect("connect");
+            tokio::spawn(conn);
+            c
+        });
+        Db { rt, client }
+    }
+
+    fn rows(&self, sql: &str) -> Vec<tokio_postgres::Row> {
+        self.rt.block_on(self.client.query(sql, &[])).unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    fn count(&self, sql: &str) -> i64 {
+        self.rows(sql)[0].get::<_, i64>(0)
+    }
+}
+
+fn spawn_worker(w: &Weft, log: &Path) -> Child {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
+    w.cmd().arg("worker").stdout(Stdio::null()).stderr(Stdio::from(log)).spawn().expect("start weft worker")
+}
+
+fn signal(child: &Child, sig: &str) {
+    let st = std::process::Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap();
+    assert!(st.success(), "kill {sig}");
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_default()
+}
+
+const UNFINISHED: &str = "SELECT count(*) FROM runs WHERE state NOT IN ('completed','failed','canceled','rejected')";
+
+/// The epoch of the worker process `pid` (its row names it `host:pid`).
+fn epoch_of(db: &Db, pid: u32) -> Option<i64> {
+    db.rows("SELECT epoch, name FROM workers")
+        .iter()
+        .find(|r| r.get::<_, String>(1).ends_with(&format!(":{pid}")))
+        .map(|r| r.get(0))
+}
+
+#[test]
+fn three_workers_one_killed_one_paused_complete_every_run_once() {
+    let w = Weft::postgres();
+    let db = Db::open(w.database.as_deref().unwrap());
+    let hostile = weft_test_artifacts::HOSTILE;
+    // Side-effect steps (no retry policy, default settings): two short
+    // computations and an echo of the idempotency key, W3-like.
+    let def = json!({"name": "side", "steps": [
+        {"name": "a", "code": {"path": hostile}, "input": {"mode": "fib", "n": 24}},
+        {"name": "b", "code": {"path": hostile}, "input": {"mode": "ok", "echo": "@a"}},
+        {"name": "c", "code": {"path": hostile}, "input": {"mode": "fib", "n": 24, "prev": "@b"}}]});
+    let file = w.write_def("side", &def);
+    w.run(&["templates", "save", file.to_str().unwrap()]).expect_code(0);
+    let log = |n: usize| w.dir.path().join(format!("worker{n}.log"));
+    let mut workers: Vec<Child> = (0..3).map(|n| spawn_worker(&w, &log(n))).collect();
+    // Runs created by a client while the workers run: a load to share.
+    let runs = 300;
+    let creator = {
+        std::thread::spawn({
+            let (file, w_cmd) = (file.clone(), w.database.clone());
+            let dir = w.dir.path().to_path_buf();
+            move || {
+                for _ in 0..runs {
+                    let out = std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
+                        .args(["run", file.to_str().unwrap(), "--detach"])
+                        .env("WEFT_DATABASE", w_cmd.as_deref().unwrap())
+                        .env("WEFT_DATA_DIR", dir.join("data"))
+                        .env("WEFT_CACHE_DIR", crate::common::repo_root().join("target/test-cache"))
+                        .current_dir(&dir)
+                        .output()
+                        .unwrap();
+                    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+                }
+            }
+        })
+    };
+    // Once work is flowing: SIGKILL worker 0, SIGSTOP worker 1 while it has
+    // attempts running.
+    let t0 = Instant::now();
+    while db.count("SELECT count(*) FROM runs WHERE state = 'completed'") < 20 {
+        assert!(t0.elapsed() < Duration::from_secs(60), "no progress; log:\n{}", read(&log(0)));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal(&workers[0], "-KILL");
+    workers[0].wait().unwrap();
+    let paused_epoch = epoch_of(&db, workers[1].id()).expect("worker 1 joined");
+    let t1 = Instant::now();
+    while db.count(&format!(
+        "SELECT count(*) FROM attempts a JOIN runs r ON r.id = a.run_id WHERE a.state = 'running' AND r.owner = {paused_epoch}"
+    )) == 0
+    {
+        assert!(t1.elapsed() < Duration::from_secs(30), "worker 1 never had an attempt running");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    signal(&workers[1], "-STOP");
+    let stopped = Instant::now();
+    // Past its lease (5 s by default) and the takeover (~1 s more): its
+    // runs are another's by then.
+    while epoch_of(&db, workers[1].id()).is_some() {
+        assert!(stopped.elapsed() < Duration::from_secs(12), "the paused worker was not taken over within lease + ~1 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let taken_after = stopped.elapsed();
+    assert!(taken_after < Duration::from_millis(5_000 + 2_500), "takeover took {taken_after:?}");
+    signal(&workers[1], "-CONT");
+    creator.join().unwrap();
+    // Every run completes.
+    let t2 = Instant::now();
+    while db.count(UNFINISHED) > 0 {
+        assert!(
+            t2.elapsed() < Duration::from_secs(120),
+            "{} runs unfinished; logs:\n{}\n{}",
+            db.count(UNFINISHED),
+            read(&log(1)),
+            read(&log(2))
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for c in workers.iter_mut().skip(1) {
+        signal(c, "-TERM");
+        c.wait().unwrap();
+    }
+    assert_eq!(db.count("SELECT count(*) FROM runs"), runs as i64 + 0);
+    assert_eq!(db.count("SELECT count(*) FROM runs WHERE state = 'completed'"), runs as i64, "every run completed");
+    // The journal: one success per (run, step), the last attempt started;
+    // nothing left running; no success logged twice.
+    let bad = db.rows(
+        "SELECT run_id, step, count(*) FILTER (WHERE state = 'succeeded'), count(*) FILTER (WHERE state = 'running'),
+                max(attempt), max(attempt) FILTER (WHERE state = 'succeeded')
+         FROM attempts GROUP BY run_id, step
+         HAVING count(*) FILTER (WHERE state = 'succeeded') <> 1 OR count(*) FILTER (WHERE state = 'running') > 0
+             OR max(attempt) <> max(attempt) FILTER (WHERE state = 'succeeded')",
+    );
+    assert!(bad.is_empty(), "units that ran wrongly: {:?}", bad.iter().map(|r| r.get::<_, String>(0)).collect::<Vec<_>>());
+    assert_eq!(db.count("SELECT count(*) FROM attempts"), runs as i64 * 3 + db.count("SELECT count(*) FROM attempts WHERE attempt > 1"));
+    assert_eq!(
+        db.count(
+            "SELECT count(*) FROM (SELECT run_id, step, kind FROM events WHERE kind IN ('step.succeeded', 'run.completed')
+             GROUP BY run_id, step, kind HAVING count(*) > 1) x"
+        ),
+        0,
+        "a success logged twice"
+    );
+    // What the guest saw is the key of the attempt that recorded it.
+    for r in db.rows("SELECT run_id, attempt, output FROM attempts WHERE step = 'b' AND state = 'succeeded'") {
+        let out: Value = serde_json::from_str(&r.get::<_, String>(2)).unwrap();
+        let key = format!("{}/b/{}", r.get::<_, String>(0), r.get::<_, i32>(1));
+        assert_eq!(out["key"], json!(key));
+    }
+    let interrupted = db.count("SELECT coalesce(sum(interruptions), 0)::bigint FROM attempts");
+    assert!(interrupted >= 1, "the kill and the pause interrupted attempts that ran again");
+    // The paused worker woke to find its lease gone: it stopped its runs,
+    // its late commits refused, and joined again.
+    let paused_log = read(&log(1));
+    assert!(paused_log.contains("lease"), "the paused worker did not notice it lost its lease:\n{paused_log}");
+    eprintln!("many workers: {runs} runs, takeover after {taken_after:?}, {interrupted} interruptions");
+}
+
+#[test]
+fn a_schedule_fires_once_per_time_across_three_workers() {
+    let w = Weft::postgres();
+    let db = Db::open(w.database.as_deref().unwrap());
+    let def = json!({"name": "tick", "version": 1, "steps": [
+        {"name": "say", "code": {"plugin": "text-template"}, "input": {"template": "tick", "values": {}}}]});
+    let f = w.write_def("tick", &def);
+    w.run(&["templates", "save", f.to_str().unwrap()]).expect_code(0);
+    let log = w.dir.path().join("workers.log");
+    let mut workers: Vec<Child> = (0..3).map(|_| spawn_worker(&w, &log)).collect();
+    // Every second, seconds-precision cron (six fields).
+    w.run(&["schedule", "add", "tick", "--name", "every-second", "--cron", "* * * * * *"]).expect_code(0);
+    let t0 = Instant::now();
+    while db.count("SELECT count(*) FROM runs WHERE state = 'completed'") < 5 {
+        assert!(t0.elapsed() < Duration::from_secs(30), "the schedule did not fire; log:\n{}", read(&log));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    w.run(&["schedule", "remove", "every-second"]).expect_code(0);
+    std::thread::sleep(Duration::from_millis(500));
+    for c in &mut workers {
+        signal(c, "-TERM");
+        c.wait().unwrap();
+    }
+    // One run per fire time (a run's id is derived from the schedule and
+    // the time, so a second fire would be a second id of the same second).
+    let created: Vec<i64> = db.rows("SELECT created_at FROM runs ORDER BY created_at").iter().map(|r| r.get(0)).collect();
+    let seconds: std::collections::BTreeSet<i64> = created.iter().map(|c| c / 1000).collect();
+    assert_eq!(seconds.len(), created.len(), "a time fired twice: {created:?}");
+    assert!(created.len() >= 5);
+    assert_eq!(db.count(UNFINISHED), 0);
+}
+
+/// The reaper of a worker with `retention = "2s"` deletes the finished
+/// runs once they are 2 s old, with their events, and never a waiting run;
+/// on both stores.
+fn retention_reaper(w: Weft) {
+    std::fs::write(w.dir.path().join("weft.toml"), "retention = \"2s\"\n").unwrap();
+    let quick = json!({"name": "quick", "steps": [
+        {"name": "s", "code": {"plugin": "text-template"}, "input": {"template": "x", "values": {}}}]});
+    let waits = json!({"name": "waits", "steps": [{"name": "w", "wait": {"prompt": "ok?"}}]});
+    let (q, wt) = (w.write_def("quick", &quick), w.write_def("waits", &waits));
+    let mut ids = vec![];
+    for _ in 0..3 {
+        let out = w.run(&["run", q.to_str().unwrap(), "--detach"]);
+        out.expect_code(0);
+        ids.push(out.stdout.trim().to_string());
+    }
+    let waiting = w.run(&["run", wt.to_str().unwrap(), "--detach"]);
+    let waiting = waiting.stdout.trim().to_string();
+    let log = w.dir.path().join("worker.log");
+    let mut worker = spawn_worker(&w, &log);
+    let t0 = Instant::now();
+    loop {
+        let left: Vec<String> = w.runs().iter().map(|r| r["id"].as_str().unwrap().to_string()).collect();
+        if ids.iter().all(|id| !left.contains(id)) {
+            assert!(left.contains(&waiting), "the waiting run is kept");
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "finished runs were not reaped; log:\n{}", read(&log));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    signal(&worker, "-TERM");
+    worker.wait().unwrap();
+    let out = w.run(&["runs", "events", &ids[0]]);
+    assert_eq!(out.code, 2, "a deleted run is gone with its events: {}", out.stderr);
+    assert_eq!(w.show(&waiting)["state"], "input-required");
+}
+
+#[test]
+fn retention_reaper_on_sqlite() {
+    retention_reaper(Weft::new());
+}
+
+#[test]
+fn retention_reaper_on_postgres() {
+    retention_reaper(Weft::postgres());
+}
+
+/// `runs prune` deletes exactly the finished runs older than the span (of
+/// a state, of a template), `--dry-run` only counts, and `runs delete`
+/// refuses an unfinished run, naming it; on both stores.
+fn prune_and_delete(w: Weft) {
+    let quick = json!({"name": "quick", "steps": [
+        {"name": "s", "code": {"plugin": "text-template"}, "input": {"template": "x", "values": {}}}]});
+    let other = json!({"name": "other", "steps": [
+        {"name": "s", "code": {"plugin": "json-select"}, "input": {"data": {"a": 1}, "path": "b.c"}}]});
+    let waits = json!({"name": "waits", "steps": [{"name": "w", "wait": {"prompt": "ok?"}}]});
+    let (q, o, wt) = (w.write_def("quick", &quick), w.write_def("other", &other), w.write_def("waits", &waits));
+    for f in [&q, &q, &o] {
+        w.run(&["run", f.to_str().unwrap()]);
+    }
+    let waiting = w.run(&["run", wt.to_str().unwrap()]);
+    assert_eq!(waiting.code, 3, "{}", waiting.stderr);
+    let waiting_id = w.runs().iter().find(|r| r["template"] == "waits").unwrap()["id"].as_str().unwrap().to_string();
+    std::thread::sleep(Duration::from_millis(50));
+    let n = |out: crate::common::Outcome, key: &str| out.json()[key].as_u64().unwrap();
+    assert_eq!(n(w.run(&["runs", "prune", "--older-than", "1h", "--json"]), "deleted"), 0, "nothing is an hour old");
+    assert_eq!(n(w.run(&["runs", "prune", "--older-than", "1ms", "--dry-run", "--json"]), "would_delete"), 3);
+    assert_eq!(n(w.run(&["runs", "prune", "--older-than", "1ms", "--template", "quick", "--dry-run", "--json"]), "would_delete"), 2);
+    assert_eq!(w.runs().len(), 4, "a dry run deletes nothing");
+    let failed = w.runs().iter().filter(|r| r["state"] == "failed").count();
+    assert_eq!(n(w.run(&["runs", "prune", "--older-than", "1ms", "--state", "failed", "--json"]), "deleted"), failed as u64);
+    let out = w.run(&["runs", "prune", "--older-than", "1ms", "--state", "working"]);
+    assert_eq!(out.code, 2, "only finished states: {}", out.stderr);
+    let out = w.run(&["runs", "prune", "--older-than", "soon"]);
+    assert!(out.code == 2 && out.stderr.contains("span of time"), "{}", out.stderr);
+    let left: Vec<Value> = w.runs();
+    let done = left.iter().find(|r| r["state"] == "completed").unwrap()["id"].as_str().unwrap().to_string();
+    let out = w.run(&["runs", "delete", &done, &waiting_id]);
+    assert_eq!(out.code, 1, "the waiting run is refused: {}", out.stderr);
+    assert!(out.stderr.contains(&waiting_id) && out.stderr.contains("runs cancel"), "{}", out.stderr);
+    assert!(out.stderr.contains(&format!("deleted run {done}")), "{}", out.stderr);
+    assert_eq!(w.run(&["runs", "show", &done]).code, 2);
+    assert_eq!(n(w.run(&["runs", "prune", "--older-than", "1ms", "--json"]), "deleted"), 1);
+    let left: Vec<Value> = w.runs();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0]["id"], waiting_id.as_str());
+}
+
+#[test]
+fn prune_and_delete_on_sqlite() {
+    prune_and_delete(Weft::new());
+}
+
+#[test]
+fn prune_and_delete_on_postgres() {
+    prune_and_delete(Weft::postgres());
+}
+
+/// `weft store copy` moves an SQLite store (finished runs with their events
+/// and artifacts, template versions, a schedule, a run waiting for input)
+/// into PostgreSQL; a second copy adds nothing; a worker on PostgreSQL then
+/// finishes the waiting run when it is signaled.
+#[test]
+fn store_copy_moves_an_sqlite_history_to_postgres() {
+    let lite = Weft::new();
+    let approval = crate::common::repo_root().join("examples/workflows/approval.json");
+    let def = json!({"name": "t", "version": 1, "steps": [
+        {"name": "s", "code": {"plugin": "text-template"}, "input": {"template": "v1", "values": {}}}]});
+    let f = lite.write_def("t", &def);
+    lite.run(&["templates", "save", f.to_str().unwrap()]).expect_code(0);
+    lite.run(&["templates", "save", f.to_str().unwrap()]).expect_code(0);
+    lite.run(&["run", "t"]).expect_code(0);
+    lite.run(&["schedule", "add", "t", "--cron", "0 3 * * *"]).expect_code(0);
+    let input = r#"{"order": "A-1", "amount": 12.5}"#;
+    let out = lite.run(&["run", approval.to_str().unwrap(), "--input", input]);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    let before: Vec<Value> = lite.runs();
+    let mut pg = Weft::postgres();
+    // With a password (the test cluster trusts loopback and ignores it): it
+    // must never be shown.
+    let url = pg.database.clone().unwrap().replacen("://weft@", "://weft:s3cret-pw@", 1);
+    pg.database = Some(url.clone());
+    let from = format!("sqlite:{}", lite.data_dir().join("weft.db").display());
+    let out = lite.run(&["store", "copy", "--from", &from, "--to", &url, "--json"]);
+    out.expect_code(0);
+    let c = out.json();
+    assert_eq!((c["runs"].as_u64(), c["template_versions"].as_u64(), c["schedules"].as_u64()), (Some(2), Some(2), Some(1)));
+    assert!(!out.stderr.contains("s3cret") && !out.stdout.contains("s3cret"), "no password shown: {}", out.stderr);
+    let again = lite.run(&["store", "copy", "--from", &from, "--to", &url, "--json"]).json();
+    assert_eq!((again["runs"].as_u64(), again["runs_already_there"].as_u64()), (Some(0), Some(2)));
+    for r in &before {
+        let id = r["id"].as_str().unwrap();
+        assert_eq!(pg.show(id), lite.show(id), "run {id} reads back the same");
+        assert_eq!(pg.run(&["runs", "events", id, "--json"]).stdout, lite.run(&["runs", "events", id, "--json"]).stdout);
+    }
+    assert_eq!(pg.run(&["templates", "show", "t", "--json"]).stdout, lite.run(&["templates", "show", "t", "--json"]).stdout);
+    // The waiting run goes on in PostgreSQL's workers.
+    let waiting = before.iter().find(|r| r["state"] == "input-required").unwrap()["id"].as_str().unwrap().to_string();
+    let log = pg.dir.path().join("worker.log");
+    let mut worker = spawn_worker(&pg, &log);
+    let out = pg.run(&["signal", &waiting, "approve", "--data", r#"{"approved": true, "by": "ada"}"#]);
+    assert_eq!(out.code, 0, "{}\nworker:\n{}", out.stderr, read(&log));
+    let t0 = Instant::now();
+    while pg.show(&waiting)["state"] != "completed" {
+        assert!(t0.elapsed() < Duration::from_secs(30), "{:#}", pg.show(&waiting));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal(&worker, "-TERM");
+    worker.wait().unwrap();
+    // A copy into a store that is in use by its own worker is refused.
+    let held = lite.cmd().arg("worker").stderr(Stdio::null()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let out = lite.run(&["store", "copy", "--from", &from, "--to", &url]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("stop it first"), "{}", out.stderr);
+    let mut held = held;
+    let _ = held.kill();
+    let _ = held.wait();
+}
