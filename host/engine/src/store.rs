@@ -490,12 +490,17 @@ pub trait Store: Send + Sync + 'static {
         Ok(true)
     }
 
-    /// Runs this process should drive: the unfinished runs of a store it
-    /// owns whole; on a shared store, at most `limit` runs nobody drives
-    /// (created by a client, given back, or whose worker's lease ran out),
-    /// now this worker's, with the runs it already owns.
-    async fn claim_runs(&self, _limit: usize) -> Result<Vec<RunId>, StoreError> {
+    /// The unfinished runs this process owns: every one of a store it owns
+    /// whole; on a shared store, the worker's own (a client's: nobody's).
+    async fn owned_runs(&self) -> Result<Vec<RunId>, StoreError> {
         self.unfinished_runs().await
+    }
+
+    /// On a shared store: at most `limit` runs nobody drives (created by a
+    /// client, given back) and every run of a worker whose lease ran out,
+    /// now this worker's. None on a store one process owns whole.
+    async fn claim_runs(&self, _limit: usize) -> Result<Vec<RunId>, StoreError> {
+        Ok(vec![])
     }
 
     /// Unfinished runs other processes drive (or will: a dead worker's)

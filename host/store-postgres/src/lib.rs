@@ -83,6 +83,13 @@ impl Me {
         self.mine.lock().unwrap().contains(id)
     }
 
+    fn forget(&self, ids: &[RunId]) {
+        let mut mine = self.mine.lock().unwrap();
+        for id in ids {
+            mine.remove(id);
+        }
+    }
+
     fn forget_all(&self) {
         self.mine.lock().unwrap().clear();
     }
@@ -156,6 +163,8 @@ impl Default for Options {
 pub struct PgStore {
     /// The URL without its password, for messages.
     shown: String,
+    #[cfg(test)]
+    url: String,
     connect: Connect,
     pool: deadpool_postgres::Pool,
     writer: write::Writer,
@@ -204,12 +213,28 @@ impl PgStore {
         let me = Arc::new(Me::default());
         let stats = Arc::new(Stats::default());
         let writer = write::Writer::start(connect.clone(), me.clone(), stats.clone());
-        Ok(PgStore { shown, connect, pool, writer, me, stats, listener: Default::default() })
+        Ok(PgStore {
+            shown,
+            #[cfg(test)]
+            url: url.to_string(),
+            connect,
+            pool,
+            writer,
+            me,
+            stats,
+            listener: Default::default(),
+        })
     }
 
     /// The database, as shown in messages (no password).
     pub fn shown(&self) -> &str {
         &self.shown
+    }
+
+    /// The URL to connect to this database again (tests).
+    #[cfg(test)]
+    pub(crate) fn shown_url_for_tests(&self) -> String {
+        self.url.clone()
     }
 
     pub fn stats(&self) -> &Stats {
@@ -380,6 +405,12 @@ impl Store for PgStore {
         Ok(mine)
     }
 
+    async fn owned_runs(&self) -> Result<Vec<RunId>, StoreError> {
+        let ids = workers::owned_runs(&self.reader().await?, &self.me).await?;
+        self.me.remember(ids.iter().cloned());
+        Ok(ids)
+    }
+
     async fn claim_runs(&self, limit: usize) -> Result<Vec<RunId>, StoreError> {
         if self.me.epoch() == 0 {
             return Ok(vec![]);
@@ -397,6 +428,7 @@ impl Store for PgStore {
         if self.me.epoch() == 0 || ids.is_empty() {
             return Ok(());
         }
+        self.me.forget(ids);
         workers::release_runs(&self.reader().await?, &self.me, ids).await
     }
 

@@ -38,20 +38,22 @@ pub(crate) async fn delete_runs(c: &Conn, ids: &[RunId]) -> Result<u32, StoreErr
             )
             .await
             .map_err(map_err)?;
-        c.client
-            .execute(
-                "DELETE FROM plans p WHERE sha256 = ANY($1)
-                   AND NOT EXISTS (SELECT 1 FROM run_inputs i WHERE i.plan = p.sha256)",
-                &[&plans],
-            )
-            .await
-            .map_err(map_err)?;
-        Ok::<_, StoreError>(n as u32)
+        Ok::<_, StoreError>((n as u32, plans))
     }
     .await;
     match r {
-        Ok(n) => {
+        Ok((n, plans)) => {
             c.client.batch_execute("COMMIT").await.map_err(map_err)?;
+            // A plan no run follows any more goes too; a run created with it
+            // meanwhile keeps it (its reference makes this delete fail).
+            let _ = c
+                .client
+                .execute(
+                    "DELETE FROM plans p WHERE sha256 = ANY($1)
+                       AND NOT EXISTS (SELECT 1 FROM run_inputs i WHERE i.plan = p.sha256)",
+                    &[&plans],
+                )
+                .await;
             Ok(n)
         }
         Err(e) => {

@@ -1,7 +1,7 @@
 //! Schema migrations, tracked in `weft_schema` (one row: the version).
-//! Every opener migrates under a transaction-level advisory lock, so many
-//! workers starting at once apply each migration once; each migration
-//! commits with its version bump.
+//! Every opener migrates under an advisory lock, so many workers starting
+//! at once apply each migration once; each migration commits with its
+//! version bump.
 
 use tokio_postgres::Client;
 use weft_engine::StoreError;
@@ -52,9 +52,10 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE TABLE run_inputs (
         id TEXT PRIMARY KEY,
-        plan TEXT NOT NULL,
+        plan TEXT NOT NULL REFERENCES plans (sha256),
         input TEXT NOT NULL
     );
+    CREATE INDEX run_inputs_plan ON run_inputs(plan);
     CREATE TABLE steps (
         run_id TEXT NOT NULL,
         name TEXT NOT NULL,
@@ -158,14 +159,28 @@ pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 /// An advisory-lock key of weft's migrations ("weft" in ASCII).
 const LOCK: i64 = 0x7765_6674;
 
-/// Brings the database to [`SCHEMA_VERSION`].
+/// Brings the database to [`SCHEMA_VERSION`]: under a session advisory
+/// lock (concurrent `CREATE TABLE IF NOT EXISTS` can collide), each
+/// migration in a transaction with its version bump.
 pub async fn migrate(c: &mut Client) -> Result<u32, StoreError> {
+    c.execute("SELECT pg_advisory_lock($1)", &[&LOCK]).await.map_err(map_err)?;
+    let r = migrate_locked(c).await;
+    let unlocked = c.execute("SELECT pg_advisory_unlock($1)", &[&LOCK]).await.map_err(map_err);
+    let v = r?;
+    unlocked?;
+    Ok(v)
+}
+
+async fn migrate_locked(c: &mut Client) -> Result<u32, StoreError> {
     c.batch_execute("CREATE TABLE IF NOT EXISTS weft_schema (version INTEGER NOT NULL)").await.map_err(map_err)?;
     loop {
         let tx = c.transaction().await.map_err(map_err)?;
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK]).await.map_err(map_err)?;
-        let found: i32 =
-            tx.query_opt("SELECT version FROM weft_schema", &[]).await.map_err(map_err)?.map(|r| r.get(0)).unwrap_or(0);
+        let found: i32 = tx
+            .query_opt("SELECT version FROM weft_schema", &[])
+            .await
+            .map_err(map_err)?
+            .map(|r| r.get(0))
+            .unwrap_or(0);
         let found = found.max(0) as u32;
         if found > SCHEMA_VERSION {
             return Err(StoreError::SchemaTooNew { found, supported: SCHEMA_VERSION });

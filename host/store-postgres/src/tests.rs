@@ -4,9 +4,7 @@
 //! by many workers does: claims, leases, fencing, takeover, notifications.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use weft_engine::conformance::*;
 use weft_engine::store::*;
 
 use super::*;

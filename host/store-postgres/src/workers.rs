@@ -155,6 +155,18 @@ pub(crate) async fn claim_run<C: GenericClient>(c: &C, me: &Me, id: &RunId) -> R
     Ok(!c.query(&st, &[&me.epoch(), &id.as_str()]).await.map_err(map_err)?.is_empty())
 }
 
+/// The unfinished runs this worker owns (a client: those nobody owns).
+pub(crate) async fn owned_runs<C: GenericClient>(c: &C, me: &Me) -> Result<Vec<RunId>, StoreError> {
+    let st = c
+        .prepare_cached(&format!(
+            "SELECT id FROM runs WHERE state IN {UNFINISHED} AND owner IS NOT DISTINCT FROM $1 ORDER BY id"
+        ))
+        .await
+        .map_err(map_err)?;
+    let rows = c.query(&st, &[&me.owner_of_new()]).await.map_err(map_err)?;
+    rows.into_iter().map(|r| id(r.get(0))).collect()
+}
+
 /// Runs of workers whose lease ran out (or whose row is gone), then at most
 /// `limit` runs nobody owns (the heads of their queues), now this worker's.
 pub(crate) async fn claim_runs<C: GenericClient>(c: &C, me: &Me, limit: usize) -> Result<Vec<RunId>, StoreError> {

@@ -507,8 +507,14 @@ impl Engine {
         let width = self.sh.store.expired_leases(i64::MAX).await?.len().max(1);
         self.sh.crash_width.store(width, std::sync::atomic::Ordering::Relaxed);
         // Every unfinished run of a store this process owns whole; on a
-        // shared store, the runs of dead workers and a share of the new.
-        let ids = self.sh.store.claim_runs(self.sh.config.claim_batch).await?;
+        // shared store, its own, the runs of dead workers and a share of
+        // the new.
+        let mut ids = self.sh.store.owned_runs().await?;
+        for id in self.sh.store.claim_runs(self.sh.config.claim_batch).await? {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
         for id in &ids {
             self.start(id);
         }
