@@ -10,6 +10,7 @@
 #     all pinned — tests/mcp-peers/setup.sh
 #   - the web view's browser tests: Debian's chromium, playwright-core from npm
 #     (pinned) — tests/web/setup.sh
+#   - the PostgreSQL store's tests: Debian's postgresql server — tests/postgres/setup.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -27,3 +28,4 @@ fi
 "$root/examples/setup.sh"
 "$root/tests/mcp-peers/setup.sh"
 "$root/tests/web/setup.sh"
+"$root/tests/postgres/setup.sh"

@@ -9,6 +9,11 @@ cd "$root"
 # The JS, Python and C example guests are built by their own tests; building
 # them here first keeps the tests' time honest and the output readable.
 "$root/examples/build-all.sh"
+# A throw-away PostgreSQL cluster (initdb + pg_ctl in a temporary folder, a
+# non-root user, a free port) for the PostgreSQL store's tests, removed at
+# the end; the tests make a fresh database each.
+eval "$("$root/tests/postgres/start.sh")"
+trap '"$root/tests/postgres/stop.sh" "$WEFT_TEST_PG_DIR"' EXIT
 # Doc tests first (nextest does not run them), so the suite closes on
 # nextest's summary line.
 cargo test --workspace --doc --quiet

@@ -1,10 +1,12 @@
-//! The workloads of performance.md that run from the
-//! CLI (W5 tool-step overhead, W7 runs parked on waits, W8 cold start), printing one greppable line
+//! The workloads of performance.md that run from the CLI (W5 tool-step
+//! overhead, W7 runs parked on waits, W8 cold start, W9 served runs, W10
+//! many workers on PostgreSQL), printing one greppable line
 //! per figure (`W5 mcp-chain-20 path=engine ... per_call_us_p50=...`) and,
 //! with `--json FILE`, the same figures as JSON. The engine workloads (W1,
 //! W3, W4, W6) are `cargo bench -p weft --bench engine`. Build with
 //! `--release` for meaningful figures.
 
+pub mod w10;
 pub mod w5;
 pub mod w7;
 pub mod w8;

@@ -412,6 +412,13 @@ pub trait Store: Send + Sync + 'static {
         None
     }
 
+    /// As [`Store::watch`], for a store's owner loop: wakes when there may
+    /// be work for it (runs created elsewhere, messages, schedules), not at
+    /// every commit. The same watch where the store cannot tell them apart.
+    fn watch_work(&self) -> Option<Box<dyn StoreWatch>> {
+        self.watch()
+    }
+
     /// Commit a batch atomically; returns once it is durable.
     async fn commit(&self, batch: Batch) -> Result<(), StoreError>;
 

@@ -226,8 +226,9 @@ impl App {
         let Backend::Postgres(pg) = &self.backend else {
             return Err(RuntimeError::Invalid("only a PostgreSQL store has workers".into()));
         };
-        let lease =
-            self.block_on(pg.join(&worker_name())).map_err(RuntimeError::store(format!("cannot join the workers of {}", self.store_name)))?;
+        let lease = self
+            .block_on(pg.join(&worker_name()))
+            .map_err(RuntimeError::store(format!("cannot join the workers of {}", self.store_name)))?;
         Ok(Owner::Lease(lease))
     }
 

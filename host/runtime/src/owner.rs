@@ -32,6 +32,13 @@ pub const FALLBACK: Duration = Duration::from_secs(1);
 /// dead worker's runs are taken over.
 pub const SHARED_FALLBACK: Duration = Duration::from_millis(500);
 
+/// The most often a worker on a shared store looks. Its watch wakes only
+/// for work (runs nobody owns, messages), not at its own commits, so a
+/// short floor keeps a run's pick-up quick while a flood of new runs (each
+/// waking every worker) still costs each worker at most one claim query
+/// per 2 ms.
+pub const SHARED_POLL: Duration = Duration::from_millis(2);
+
 /// Waits for a write of another process (or, without a watch, for
 /// [`POLL`]); a broken watch is dropped and polling takes over.
 pub async fn changed(watch: &mut Option<Box<dyn StoreWatch>>) {
@@ -111,15 +118,15 @@ pub async fn own_store(
     // they left in the inbox); without a watch it looks every POLL.
     // (Waiting to be idle, it looks every POLL: its own runs' ends are what
     // it waits for.)
-    let mut watch = if how.until_idle { None } else { store.watch() };
-    let fallback = if store.is_shared() { SHARED_FALLBACK } else { FALLBACK };
+    let mut watch = if how.until_idle { None } else { store.watch_work() };
+    let (floor, fallback) = if store.is_shared() { (SHARED_POLL, SHARED_FALLBACK) } else { (POLL, FALLBACK) };
     let _reaper = how.retention.map(|keep| crate::retention::Reaper::start(engine.store().clone(), keep));
-    let mut last = tokio::time::Instant::now() - POLL;
+    let mut last = tokio::time::Instant::now() - floor;
     loop {
-        // This process's own commits wake the watch too: under load, at
-        // most one look every POLL.
+        // This process's own commits wake an SQLite store's watch too:
+        // under load, at most one look every POLL.
         tokio::select! {
-            _ = tokio::time::sleep_until(last + POLL) => {}
+            _ = tokio::time::sleep_until(last + floor) => {}
             _ = stop.cancelled() => return Ok(()),
         }
         tokio::select! {

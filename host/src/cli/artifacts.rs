@@ -6,8 +6,8 @@ use std::path::Path;
 
 use anyhow::Context;
 use sha2::Digest as _;
-use weft_engine::view::artifact_json;
 use weft_engine::RunRecord;
+use weft_engine::view::artifact_json;
 
 use super::{Exit, bad, output};
 use weft_runtime::app::App;

@@ -3,7 +3,8 @@
 //! [`weft_bench`]). Names: `w5` (tool-step overhead against
 //! server-everything), `w7` (runs parked on a wait: memory, and resuming
 //! one by signal), `w8` (cold `weft run`), `w9` (runs served by `weft serve
-//! --http` to a client process over MCP), or `all`. The engine workloads
+//! --http` to a client process over MCP), `w10` (many workers on
+//! PostgreSQL: `--database URL`), or `all` (w5 to w9). The engine workloads
 //! are `cargo bench -p weft --bench engine`.
 
 use std::path::PathBuf;
@@ -15,7 +16,7 @@ use weft_bench::Figures;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Workloads: w5, w7, w8, w9, or all.
+    /// Workloads: w5, w7, w8, w9, w10 (with --database), or all.
     #[arg(required = true)]
     names: Vec<String>,
     /// Rounds per figure (default: 30 for w5, 20 for w8).
@@ -24,6 +25,10 @@ pub struct BenchArgs {
     /// Parked runs for w7 (default 10000).
     #[arg(long)]
     runs: Option<usize>,
+    /// The PostgreSQL server for w10: a URL naming any database its user
+    /// may connect to (the bench creates and drops its own databases).
+    #[arg(long, value_name = "URL", env = "WEFT_BENCH_DATABASE")]
+    database: Option<String>,
     /// Also write the figures as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -35,12 +40,19 @@ pub fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         names = vec!["w5".into(), "w7".into(), "w8".into(), "w9".into()];
     }
     for n in &names {
-        if !matches!(n.as_str(), "w5" | "w7" | "w8" | "w9") {
+        if !matches!(n.as_str(), "w5" | "w7" | "w8" | "w9" | "w10") {
             let engine = matches!(n.as_str(), "w1" | "w2" | "w3" | "w4" | "w6");
             let hint =
                 if engine { " (the engine workloads run with `cargo bench -p weft --bench engine`)" } else { "" };
-            return Err(bad(anyhow::anyhow!("unknown workload `{n}`: `weft bench` runs w5, w7, w8, w9 or all{hint}")));
+            return Err(bad(anyhow::anyhow!(
+                "unknown workload `{n}`: `weft bench` runs w5, w7, w8, w9, w10 or all{hint}"
+            )));
         }
+    }
+    if names.iter().any(|n| n == "w10") && args.database.is_none() {
+        return Err(bad(anyhow::anyhow!(
+            "w10 needs a PostgreSQL server: --database postgres://USER@HOST:PORT/DB (or WEFT_BENCH_DATABASE)"
+        )));
     }
     if args.runs == Some(0) {
         return Err(bad(anyhow::anyhow!("`--runs` must be at least 1")));
@@ -57,6 +69,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             "w5" => weft_bench::w5::run(args.rounds.unwrap_or(30).max(1), &mut figures)?,
             "w7" => weft_bench::w7::run(args.runs.unwrap_or(10_000), &mut figures)?,
             "w8" => weft_bench::w8::run(args.rounds.unwrap_or(20).max(1), &mut figures)?,
+            "w10" => weft_bench::w10::run(args.database.as_deref().unwrap_or_default(), args.runs, &mut figures)?,
             _ => weft_bench::w9::run(args.rounds.unwrap_or(20).max(1), &mut figures)?,
         }
     }

@@ -47,7 +47,9 @@ pub fn delete(app: &App, runs: &[String], json: bool) -> anyhow::Result<Exit> {
         }
         exit = Exit::Failed;
         match app.block_on(app.store.run(id))? {
-            Some(r) => eprintln!("run {id} is {}: only a finished run is deleted (`weft runs cancel {id}` first)", r.state),
+            Some(r) => {
+                eprintln!("run {id} is {}: only a finished run is deleted (`weft runs cancel {id}` first)", r.state)
+            }
             None => eprintln!("no run `{id}` (see `weft runs list`)"),
         }
     }

@@ -25,8 +25,8 @@ use serde_json::Value;
 use weft_engine::outside::WaitKind;
 use weft_engine::{Engine, EngineError, RunId, RunOptions, RunRecord, RunState, view};
 use weft_model::Definition;
-use weft_runtime::pipeline::{Prepared, Refused, Source};
 use weft_runtime::app::Owner;
+use weft_runtime::pipeline::{Prepared, Refused, Source};
 
 use super::progress::Progress;
 use super::runs::exit_for;

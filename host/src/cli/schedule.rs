@@ -10,9 +10,9 @@
 
 use clap::Subcommand;
 use serde_json::{Value, json};
+use weft_engine::EngineError;
 use weft_engine::clock::rfc3339;
 use weft_engine::store::ScheduleRecord;
-use weft_engine::EngineError;
 
 use super::{Exit, bad, output};
 use weft_runtime::app::App;

@@ -252,8 +252,11 @@ impl Stmts {
         }
     }
 
-    /// Tells listening processes what the transaction changed.
-    pub fn notify<'a>(&mut self, ops: impl Iterator<Item = &'a Op>) {
+    /// Tells listening processes what the transaction changed, in flags
+    /// (see [`crate::workers::WORK`]): `r` a run nobody owns was created,
+    /// `i` a message was left, `s` schedules changed, `e` a run ended, `t`
+    /// templates changed, `c` anything else.
+    pub fn notify<'a>(&mut self, ops: impl Iterator<Item = &'a Op>, me: &Me) {
         let mut flags = String::new();
         let mut flag = |c: char| {
             if !flags.contains(c) {
@@ -265,7 +268,8 @@ impl Stmts {
                 Op::Batch(b) => {
                     for w in &b.writes {
                         match w {
-                            Write::CreateRun { .. } => flag('r'),
+                            // A worker's own new runs are its to drive.
+                            Write::CreateRun { .. } if me.owner_of_new().is_none() => flag('r'),
                             Write::InboxPut(_) => flag('i'),
                             Write::RunState { to, .. } if to.is_terminal() => flag('e'),
                             Write::PutSchedule(_) | Write::DeleteSchedule { .. } => flag('s'),

@@ -295,6 +295,11 @@ impl Store for PgStore {
         Some(Box::new(l.watch()))
     }
 
+    fn watch_work(&self) -> Option<Box<dyn StoreWatch>> {
+        let l = self.listener.get_or_init(|| workers::Listener::start(self.connect.clone()));
+        Some(Box::new(l.watch_work()))
+    }
+
     async fn commit(&self, batch: Batch) -> Result<(), StoreError> {
         self.commit_shared(Arc::new(batch)).await
     }

@@ -440,11 +440,7 @@ pub async fn artifact<C: GenericClient>(
     Ok(Some((a, data)))
 }
 
-pub async fn finished_before<C: GenericClient>(
-    c: &C,
-    before_ms: i64,
-    f: &RunFilter,
-) -> Result<Vec<RunId>, StoreError> {
+pub async fn finished_before<C: GenericClient>(c: &C, before_ms: i64, f: &RunFilter) -> Result<Vec<RunId>, StoreError> {
     let limit = f.limit.map(|l| l.min(i64::MAX as usize) as i64);
     let rows = query(
         c,

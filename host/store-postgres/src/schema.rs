@@ -175,12 +175,8 @@ async fn migrate_locked(c: &mut Client) -> Result<u32, StoreError> {
     c.batch_execute("CREATE TABLE IF NOT EXISTS weft_schema (version INTEGER NOT NULL)").await.map_err(map_err)?;
     loop {
         let tx = c.transaction().await.map_err(map_err)?;
-        let found: i32 = tx
-            .query_opt("SELECT version FROM weft_schema", &[])
-            .await
-            .map_err(map_err)?
-            .map(|r| r.get(0))
-            .unwrap_or(0);
+        let found: i32 =
+            tx.query_opt("SELECT version FROM weft_schema", &[]).await.map_err(map_err)?.map(|r| r.get(0)).unwrap_or(0);
         let found = found.max(0) as u32;
         if found > SCHEMA_VERSION {
             return Err(StoreError::SchemaTooNew { found, supported: SCHEMA_VERSION });

@@ -278,44 +278,60 @@ pub(crate) async fn inbox_pending<C: GenericClient>(
     Ok(msgs.into_iter().map(|(_, m)| m).collect())
 }
 
+/// The notification flags that mean work for a worker's owner loop: a run
+/// nobody owns, a message, a schedule (see `apply::Stmts::notify`).
+pub(crate) const WORK: &[char] = &['r', 'i', 's'];
+
 /// LISTENs on channel `weft` on a connection of its own, reconnecting
-/// when it breaks; every notification (and every reconnection, which may
-/// have missed some) moves a counter that watches wait on.
+/// when it breaks. Every notification (and every reconnection, which may
+/// have missed some) moves a counter that watches wait on; one that says
+/// there is work (see [`WORK`]) moves a second one too.
 pub(crate) struct Listener {
-    ticks: watch::Receiver<u64>,
+    any: watch::Receiver<u64>,
+    work: watch::Receiver<u64>,
     _task: tokio::task::JoinHandle<()>,
 }
 
 impl Listener {
     pub fn start(connect: Connect) -> Listener {
-        let (tx, ticks) = watch::channel(0u64);
+        let (any_tx, any) = watch::channel(0u64);
+        let (work_tx, work) = watch::channel(0u64);
         let task = tokio::spawn(async move {
             let mut backoff = Duration::from_millis(50);
             loop {
-                match listen(&connect, &tx).await {
+                match listen(&connect, &any_tx, &work_tx).await {
                     Ok(()) => backoff = Duration::from_millis(50),
                     Err(e) => tracing::debug!(error = %e, "the LISTEN connection failed"),
                 }
-                if tx.is_closed() {
+                if any_tx.is_closed() && work_tx.is_closed() {
                     return;
                 }
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(2));
                 // Reconnected: something may have been missed.
-                tx.send_modify(|n| *n += 1);
+                any_tx.send_modify(|n| *n += 1);
+                work_tx.send_modify(|n| *n += 1);
             }
         });
-        Listener { ticks, _task: task }
+        Listener { any, work, _task: task }
     }
 
+    /// Wakes at every commit of any process.
     pub fn watch(&self) -> PgWatch {
-        let mut rx = self.ticks.clone();
+        let mut rx = self.any.clone();
+        rx.mark_unchanged();
+        PgWatch { rx }
+    }
+
+    /// Wakes when there may be work for a worker (see [`WORK`]).
+    pub fn watch_work(&self) -> PgWatch {
+        let mut rx = self.work.clone();
         rx.mark_unchanged();
         PgWatch { rx }
     }
 }
 
-async fn listen(connect: &Connect, tx: &watch::Sender<u64>) -> Result<(), StoreError> {
+async fn listen(connect: &Connect, any: &watch::Sender<u64>, work: &watch::Sender<u64>) -> Result<(), StoreError> {
     let (client, mut conn) = connect.config.connect(tokio_postgres::NoTls).await.map_err(map_err)?;
     let mut messages = futures::stream::poll_fn(move |cx| conn.poll_message(cx));
     let listen = client.batch_execute("LISTEN weft");
@@ -328,13 +344,18 @@ async fn listen(connect: &Connect, tx: &watch::Sender<u64>) -> Result<(), StoreE
                 listening = true;
             }
             m = messages.next() => match m {
-                Some(Ok(tokio_postgres::AsyncMessage::Notification(_))) => tx.send_modify(|n| *n += 1),
+                Some(Ok(tokio_postgres::AsyncMessage::Notification(n))) => {
+                    any.send_modify(|n| *n += 1);
+                    if n.payload().contains(WORK) {
+                        work.send_modify(|n| *n += 1);
+                    }
+                }
                 Some(Ok(_)) => {}
                 Some(Err(e)) => return Err(map_err(e)),
                 None => return Ok(()),
             },
         }
-        if tx.is_closed() {
+        if any.is_closed() && work.is_closed() {
             return Ok(());
         }
     }

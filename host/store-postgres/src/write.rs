@@ -248,7 +248,7 @@ async fn in_one(c: &crate::Conn, me: &Me, group: &[Msg]) -> Result<Option<Vec<u3
     for m in group {
         answers.push(stmts.op(&m.op, me)?);
     }
-    stmts.notify(group.iter().map(|m| &m.op));
+    stmts.notify(group.iter().map(|m| &m.op), me);
     let values = match send(c, &stmts).await? {
         Ok(v) => v,
         // Only the lease check refuses that way: nothing may commit.
@@ -313,7 +313,7 @@ async fn in_savepoints(
     }
     if any {
         let mut tail = Stmts::default();
-        tail.notify(group.iter().zip(&out).filter(|(_, o)| matches!(o, Outcome::Applied(_))).map(|(m, _)| &m.op));
+        tail.notify(group.iter().zip(&out).filter(|(_, o)| matches!(o, Outcome::Applied(_))).map(|(m, _)| &m.op), me);
         if let Err(e) = send(c, &tail).await? {
             rollback(c).await?;
             return Err(e);

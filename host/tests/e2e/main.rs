@@ -6,7 +6,6 @@
 mod common;
 
 mod api;
-mod postgres;
 mod artifacts;
 mod caps;
 mod chains;
@@ -16,6 +15,7 @@ mod defaults;
 mod disk_full;
 mod examples;
 mod plugins;
+mod postgres;
 mod readme;
 mod recovery;
 mod runs;

@@ -128,7 +128,10 @@ fn three_workers_one_killed_one_paused_complete_every_run_once() {
     // Past its lease (5 s by default) and the takeover (~1 s more): its
     // runs are another's by then.
     while epoch_of(&db, workers[1].id()).is_some() {
-        assert!(stopped.elapsed() < Duration::from_secs(12), "the paused worker was not taken over within lease + ~1 s");
+        assert!(
+            stopped.elapsed() < Duration::from_secs(12),
+            "the paused worker was not taken over within lease + ~1 s"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let taken_after = stopped.elapsed();
@@ -162,8 +165,15 @@ fn three_workers_one_killed_one_paused_complete_every_run_once() {
          HAVING count(*) FILTER (WHERE state = 'succeeded') <> 1 OR count(*) FILTER (WHERE state = 'running') > 0
              OR max(attempt) <> max(attempt) FILTER (WHERE state = 'succeeded')",
     );
-    assert!(bad.is_empty(), "units that ran wrongly: {:?}", bad.iter().map(|r| r.get::<_, String>(0)).collect::<Vec<_>>());
-    assert_eq!(db.count("SELECT count(*) FROM attempts"), runs as i64 * 3 + db.count("SELECT count(*) FROM attempts WHERE attempt > 1"));
+    assert!(
+        bad.is_empty(),
+        "units that ran wrongly: {:?}",
+        bad.iter().map(|r| r.get::<_, String>(0)).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        db.count("SELECT count(*) FROM attempts"),
+        runs as i64 * 3 + db.count("SELECT count(*) FROM attempts WHERE attempt > 1")
+    );
     assert_eq!(
         db.count(
             "SELECT count(*) FROM (SELECT run_id, step, kind FROM events WHERE kind IN ('step.succeeded', 'run.completed')
@@ -212,7 +222,8 @@ fn a_schedule_fires_once_per_time_across_three_workers() {
     }
     // One run per fire time (a run's id is derived from the schedule and
     // the time, so a second fire would be a second id of the same second).
-    let created: Vec<i64> = db.rows("SELECT created_at FROM runs ORDER BY created_at").iter().map(|r| r.get(0)).collect();
+    let created: Vec<i64> =
+        db.rows("SELECT created_at FROM runs ORDER BY created_at").iter().map(|r| r.get(0)).collect();
     let seconds: std::collections::BTreeSet<i64> = created.iter().map(|c| c / 1000).collect();
     assert_eq!(seconds.len(), created.len(), "a time fired twice: {created:?}");
     assert!(created.len() >= 5);
@@ -285,10 +296,19 @@ fn prune_and_delete(w: Weft) {
     let n = |out: crate::common::Outcome, key: &str| out.json()[key].as_u64().unwrap();
     assert_eq!(n(w.run(&["runs", "prune", "--older-than", "1h", "--json"]), "deleted"), 0, "nothing is an hour old");
     assert_eq!(n(w.run(&["runs", "prune", "--older-than", "1ms", "--dry-run", "--json"]), "would_delete"), 3);
-    assert_eq!(n(w.run(&["runs", "prune", "--older-than", "1ms", "--template", "quick", "--dry-run", "--json"]), "would_delete"), 2);
+    assert_eq!(
+        n(
+            w.run(&["runs", "prune", "--older-than", "1ms", "--template", "quick", "--dry-run", "--json"]),
+            "would_delete"
+        ),
+        2
+    );
     assert_eq!(w.runs().len(), 4, "a dry run deletes nothing");
     let failed = w.runs().iter().filter(|r| r["state"] == "failed").count();
-    assert_eq!(n(w.run(&["runs", "prune", "--older-than", "1ms", "--state", "failed", "--json"]), "deleted"), failed as u64);
+    assert_eq!(
+        n(w.run(&["runs", "prune", "--older-than", "1ms", "--state", "failed", "--json"]), "deleted"),
+        failed as u64
+    );
     let out = w.run(&["runs", "prune", "--older-than", "1ms", "--state", "working"]);
     assert_eq!(out.code, 2, "only finished states: {}", out.stderr);
     let out = w.run(&["runs", "prune", "--older-than", "soon"]);
@@ -344,16 +364,25 @@ fn store_copy_moves_an_sqlite_history_to_postgres() {
     let out = lite.run(&["store", "copy", "--from", &from, "--to", &url, "--json"]);
     out.expect_code(0);
     let c = out.json();
-    assert_eq!((c["runs"].as_u64(), c["template_versions"].as_u64(), c["schedules"].as_u64()), (Some(2), Some(2), Some(1)));
+    assert_eq!(
+        (c["runs"].as_u64(), c["template_versions"].as_u64(), c["schedules"].as_u64()),
+        (Some(2), Some(2), Some(1))
+    );
     assert!(!out.stderr.contains("s3cret") && !out.stdout.contains("s3cret"), "no password shown: {}", out.stderr);
     let again = lite.run(&["store", "copy", "--from", &from, "--to", &url, "--json"]).json();
     assert_eq!((again["runs"].as_u64(), again["runs_already_there"].as_u64()), (Some(0), Some(2)));
     for r in &before {
         let id = r["id"].as_str().unwrap();
         assert_eq!(pg.show(id), lite.show(id), "run {id} reads back the same");
-        assert_eq!(pg.run(&["runs", "events", id, "--json"]).stdout, lite.run(&["runs", "events", id, "--json"]).stdout);
+        assert_eq!(
+            pg.run(&["runs", "events", id, "--json"]).stdout,
+            lite.run(&["runs", "events", id, "--json"]).stdout
+        );
     }
-    assert_eq!(pg.run(&["templates", "show", "t", "--json"]).stdout, lite.run(&["templates", "show", "t", "--json"]).stdout);
+    assert_eq!(
+        pg.run(&["templates", "show", "t", "--json"]).stdout,
+        lite.run(&["templates", "show", "t", "--json"]).stdout
+    );
     // The waiting run goes on in PostgreSQL's workers.
     let waiting = before.iter().find(|r| r["state"] == "input-required").unwrap()["id"].as_str().unwrap().to_string();
     let log = pg.dir.path().join("worker.log");

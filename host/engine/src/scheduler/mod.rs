@@ -581,7 +581,8 @@ impl Engine {
                 None => match driver::cancel_undriven(&self.sh, id).await {
                     // Another worker drives it: it cancels it.
                     Err(EngineError::Store(StoreError::Fenced(_))) => {
-                        let answer = self.relay(crate::outside::InboxKind::Cancel { run: id.clone() }, Value::Null).await?;
+                        let answer =
+                            self.relay(crate::outside::InboxKind::Cancel { run: id.clone() }, Value::Null).await?;
                         if let Some(e) = answer.get("error").and_then(Value::as_str) {
                             return Err(EngineError::Plan(e.to_string()));
                         }

@@ -8,9 +8,9 @@ use axum::http::StatusCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use weft_engine::EngineError;
 use weft_engine::clock::{rfc3339, system_now_ms};
 use weft_engine::store::TemplateRecord;
-use weft_engine::EngineError;
 use weft_runtime::pipeline::Source;
 
 use super::{ApiError, Body};

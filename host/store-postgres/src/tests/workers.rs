@@ -20,7 +20,14 @@ async fn pair() -> (PgStore, PgStore) {
 }
 
 fn working(id: &RunId) -> Write {
-    Write::RunState { run: id.clone(), from: RunState::Submitted, to: RunState::Working, output: None, error: None, at: 2 }
+    Write::RunState {
+        run: id.clone(),
+        from: RunState::Submitted,
+        to: RunState::Working,
+        output: None,
+        error: None,
+        at: 2,
+    }
 }
 
 /// A worker paused past its lease is taken over: the taker gets its runs,
@@ -166,7 +173,9 @@ async fn concurrent_openers_migrate_once_and_a_newer_schema_is_refused() {
     assert_eq!(c.query_one("SELECT count(*) FROM weft_schema", &[]).await.unwrap().get::<_, i64>(0), 1);
     c.execute("UPDATE weft_schema SET version = version + 5", &[]).await.unwrap();
     match PgStore::connect(&url, Options::default()).await {
-        Err(StoreError::SchemaTooNew { found, supported }) => assert_eq!((found, supported), (SCHEMA_VERSION + 5, SCHEMA_VERSION)),
+        Err(StoreError::SchemaTooNew { found, supported }) => {
+            assert_eq!((found, supported), (SCHEMA_VERSION + 5, SCHEMA_VERSION))
+        }
         Err(e) => panic!("wrong error {e}"),
         Ok(_) => panic!("a newer schema must be refused"),
     }
