@@ -129,8 +129,19 @@ pub async fn own_store(
             _ = tokio::time::sleep_until(last + floor) => {}
             _ = stop.cancelled() => return Ok(()),
         }
+        let room = async {
+            // A backlog nobody announces again: look once half the room
+            // freed up (runs end here without waking the watch).
+            if !poller.full {
+                return std::future::pending().await;
+            }
+            while engine.active_runs() > CLAIM_BATCH / 2 {
+                tokio::time::sleep(floor).await;
+            }
+        };
         tokio::select! {
             _ = changed(&mut watch) => {}
+            _ = room => {}
             _ = tokio::time::sleep(fallback) => {}
             why = tenure.owner.lost() => {
                 // Another worker drives this one's runs now: stop them all
@@ -187,12 +198,15 @@ pub async fn own_store(
 #[derive(Default)]
 pub struct Poller {
     started: HashSet<RunId>,
+    /// On a shared store: the last look took all it had room for (there may
+    /// be more: look again once there is room, not at the next notice).
+    full: bool,
 }
 
 impl Poller {
     /// A poller that already drives `recovered` (from [`Engine::recover`]).
     pub fn new(recovered: Vec<RunId>) -> Self {
-        Poller { started: recovered.into_iter().collect() }
+        Poller { started: recovered.into_iter().collect(), full: false }
     }
 
     /// One poll: returns how many runs it started. Unfinished runs are read
@@ -206,9 +220,12 @@ impl Poller {
         }
         if store.is_shared() {
             // The runs nobody drives (new, given back, or a dead worker's),
-            // now this worker's; cancels reach its runs as messages.
-            let claimed = store.claim_runs(CLAIM_BATCH).await?;
+            // as many as there is room for; cancels reach its runs as
+            // messages.
+            let room = CLAIM_BATCH.saturating_sub(engine.active_runs());
+            let claimed = store.claim_runs(room).await?;
             let fresh = claimed.len();
+            self.full = room > 0 && fresh >= room;
             for id in claimed {
                 engine.start(&id);
             }
@@ -233,7 +250,9 @@ impl Poller {
     }
 }
 
-/// Runs one look of a worker on a shared store takes at most.
+/// Runs a worker on a shared store drives at most from its claims (it takes
+/// more as they end; its own new runs and their children do not count
+/// against the others').
 pub const CLAIM_BATCH: usize = 256;
 
 /// Runs this owner started that left the unfinished set: one canceled by

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Statement};
-use weft_engine::store::{Batch, Write};
+use weft_engine::store::{Batch, NewEvent, Write};
 use weft_engine::{StepError, StoreError};
 
 use crate::Me;
@@ -63,11 +63,11 @@ statements! {
                         interruptions = interruptions + CASE WHEN $5 = 'interrupted' THEN 1 ELSE 0 END,
                         blame = CASE WHEN $5 = 'interrupted' THEN $10 ELSE blame END
                       WHERE run_id = $1 AND step = $2 AND item = $3 AND attempt = $4 AND state = 'running'";
-    event_checked = "INSERT INTO events (run_id, seq, at, kind, step, item, data)
-                     SELECT $1, $2, $3, $4, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM runs WHERE id = $1)
-                     ON CONFLICT DO NOTHING";
-    event = "INSERT INTO events (run_id, seq, at, kind, step, item, data) VALUES ($1, $2, $3, $4, $5, $6, $7)
-             ON CONFLICT DO NOTHING";
+    events = "INSERT INTO events (run_id, seq, at, kind, step, item, data)
+              SELECT u.* FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::int[],
+                                     $7::text[]) AS u(run_id, seq, at, kind, step, item, data)
+              WHERE EXISTS (SELECT 1 FROM runs r WHERE r.id = u.run_id)
+              ON CONFLICT DO NOTHING";
     blob = "INSERT INTO blobs (sha256, data) VALUES ($1, $2) ON CONFLICT DO NOTHING";
     artifact = "INSERT INTO artifacts (run_id, name, mime, size, sha256, step, item, attempt, created_at)
                 SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 WHERE EXISTS (SELECT 1 FROM runs WHERE id = $1)
@@ -193,6 +193,10 @@ impl Answer {
 #[derive(Default)]
 pub(crate) struct Stmts {
     pub list: Vec<Stmt>,
+    /// The events of the batches so far, written by one statement at the
+    /// end ([`Stmts::events`]): an event constrains no other write, and one
+    /// multi-row insert costs the database a fraction of one per event.
+    events: Vec<NewEvent>,
 }
 
 fn p<T: ToSql + Sync + Send + 'static>(v: T) -> Param {
@@ -241,6 +245,31 @@ impl Stmts {
     pub fn push(&mut self, s: Stmt) -> usize {
         self.list.push(s);
         self.list.len() - 1
+    }
+
+    /// The events gathered so far, in one statement: every one must be
+    /// written (its run exists, its seq is free).
+    pub fn events(&mut self) {
+        let ev = std::mem::take(&mut self.events);
+        if ev.is_empty() {
+            return;
+        }
+        let n = ev.len() as u64;
+        let what = if n == 1 {
+            format!("event {} of {} exists, or the run does not", ev[0].seq.0, ev[0].run)
+        } else {
+            format!("one of {n} events exists, or its run does not")
+        };
+        let params = vec![
+            p(ev.iter().map(|e| e.run.as_str().to_string()).collect::<Vec<_>>()),
+            p(ev.iter().map(|e| e.seq.0 as i64).collect::<Vec<_>>()),
+            p(ev.iter().map(|e| e.at).collect::<Vec<_>>()),
+            p(ev.iter().map(|e| e.kind.clone()).collect::<Vec<_>>()),
+            p(ev.iter().map(|e| e.step.clone()).collect::<Vec<_>>()),
+            p(ev.iter().map(|e| e.item.map(|i| i.0 as i32)).collect::<Vec<_>>()),
+            p(ev.iter().map(|e| e.data.to_string()).collect::<Vec<_>>()),
+        ];
+        self.push(Stmt::new(Which::events, params, Expect::Rows(n, conflict(what))));
     }
 
     /// This worker's lease, checked (and held) for the transaction.
@@ -323,15 +352,12 @@ impl Stmts {
 
     /// The statements of a batch's writes, in order.
     fn batch(&mut self, b: &Batch, me: &Me) {
-        // Runs a write of this batch found (or made): an event of one of
-        // them needs no check that its run exists.
-        let mut found: Vec<&str> = vec![];
         for w in &b.writes {
-            self.write(w, me, &mut found);
+            self.write(w, me);
         }
     }
 
-    fn write<'a>(&mut self, w: &'a Write, me: &Me, found: &mut Vec<&'a str>) {
+    fn write(&mut self, w: &Write, me: &Me) {
         let one = |m: String| Expect::Rows(1, conflict(m));
         match w {
             Write::CreateRun { run, steps } => {
@@ -363,7 +389,6 @@ impl Stmts {
                     vec![p(run.id.as_str().to_string()), p(steps.clone())],
                     Expect::Rows(steps.len() as u64, conflict(format!("the steps of run {} exist", run.id))),
                 ));
-                found.push(run.id.as_str());
             }
             Write::RunState { run, from, to, output, error, at } => {
                 self.push(Stmt::new(
@@ -378,7 +403,6 @@ impl Stmts {
                     ],
                     one(format!("run {run} is not {from}")),
                 ));
-                found.push(run.as_str());
             }
             Write::StepState { run, step, from, to, output, error, next_attempt_at, at } => {
                 self.push(Stmt::new(
@@ -396,7 +420,6 @@ impl Stmts {
                     ],
                     one(format!("step {run}/{step} is not {from}")),
                 ));
-                found.push(run.as_str());
             }
             Write::StartAttempt { run, step, item, attempt, lease_until, at } => {
                 self.push(Stmt::new(
@@ -411,7 +434,6 @@ impl Stmts {
                     ],
                     one(format!("an attempt of {run}/{step} is running, or the step does not exist")),
                 ));
-                found.push(run.as_str());
             }
             Write::FinishAttempt { run, step, item, attempt, state, output, error, fuel, blame, at } => {
                 let msg = format!("attempt {attempt} of {run}/{step} is not running");
@@ -436,25 +458,8 @@ impl Stmts {
                     ],
                     expect,
                 ));
-                found.push(run.as_str());
             }
-            Write::Event(e) => {
-                let which = if found.contains(&e.run.as_str()) { Which::event } else { Which::event_checked };
-                self.push(Stmt::new(
-                    which,
-                    vec![
-                        p(e.run.as_str().to_string()),
-                        p(e.seq.0 as i64),
-                        p(e.at),
-                        p(e.kind.clone()),
-                        p(e.step.clone()),
-                        p(e.item.map(|i| i.0 as i32)),
-                        p(e.data.to_string()),
-                    ],
-                    one(format!("event {} of {} exists, or the run does not", e.seq.0, e.run)),
-                ));
-                found.push(e.run.as_str());
-            }
+            Write::Event(e) => self.events.push(e.clone()),
             Write::PutArtifact { artifact: a, data } => {
                 self.push(Stmt::new(Which::blob, vec![p(a.sha256.clone()), p(data.to_vec())], Expect::Any));
                 self.push(Stmt::new(

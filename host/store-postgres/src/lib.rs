@@ -171,6 +171,10 @@ pub struct PgStore {
     me: Arc<Me>,
     stats: Arc<Stats>,
     listener: std::sync::OnceLock<workers::Listener>,
+    /// When dead workers, and owners without a row, were last looked for.
+    swept: std::sync::Mutex<(Option<std::time::Instant>, Option<std::time::Instant>)>,
+    /// Where the next claim of free runs starts (see `workers::claim_fresh`).
+    cursor: std::sync::Mutex<String>,
 }
 
 /// `url` with its password replaced, for messages and logs.
@@ -223,6 +227,8 @@ impl PgStore {
             me,
             stats,
             listener: Default::default(),
+            swept: Default::default(),
+            cursor: Default::default(),
         })
     }
 
@@ -420,7 +426,32 @@ impl Store for PgStore {
         if self.me.epoch() == 0 {
             return Ok(vec![]);
         }
-        let ids = workers::claim_runs(&self.reader().await?, &self.me, limit).await?;
+        let c = self.reader().await?;
+        let mut ids = vec![];
+        // Dead workers at most every 250 ms (a look at the small `workers`
+        // table first); owners with no row at all every 10 s.
+        let (sweep, orphans) = {
+            let mut last = self.swept.lock().unwrap();
+            let now = std::time::Instant::now();
+            let sweep = last.0.is_none_or(|t| now - t >= Duration::from_millis(250));
+            let orphans = last.1.is_none_or(|t| now - t >= Duration::from_secs(10));
+            if sweep {
+                last.0 = Some(now);
+            }
+            if orphans {
+                last.1 = Some(now);
+            }
+            (sweep, orphans)
+        };
+        if sweep || orphans {
+            ids = workers::take_over(&c, &self.me, orphans).await?;
+        }
+        if limit > ids.len() {
+            let mut cursor = self.cursor.lock().unwrap().clone();
+            let fresh = workers::claim_fresh(&c, &self.me, limit - ids.len(), &mut cursor).await?;
+            *self.cursor.lock().unwrap() = cursor;
+            ids.extend(fresh);
+        }
         self.me.remember(ids.iter().cloned());
         Ok(ids)
     }

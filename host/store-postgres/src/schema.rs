@@ -36,7 +36,6 @@ const MIGRATIONS: &[&str] = &[
         last_seq BIGINT NOT NULL DEFAULT 0,
         owner BIGINT
     );
-    CREATE INDEX runs_unfinished ON runs(id) WHERE state IN ('submitted', 'working', 'input-required', 'auth-required');
     CREATE INDEX runs_unowned ON runs(id) WHERE owner IS NULL AND state IN ('submitted', 'working', 'input-required', 'auth-required');
     CREATE INDEX runs_owner ON runs(owner) WHERE owner IS NOT NULL AND state IN ('submitted', 'working', 'input-required', 'auth-required');
     CREATE INDEX runs_template ON runs(template, id);

@@ -167,10 +167,17 @@ pub(crate) async fn owned_runs<C: GenericClient>(c: &C, me: &Me) -> Result<Vec<R
     rows.into_iter().map(|r| id(r.get(0))).collect()
 }
 
-/// Runs of workers whose lease ran out (or whose row is gone), then at most
-/// `limit` runs nobody owns (the heads of their queues), now this worker's.
-pub(crate) async fn claim_runs<C: GenericClient>(c: &C, me: &Me, limit: usize) -> Result<Vec<RunId>, StoreError> {
+/// Every unfinished run of a worker whose lease ran out, now this one's:
+/// the dead worker's row is deleted and its runs moved in one statement,
+/// so two takers never split (or both take) a dead worker's runs. With
+/// `orphans`, also the runs of owners that have no row at all.
+pub(crate) async fn take_over<C: GenericClient>(c: &C, me: &Me, orphans: bool) -> Result<Vec<RunId>, StoreError> {
     let epoch = me.epoch();
+    let dead =
+        c.prepare_cached("SELECT EXISTS (SELECT 1 FROM workers WHERE lease_until < now())").await.map_err(map_err)?;
+    if !orphans && !c.query_one(&dead, &[]).await.map_err(map_err)?.get::<_, bool>(0) {
+        return Ok(vec![]);
+    }
     let taken = c
         .prepare_cached(&format!(
             "WITH dead AS (
@@ -180,15 +187,36 @@ pub(crate) async fn claim_runs<C: GenericClient>(c: &C, me: &Me, limit: usize) -
              UPDATE runs SET owner = $1
              WHERE state IN {UNFINISHED} AND owner IS NOT NULL AND owner <> $1
                AND (owner IN (SELECT epoch FROM dead)
-                    OR NOT EXISTS (SELECT 1 FROM workers w WHERE w.epoch = runs.owner))
+                    OR ($2 AND NOT EXISTS (SELECT 1 FROM workers w WHERE w.epoch = runs.owner)))
              RETURNING id"
         ))
         .await
         .map_err(map_err)?;
-    let fresh = c
+    let mut ids = vec![];
+    for r in c.query(&taken, &[&epoch, &orphans]).await.map_err(map_err)? {
+        ids.push(id(r.get(0))?);
+    }
+    if !ids.is_empty() {
+        tracing::warn!(epoch, "took over {} run(s) of a worker whose lease ran out", ids.len());
+    }
+    Ok(ids)
+}
+
+/// At most `limit` runs nobody owns (the heads of their queues), oldest
+/// first, now this worker's. The scan starts after `cursor` (the newest id
+/// it claimed last time: the entries of runs claimed before are dead in the
+/// index until vacuumed, and a scan from the start would walk them all),
+/// and from the start only when that finds too few.
+pub(crate) async fn claim_fresh<C: GenericClient>(
+    c: &C,
+    me: &Me,
+    limit: usize,
+    cursor: &mut String,
+) -> Result<Vec<RunId>, StoreError> {
+    let st = c
         .prepare_cached(&format!(
             "UPDATE runs SET owner = $1 WHERE id IN (
-               SELECT r.id FROM runs r WHERE r.owner IS NULL AND r.state IN {UNFINISHED}
+               SELECT r.id FROM runs r WHERE r.owner IS NULL AND r.state IN {UNFINISHED} AND r.id > $3
                  AND (r.concurrency_key IS NULL OR NOT EXISTS (
                        SELECT 1 FROM runs q WHERE q.concurrency_key = r.concurrency_key
                          AND q.state IN {UNFINISHED} AND (q.created_at, q.id) < (r.created_at, r.id)))
@@ -197,17 +225,18 @@ pub(crate) async fn claim_runs<C: GenericClient>(c: &C, me: &Me, limit: usize) -
         ))
         .await
         .map_err(map_err)?;
-    let mut ids = vec![];
-    for r in c.query(&taken, &[&epoch]).await.map_err(map_err)? {
-        ids.push(id(r.get(0))?);
+    let epoch = me.epoch();
+    let mut ids: Vec<RunId> = vec![];
+    for from in [cursor.clone(), String::new()] {
+        let want = (limit - ids.len()).min(i64::MAX as usize) as i64;
+        for r in c.query(&st, &[&epoch, &want, &from]).await.map_err(map_err)? {
+            ids.push(id(r.get(0))?);
+        }
+        if ids.len() >= limit || from.is_empty() {
+            break;
+        }
     }
-    if !ids.is_empty() {
-        tracing::warn!(epoch, "took over {} run(s) of a worker whose lease ran out", ids.len());
-    }
-    let limit = limit.min(i64::MAX as usize) as i64;
-    for r in c.query(&fresh, &[&epoch, &limit]).await.map_err(map_err)? {
-        ids.push(id(r.get(0))?);
-    }
+    *cursor = ids.iter().map(|i| i.as_str()).max().unwrap_or("").to_string();
     Ok(ids)
 }
 

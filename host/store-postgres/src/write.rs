@@ -248,6 +248,7 @@ async fn in_one(c: &crate::Conn, me: &Me, group: &[Msg]) -> Result<Option<Vec<u3
     for m in group {
         answers.push(stmts.op(&m.op, me)?);
     }
+    stmts.events();
     stmts.notify(group.iter().map(|m| &m.op), me);
     let values = match send(c, &stmts).await? {
         Ok(v) => v,
@@ -296,6 +297,7 @@ async fn in_savepoints(
                 continue;
             }
         };
+        stmts.events();
         match send(c, &stmts).await? {
             Ok(values) => {
                 c.client.batch_execute("RELEASE SAVEPOINT batch").await.map_err(map_err)?;
