@@ -406,3 +406,76 @@ fn store_copy_moves_an_sqlite_history_to_postgres() {
     let _ = held.kill();
     let _ = held.wait();
 }
+
+/// A signal and a cancel sent to `weft serve` for runs another worker
+/// drives reach that worker (through the inbox, woken by NOTIFY) and are
+/// answered as if the server drove the runs; the API's run view and the
+/// store agree.
+#[test]
+fn signals_and_cancels_reach_the_worker_that_drives_the_run() {
+    let w = Weft::postgres();
+    let db = Db::open(w.database.as_deref().unwrap());
+    let approval = json!({"name": "approval", "steps": [
+        {"name": "approve", "wait": {"prompt": "approve?", "schema": {"type": "object", "required": ["ok"],
+            "properties": {"ok": {"type": "boolean"}}}}},
+        {"name": "after", "code": {"plugin": "json-select"}, "input": {"data": "@approve", "path": "ok"}}]});
+    let spin = json!({"name": "spin", "steps": [
+        {"name": "spin", "code": {"path": weft_test_artifacts::HOSTILE}, "input": {"mode": "loop"},
+         "timeout_ms": 60_000, "limits": {"fuel": 100_000_000_000_000u64}}]});
+    let (fa, fs) = (w.write_def("approval", &approval), w.write_def("spin", &spin));
+    // Only the worker runs when the runs are created: they are its.
+    let log = w.dir.path().join("worker.log");
+    let mut worker = spawn_worker(&w, &log);
+    let detach = |f: &Path| {
+        let out = w.run(&["run", f.to_str().unwrap(), "--detach"]);
+        out.expect_code(0);
+        out.stdout.trim().to_string()
+    };
+    let (waiting, spinning) = (detach(&fa), detach(&fs));
+    let t0 = Instant::now();
+    while w.show(&waiting)["state"] != "input-required" || w.show(&spinning)["steps"][0]["state"] != "running" {
+        assert!(t0.elapsed() < Duration::from_secs(30), "the worker did not start the runs:\n{}", read(&log));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let worker_epoch = epoch_of(&db, worker.id()).unwrap();
+    let owners = db.rows("SELECT owner FROM runs");
+    assert!(owners.iter().all(|r| r.get::<_, Option<i64>>(0) == Some(worker_epoch)), "the worker's runs");
+    let server = crate::serve::Server::start(&w, &["--http", "127.0.0.1:0"]);
+    let api = format!("http://127.0.0.1:{}/api/v1", server.port());
+    let http = reqwest::Client::new();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let post = |url: String, body: Option<Value>| {
+        rt.block_on(async {
+            let mut req = http.post(url);
+            if let Some(b) = body {
+                req = req.json(&b);
+            }
+            let r = req.send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        })
+    };
+    let answer = format!("{api}/runs/{waiting}/steps/approve/signal");
+    let (st, body) = post(answer.clone(), Some(json!({"data": {"ok": "yes"}})));
+    assert_eq!(st, 422, "the owner checked the schema: {body}");
+    let (st, body) = post(answer, Some(json!({"data": {"ok": true}})));
+    assert_eq!(st, 200, "{body}");
+    let (st, body) = post(format!("{api}/runs/{spinning}/cancel"), None);
+    assert_eq!(st, 200, "{body}");
+    let t1 = Instant::now();
+    loop {
+        let (a, s) = (w.show(&waiting), w.show(&spinning));
+        if a["state"] == "completed" && s["state"] == "canceled" {
+            assert_eq!(a["output"], json!({"after": true}), "{a}");
+            break;
+        }
+        assert!(t1.elapsed() < Duration::from_secs(30), "{a}\n{s}\n{}", read(&log));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Still the worker's: nothing was taken from it.
+    assert_eq!(epoch_of(&db, worker.id()), Some(worker_epoch));
+    let handled = db.count("SELECT count(*) FROM inbox WHERE answer IS NOT NULL AND kind IN ('signal', 'cancel')");
+    assert!(handled >= 2, "relayed through the inbox ({handled} answered)");
+    drop(server);
+    signal(&worker, "-TERM");
+    worker.wait().unwrap();
+}
