@@ -174,6 +174,11 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX artifacts_blob ON artifacts(sha256);
     "#,
+    // 9: each attempt keeps its input with refs resolved (as shown: large
+    // inputs as a note of their size), for `runs show` and `runs diff`.
+    r#"
+    ALTER TABLE attempts ADD COLUMN input TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -63,6 +63,7 @@ fn start(id: &RunId, step: &str, item: Option<u32>, n: u32, lease: i64) -> Write
         attempt: AttemptNo::new(n).unwrap(),
         lease_until: lease,
         at: 110,
+        input: Some(serde_json::json!({"n": n})),
     }
 }
 
