@@ -7,7 +7,7 @@ and each check is what it would have to notice.
         --data-dir D [--cache-dir C] [--measure-only]
 
 The server's weft.toml must configure `everything` (server-everything,
-stdio). The script:
+stdio) and `gone` (a server that cannot be started). The script:
 
 1. reads the instructions, lists tools (prints the size of `tools/list`),
    reads `weft://guide`, `weft://schema/definition` and the prompt
@@ -146,6 +146,14 @@ async def build_and_run(a: Agent, seen: dict) -> None:
     say = next(s for s in run["steps"] if s["name"] == "say")
     check(say["input"] == {"message": "result: The sum of 40 and 2 is 42."}, "run_get shows resolved input", say)
     seen["built"] = {"first": first["run_id"], "second": second["run_id"]}
+    # A server that cannot be reached: valid, saved, but never silently.
+    away = {"name": "away", "steps": [{"name": "x", "tool": {"server": "gone", "name": "anything"}}]}
+    v = await a.validate(away)
+    check(v["valid"] and any("cannot reach MCP server `gone`" in w["message"] for w in v["warnings"]),
+          "an unreachable server is a warning", v)
+    saved = out(await a.call("template_save", {"definition": away}))
+    check(saved["version"] == 1 and any(w["path"] == "/steps/0/tool/server" for w in saved["warnings"]),
+          "saved with the warning", saved)
 
 
 async def mistakes(a: Agent, seen: dict) -> None:

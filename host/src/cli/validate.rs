@@ -16,7 +16,9 @@
 //! "hint"?}]}` on stdout.
 //!
 //! `--online` makes a server that cannot be reached a problem; `--offline`
-//! asks no server (only that each tool step names a configured one).
+//! asks no server (only that each tool step names a configured one). When
+//! the data directory holds a store, the templates `workflow` steps start
+//! are looked up in it (a missing one is a warning, with a did-you-mean).
 
 use std::path::Path;
 
@@ -47,11 +49,18 @@ pub struct ValidateArgs {
 }
 
 pub fn run(settings: &Settings, args: ValidateArgs) -> anyhow::Result<Exit> {
-    let upstreams = std::sync::Arc::new(settings.upstreams());
-    let pipeline = super::prepare::pipeline_with(settings, upstreams.clone())?;
     let loaded = if args.offline {
-        pipeline.load_file(&args.file)
+        super::prepare::pipeline(settings)?.load_file(&args.file)
+    } else if weft_runtime::app::db_path(settings).is_ok_and(|p| p.exists()) {
+        // A store is there: the templates of `workflow` steps are checked
+        // too (nothing is written to it).
+        let app = weft_runtime::app::App::open(settings)?;
+        let loaded = app.block_on(app.pipeline()?.load(Source::File(args.file.clone())));
+        app.shutdown_upstreams();
+        loaded
     } else {
+        let upstreams = std::sync::Arc::new(settings.upstreams());
+        let pipeline = super::prepare::pipeline_with(settings, upstreams.clone())?;
         let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start a runtime")?;
         let loaded = rt.block_on(pipeline.load(Source::File(args.file.clone())));
         rt.block_on(upstreams.shutdown());

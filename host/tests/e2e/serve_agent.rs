@@ -24,11 +24,12 @@ fn an_agent_learns_weft_from_its_tools_and_records_replays_and_diffs() {
     let w = Weft::new();
     std::fs::create_dir_all(w.data_dir()).unwrap();
     let config = w.dir.path().join("weft.toml");
-    std::fs::write(
-        &config,
-        format!("[servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n", everything_js()),
-    )
-    .unwrap();
+    // `gone` cannot be started: its tool steps are saved with a warning.
+    let servers = format!(
+        "[servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n\n[servers.gone]\ncommand = \"/nonexistent/mcp-server\"\n",
+        everything_js()
+    );
+    std::fs::write(&config, servers).unwrap();
     let py = peers().join(".venv/bin/python");
     assert!(py.exists(), "no {} (run tests/mcp-peers/setup.sh)", py.display());
     let args = [
