@@ -34,21 +34,12 @@ import re
 from typing import Any
 
 import anyio
-from mcp import ClientSession, StdioServerParameters
+from agent_common import check, meta_of, server_args, stdio_server, structured, text_of
+from mcp import ClientSession
 from mcp.client.stdio import stdio_client
 
 
-def check(cond: bool, what: str, seen: Any = None) -> None:
-    if not cond:
-        raise AssertionError(f"{what}: {json.dumps(seen, default=str)[:3000]}")
-
-
-def text_of(result: Any) -> str:
-    return "\n".join(c.text for c in result.content if getattr(c, "type", None) == "text")
-
-
-def out(result: Any) -> Any:
-    return getattr(result, "structured_content", None) or getattr(result, "structuredContent", None)
+out = structured
 
 
 class Agent:
@@ -233,7 +224,7 @@ async def record(a: Agent, seen: dict) -> None:
     removed = out(await a.call("recording_remove_step", {}))
     check(removed["removed"] == "echo_1", "the mistaken call is removed", removed)
     r = await a.call("everything__echo", {"message": total})
-    check((r.meta or {}).get("dev.weft/step") == "echo_1", "the call again takes the name back", r.meta)
+    check(meta_of(r).get("dev.weft/step") == "echo_1", "the call again takes the name back", meta_of(r))
     pre = out(await a.call("step_preset", {"name": "units", "output": {"unit": "C"}}))
     check(pre["step"] == "units", "a preset", pre)
     code = out(await a.call("step_code", {"plugin": "text-template", "input": {
@@ -286,10 +277,7 @@ async def silent_sum(a: Agent, seen: dict) -> None:
 
 
 async def main(args: argparse.Namespace) -> None:
-    env = {"WEFT_DATA_DIR": args.data_dir, "WEFT_CONFIG": args.config, "NO_COLOR": "1"}
-    if args.cache_dir:
-        env["WEFT_CACHE_DIR"] = args.cache_dir
-    server = StdioServerParameters(command=args.weft, args=["serve", "--stdio"], env=env, cwd=args.data_dir)
+    server = stdio_server(args)
     seen: dict[str, Any] = {}
     async with stdio_client(server) as (read, write):
         async with ClientSession(read, write) as session:
@@ -310,9 +298,6 @@ async def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("--weft", required=True)
-    ap.add_argument("--config", required=True)
-    ap.add_argument("--data-dir", required=True)
-    ap.add_argument("--cache-dir")
+    server_args(ap)
     ap.add_argument("--measure-only", action="store_true")
     anyio.run(main, ap.parse_args())

@@ -12,7 +12,8 @@
 use serde_json::Value;
 
 use crate::common::{Weft, repo_root};
-use crate::tools::{everything_js, peers};
+use crate::serve_recording::{agent_args, python};
+use crate::tools::everything_js;
 
 /// `tools/list` of `weft serve` with server-everything configured, before
 /// the guide and the schema resource (measured on commit 2032c4b with
@@ -30,19 +31,8 @@ fn an_agent_learns_weft_from_its_tools_and_records_replays_and_diffs() {
         everything_js()
     );
     std::fs::write(&config, servers).unwrap();
-    let py = peers().join(".venv/bin/python");
-    assert!(py.exists(), "no {} (run tests/mcp-peers/setup.sh)", py.display());
-    let args = [
-        "--weft".to_string(),
-        env!("CARGO_BIN_EXE_weft").into(),
-        "--config".into(),
-        config.display().to_string(),
-        "--data-dir".into(),
-        w.data_dir().display().to_string(),
-        "--cache-dir".into(),
-        repo_root().join("target/test-cache").display().to_string(),
-    ];
-    let seen = crate::serve::run_script(&py, &repo_root().join("tests/mcp-clients/llm_agent.py"), &args);
+    let args = agent_args(&w, &config);
+    let seen = crate::serve::run_script(&python(), &repo_root().join("tests/mcp-clients/llm_agent.py"), &args);
     let bytes = seen["tools_list_bytes"].as_u64().unwrap() as usize;
     eprintln!("tools/list: {bytes} bytes (before: {TOOLS_LIST_BYTES_BEFORE})");
     // The definition's schema is a resource now, no longer inlined three
