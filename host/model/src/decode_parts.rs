@@ -139,7 +139,13 @@ impl D<'_> {
         let matches = opt(m, "match").and_then(|p| match p {
             Value::Object(_) => Some(self.template(p, &f("match"))),
             other => {
-                self.push(&f("match"), format!("`match` must be an object of field → value, got {}", type_name(other)));
+                self.out.push(
+                    Problem::new(
+                        f("match"),
+                        format!("`match` must be an object of field → value, got {}", type_name(other)),
+                    )
+                    .hint(r#"write it as an object, e.g. {"event": "order.paid", "match": {"order": "@input.order"}}"#),
+                );
                 None
             }
         });
