@@ -111,7 +111,7 @@ fn report(f: &Found, at: &str, names: &BTreeSet<&str>, out: &mut Lookalikes) {
         Some(r) => out.errors.push(
             Problem::new(at, format!("`{text}` is not a weft ref: it would be passed on as this very text"))
                 .hint(format!(
-                    "write `{r}` (weft refs are `@step` for a step's output, `@step.field` for a field of it, `@input.field` for the run's input; a string that is exactly a ref keeps the value's JSON type)"
+                    "write `{r}`: weft refs are `@step` for a step's output, `@step.field` for a field of it, `@input.field` for the run's input, and a string that is exactly a ref keeps the value's JSON type"
                 )),
         ),
         None if f.loud => out.warnings.push(
