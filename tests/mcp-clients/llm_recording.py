@@ -35,28 +35,9 @@ from typing import Any
 
 import anyio
 import mcp
-from mcp import ClientSession, StdioServerParameters
+from agent_common import check, meta_of, server_args, stdio_server, structured, text_of
+from mcp import ClientSession
 from mcp.client.stdio import stdio_client
-
-
-def check(cond: bool, what: str, seen: Any = None) -> None:
-    if not cond:
-        raise AssertionError(f"{what}: {json.dumps(seen, default=str)[:2000]}")
-
-
-def text_of(result: Any) -> str:
-    return "\n".join(c.text for c in result.content if getattr(c, "type", None) == "text")
-
-
-def structured(result: Any) -> Any:
-    return getattr(result, "structured_content", None) or getattr(result, "structuredContent", None)
-
-
-def meta_of(result: Any) -> dict:
-    m = getattr(result, "meta", None)
-    if m is None:
-        return {}
-    return m if isinstance(m, dict) else dict(m)
 
 
 async def play(session: Any, out_dir: str, template: str) -> dict:
@@ -131,10 +112,7 @@ async def play(session: Any, out_dir: str, template: str) -> dict:
 
 
 async def main(args: argparse.Namespace) -> None:
-    env = {"WEFT_DATA_DIR": args.data_dir, "WEFT_CONFIG": args.config, "NO_COLOR": "1"}
-    if args.cache_dir:
-        env["WEFT_CACHE_DIR"] = args.cache_dir
-    server = StdioServerParameters(command=args.weft, args=["serve", "--stdio"], env=env, cwd=args.data_dir)
+    server = stdio_server(args)
     if args.mode == "legacy":
         async with stdio_client(server) as (read, write):
             async with ClientSession(read, write) as session:
@@ -150,10 +128,7 @@ async def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("--weft", required=True)
-    ap.add_argument("--config", required=True)
-    ap.add_argument("--data-dir", required=True)
-    ap.add_argument("--cache-dir")
+    server_args(ap)
     ap.add_argument("--out-dir", required=True)
     ap.add_argument("--template", default="greet-file")
     ap.add_argument("--mode", choices=["legacy", "auto"], default="legacy")

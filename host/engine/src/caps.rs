@@ -98,6 +98,20 @@ pub fn check(v: &Value, cap: usize) -> Result<(), Over> {
     if c.n > cap { Err(Over::Size { size: c.n, cap }) } else { Ok(()) }
 }
 
+/// The largest resolved input kept with an attempt (as JSON).
+pub const MAX_SHOWN_INPUT_BYTES: usize = 64 * 1024;
+
+/// An attempt's resolved input as it is stored with the attempt (what
+/// `runs show` and `run_get` show): the value, or, over
+/// [`MAX_SHOWN_INPUT_BYTES`] (or too deep), a note saying its size.
+pub fn shown_input(v: &Value) -> Value {
+    match check(v, MAX_SHOWN_INPUT_BYTES) {
+        Ok(()) => v.clone(),
+        Err(Over::Size { size, .. }) => serde_json::json!({"$omitted": format!("the input was {size} bytes as JSON")}),
+        Err(Over::Depth) => serde_json::json!({"$omitted": format!("the input nests deeper than {MAX_DEPTH} levels")}),
+    }
+}
+
 impl Over {
     /// The message for `what` (e.g. "the run's input"), naming the setting
     /// that raises the cap.

@@ -8,10 +8,12 @@
 //! - [`caps`]: size and depth caps on what is accepted and stored.
 //! - [`scheduler`]: the [`Engine`] that creates, drives, recovers and cancels runs.
 //! - [`view`]: the `runs show --json` shape.
+//! - [`compare`]: two runs side by side, step by step (`runs diff`, `run_compare`).
 
 pub mod cancel;
 pub mod caps;
 pub mod clock;
+pub mod compare;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod error;

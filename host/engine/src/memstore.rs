@@ -247,7 +247,7 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut impl EventLog,
                 s.ended_at = Some(*at);
             }
         }
-        Write::StartAttempt { run, step, item, attempt, lease_until, at } => {
+        Write::StartAttempt { run, step, item, attempt, lease_until, at, input } => {
             let r = slot.as_mut().ok_or_else(|| missing(&format!("run {run}")))?;
             // An interrupted attempt runs again: same number, same row.
             let again = r.attempts.iter().position(|a| {
@@ -260,7 +260,7 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut impl EventLog,
                 let a = &mut r.attempts[k];
                 a.state = a.state.rerun().map_err(|e| StoreError::Conflict(e.to_string()))?;
                 (a.lease_until, a.started_at, a.ended_at) = (*lease_until, *at, None);
-                (a.output, a.error) = (None, None);
+                (a.output, a.error, a.input) = (None, None, input.clone());
                 return Ok(());
             }
             if r.attempts.iter().any(|a| a.step == *step && a.item == *item && a.attempt == *attempt) {
@@ -284,6 +284,7 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut impl EventLog,
                 interruptions: 0,
                 blame: 0,
                 fuel: None,
+                input: input.clone(),
             });
             let order: HashMap<&str, usize> = r.steps.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
             let mut atts = std::mem::take(&mut r.attempts);
@@ -616,6 +617,7 @@ mod tests {
             attempt: AttemptNo::new(n).unwrap(),
             lease_until: 100,
             at: 12,
+            input: None,
         };
         s.commit(Batch { writes: vec![start(1)] }).await.unwrap();
         // a second running attempt of the same unit is refused

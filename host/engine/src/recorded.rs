@@ -19,6 +19,9 @@ use crate::store::{Batch, NewEvent, NewRun, Write};
 pub struct DoneStep {
     /// Its name in the run's definition.
     pub name: String,
+    /// What it was given (refs resolved), if anything: a recorded call's
+    /// arguments.
+    pub input: Option<Value>,
     /// What it produced.
     pub output: Value,
     /// When it started and ended (ms since epoch).
@@ -108,6 +111,7 @@ pub fn done_step(run: &RunId, s: &DoneStep, seq: &mut u64) -> Result<Vec<Write>,
         attempt: AttemptNo::FIRST,
         lease_until: s.ended_at,
         at: s.started_at,
+        input: s.input.as_ref().map(crate::caps::shown_input),
     });
     out.push(Write::FinishAttempt {
         run: run.clone(),
@@ -161,6 +165,7 @@ mod tests {
         let steps = [
             DoneStep {
                 name: "echo_1".into(),
+                input: Some(json!({"message": "hi"})),
                 output: json!("Echo: hi"),
                 started_at: 1_001,
                 ended_at: 1_005,
@@ -168,6 +173,7 @@ mod tests {
             },
             DoneStep {
                 name: "note_1".into(),
+                input: None,
                 output: json!({"k": 1}),
                 started_at: 1_006,
                 ended_at: 1_006,
@@ -182,6 +188,7 @@ mod tests {
         assert_eq!(r.steps.len(), 2);
         assert!(r.steps.iter().all(|s| s.state == StepState::Succeeded && s.attempts == 1));
         assert_eq!(r.steps[0].output, Some(json!("Echo: hi")));
+        assert_eq!(r.attempts[0].input, Some(json!({"message": "hi"})), "a recorded call keeps its arguments");
         let evs = store.events_after(&id, Seq::ZERO, 100).await.unwrap();
         assert_eq!(evs.first().unwrap().kind, "run.submitted");
         assert_eq!(evs.last().unwrap().kind, "run.completed");

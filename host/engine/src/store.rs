@@ -61,7 +61,17 @@ pub enum Write {
     /// exists (unless it was interrupted: then the same attempt runs again
     /// and keeps its count of interruptions) or another attempt of the same
     /// (run, step, item) is running.
-    StartAttempt { run: RunId, step: String, item: Option<ItemIndex>, attempt: AttemptNo, lease_until: i64, at: i64 },
+    /// `input`: the attempt's resolved input as shown (see
+    /// [`crate::caps::shown_input`]); `None` when it could not be resolved.
+    StartAttempt {
+        run: RunId,
+        step: String,
+        item: Option<ItemIndex>,
+        attempt: AttemptNo,
+        lease_until: i64,
+        at: i64,
+        input: Option<Value>,
+    },
     /// Ends a running attempt (refused unless it is running).
     FinishAttempt {
         run: RunId,
@@ -280,6 +290,11 @@ pub struct AttemptRecord {
     pub blame: u32,
     /// Fuel its guest used, summed over its interrupted runs.
     pub fuel: Option<u64>,
+    /// Its input with refs resolved, as shown (see
+    /// [`crate::caps::shown_input`]); `None` when unknown (runs stored
+    /// before inputs were kept, or a ref that resolved to nothing).
+    #[serde(default)]
+    pub input: Option<Value>,
 }
 
 /// One line of `runs list`.

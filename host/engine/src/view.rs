@@ -58,6 +58,34 @@ pub struct StepView {
     /// panicked) and ran again as themselves; absent when none were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interruptions: Option<u32>,
+    /// What its latest attempt was given, refs resolved (absent for a
+    /// `for_each` step: see `tries`, and for steps that ran no attempt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
+    /// Every attempt (each item's, for a `for_each` step; the first 100)
+    /// when there is more than one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tries: Vec<TryView>,
+}
+
+/// The most attempts a [`StepView`] lists.
+pub const MAX_TRIES_SHOWN: usize = 100;
+
+/// One attempt of a step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TryView {
+    pub attempt: u32,
+    /// The item, for a `for_each` step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<u32>,
+    /// running, succeeded, failed, canceled or interrupted.
+    pub state: String,
+    /// What it was given, refs resolved (absent when a ref resolved to
+    /// nothing: see `error`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<StepError>,
 }
 
 /// What a parked step waits for.
@@ -202,6 +230,22 @@ impl StepView {
     pub fn of(r: &RunRecord, s: &StepRecord) -> StepView {
         // Attempts that ran again because their process died.
         let interruptions: u32 = r.attempts.iter().filter(|a| a.step == s.name).map(|a| a.interruptions).sum();
+        let mine: Vec<&crate::store::AttemptRecord> = r.attempts.iter().filter(|a| a.step == s.name).collect();
+        let latest = mine.iter().filter(|a| a.item.is_none()).max_by_key(|a| a.attempt);
+        let tries = if mine.len() > 1 {
+            mine.iter()
+                .take(MAX_TRIES_SHOWN)
+                .map(|a| TryView {
+                    attempt: a.attempt.get(),
+                    item: a.item.map(|i| i.0),
+                    state: a.state.as_str().to_string(),
+                    input: a.input.clone(),
+                    error: a.error.clone(),
+                })
+                .collect()
+        } else {
+            vec![]
+        };
         StepView {
             name: s.name.clone(),
             state: s.state,
@@ -212,6 +256,8 @@ impl StepView {
             ended_at: s.ended_at.map(rfc3339),
             next_attempt_at: s.next_attempt_at.map(rfc3339),
             interruptions: (interruptions > 0).then_some(interruptions),
+            input: latest.and_then(|a| a.input.clone()),
+            tries,
         }
     }
 }

@@ -240,8 +240,10 @@ pub fn map_result(server: &str, tool: &str, result: CallToolResult) -> Result<To
     if result.is_error == Some(true) {
         let says_no = |v: Option<&Value>| v.and_then(|v| v.get("retryable")).and_then(Value::as_bool) == Some(false);
         let meta = result.meta.as_ref().and_then(|m| serde_json::to_value(m).ok());
-        let retryable = !(says_no(result.structured_content.as_ref()) || says_no(meta.as_ref()));
         let detail = text.or_else(|| result.structured_content.as_ref().map(|v| v.to_string())).unwrap_or_default();
+        let retryable = !(says_no(result.structured_content.as_ref())
+            || says_no(meta.as_ref())
+            || refused_request(&detail).is_some());
         let mut err =
             CallError::new(CallErrorKind::ToolError, format!("tool `{server}.{tool}` reported an error: {detail}"));
         err.retryable = retryable;
@@ -257,6 +259,18 @@ pub fn map_result(server: &str, tool: &str, result: CallToolResult) -> Result<To
         serde_json::to_value(&result.content).unwrap_or(Value::Null)
     };
     Ok(ToolOutput { value, result })
+}
+
+/// The JSON-RPC code of a request refusal (invalid params -32602, method
+/// not found -32601, invalid request -32600) an `isError` result reports
+/// in its text, as the official SDKs write tool errors (`MCP error -32602:
+/// Input validation error: ...`): the same call fails again, so it is not
+/// retryable.
+fn refused_request(text: &str) -> Option<i64> {
+    let lower = text.to_ascii_lowercase();
+    let at = lower.find("error -3260")?;
+    let code: String = lower[at + 6..].chars().take_while(|c| *c == '-' || c.is_ascii_digit()).collect();
+    code.parse().ok().filter(|c| (-32602..=-32600).contains(c))
 }
 
 /// The text blocks of `content`, joined with newlines (`None` if there are
@@ -297,5 +311,19 @@ mod tests {
         let mut r = CallToolResult::error(vec![Content::text("no such user")]);
         r.structured_content = Some(json!({"retryable": false}));
         assert!(!map_result("crm", "send", r).unwrap_err().retryable);
+        // What the SDKs answer for arguments that break the tool's schema,
+        // or an unknown tool: the same call fails again.
+        for text in [
+            "MCP error -32602: Input validation error: Invalid arguments for tool get-sum",
+            "MCP error -32601: Tool nope not found",
+        ] {
+            let r = CallToolResult::error(vec![Content::text(text)]);
+            let e = map_result("everything", "get-sum", r).unwrap_err();
+            assert!(!e.retryable, "{text}");
+        }
+        let r = CallToolResult::error(vec![Content::text("MCP error -32603: internal")]);
+        assert!(map_result("s", "t", r).unwrap_err().retryable, "an internal error may pass");
+        assert_eq!(refused_request("error -32602: x"), Some(-32602));
+        assert_eq!(refused_request("error -3260"), None);
     }
 }

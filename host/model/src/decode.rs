@@ -130,7 +130,8 @@ impl D<'_> {
         match v {
             Value::Object(m) => Some(m),
             other => {
-                self.push(at, format!("{what} must be an object, got {}", type_name(other)));
+                let p = Problem::new(at, format!("{what} must be an object, got {}", type_name(other)));
+                self.out.push(p.hint(parts::example(what, other)));
                 None
             }
         }
@@ -391,5 +392,44 @@ mod tests {
         let (d, p) = run(json!("nope"));
         assert!(d.is_none());
         assert_eq!(p, [": a definition must be an object, got a string"]);
+    }
+
+    fn hints(v: serde_json::Value) -> Vec<(String, String)> {
+        let mut out = vec![];
+        decode(&v, &mut out);
+        out.into_iter().map(|p| (p.path, format!("{} / {}", p.message, p.hint.unwrap_or_default()))).collect()
+    }
+
+    #[test]
+    fn every_must_be_an_object_comes_with_a_worked_example() {
+        let step = |extra: serde_json::Value| {
+            let mut s = json!({"name": "a"});
+            s.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            json!({"name": "w", "steps": [s]})
+        };
+        let cases = [
+            (
+                step(json!({"tool": "everything__echo"})),
+                "/steps/0/tool",
+                r#"{"tool":{"server":"everything","name":"echo"}}"#,
+            ),
+            (step(json!({"tool": {"name": "everything__echo"}})), "/steps/0/tool", r#""server":"everything""#),
+            (step(json!({"tool": "echo"})), "/steps/0/tool", r#"{"tool":{"server":"SERVER","name":"echo"}}"#),
+            (step(json!({"code": "json-select"})), "/steps/0/code", r#"{"code": {"plugin": "json-select"}}"#),
+            (step(json!({"return": true, "when": "@x.ok"})), "/steps/0/when", r#"{"when": {"ref":"@x.ok"}}"#),
+            (step(json!({"return": true, "when": "@x.n >= 3"})), "/steps/0/when", r#""gte":3"#),
+            (step(json!({"return": true, "when": "@x.s == 'a'"})), "/steps/0/when", r#""eq":"a""#),
+            (step(json!({"sleep": 5})), "/steps/0/sleep", r#"{"sleep": {"ms": 60000}}"#),
+            (step(json!({"wait": "yes?"})), "/steps/0/wait", r#""prompt""#),
+            (step(json!({"workflow": "child"})), "/steps/0/workflow", r#"{"workflow":{"template":"child"}}"#),
+            (step(json!({"return": true, "retry": 3})), "/steps/0/retry", r#""max_attempts": 3"#),
+            (json!({"name": "w", "steps": ["a"]}), "/steps/0", r#""tool": {"server""#),
+            (json!([]), "", r#""steps": [{"name""#),
+        ];
+        for (doc, path, want) in cases {
+            let h = hints(doc.clone());
+            let hit = h.iter().find(|(p, _)| p == path);
+            assert!(hit.is_some_and(|(_, t)| t.contains(want)), "{doc}: want {want} at {path} in {h:?}");
+        }
     }
 }

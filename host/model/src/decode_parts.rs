@@ -27,6 +27,17 @@ impl D<'_> {
             "tool" => {
                 let m = self.obj(v, &a, "`tool`")?;
                 self.fields(m, &a, &["server", "name"], "tool");
+                // `{"name": "everything__echo"}`: the proxy's name of a tool.
+                if let (None, Some(Value::String(n))) = (opt(m, "server"), opt(m, "name"))
+                    && let Some((server, tool)) = n.split_once("__")
+                {
+                    self.out.push(Problem::new(&a, "missing required field `server`").hint(format!(
+                        "`{}` is the proxy's name of a tool: write {}",
+                        shown(n),
+                        tool_example(server, tool)
+                    )));
+                    return None;
+                }
                 let server = self.req(m, "server", &a).and_then(|s| self.string(s, &format!("{a}/server"), "server"));
                 let name = self.req(m, "name", &a).and_then(|s| self.string(s, &format!("{a}/name"), "name"));
                 Some(Action::Tool(ToolRef { server: server?, name: name? }))
@@ -128,7 +139,13 @@ impl D<'_> {
         let matches = opt(m, "match").and_then(|p| match p {
             Value::Object(_) => Some(self.template(p, &f("match"))),
             other => {
-                self.push(&f("match"), format!("`match` must be an object of field → value, got {}", type_name(other)));
+                self.out.push(
+                    Problem::new(
+                        f("match"),
+                        format!("`match` must be an object of field → value, got {}", type_name(other)),
+                    )
+                    .hint(r#"write it as an object, e.g. {"event": "order.paid", "match": {"order": "@input.order"}}"#),
+                );
                 None
             }
         });
@@ -284,4 +301,63 @@ impl D<'_> {
             run_fuel: opt(m, "run_fuel").and_then(|x| self.uint(x, &format!("{at}/run_fuel"), "run_fuel", u64::MAX)),
         })
     }
+}
+
+/// `{"server": S, "name": T}` as a definition writes it.
+fn tool_example(server: &str, tool: &str) -> String {
+    serde_json::json!({"tool": {"server": server, "name": tool}}).to_string()
+}
+
+/// A worked example for "`what` must be an object, got `got`": the value
+/// written the right way (from `got` where it says enough, as a tool
+/// string `server__tool` or a `when` string `@a.n > 3`).
+pub(super) fn example(what: &str, got: &Value) -> String {
+    let text = got.as_str().unwrap_or_default();
+    let e = match what {
+        "a definition" => r#"{"name": "my-flow", "steps": [{"name": "hello", "return": {"greeting": "@input.name"}}]}"#
+            .to_string(),
+        "a step" => {
+            r#"{"name": "sum", "tool": {"server": "everything", "name": "get-sum"}, "input": {"a": "@input.a", "b": 2}}"#
+                .to_string()
+        }
+        "`tool`" => match text.split_once("__") {
+            Some((server, tool)) => {
+                return format!("`{}` is the proxy's name of a tool: write {}", shown(text), tool_example(server, tool));
+            }
+            None if !text.is_empty() => tool_example("SERVER", text),
+            None => tool_example("SERVER", "TOOL"),
+        },
+        "`code`" => r#"{"code": {"plugin": "json-select"}}  (plugin_list shows the plugins)"#.to_string(),
+        "`transform`" => r#"{"transform": {"plugin": "json-select"}}"#.to_string(),
+        "`sleep`" => r#"{"sleep": {"ms": 60000}} or {"sleep": {"until": "2030-01-01T00:00:00Z"}}"#.to_string(),
+        "`workflow`" => match text {
+            "" => r#"{"workflow": {"template": "child-flow"}}"#.to_string(),
+            t => serde_json::json!({"workflow": {"template": t}}).to_string(),
+        },
+        "`wait`" => r#"{"wait": {"prompt": "Approve?", "schema": {"type": "object", "required": ["ok"], "properties": {"ok": {"type": "boolean"}}}}} or {"wait": {"event": "order.paid", "match": {"order": "@input.order"}}}"#.to_string(),
+        "`when`" => return when_example(text),
+        "`retry`" => r#"{"retry": {"max_attempts": 3, "backoff": "exponential", "initial_delay_ms": 200}}"#.to_string(),
+        "`limits`" => r#"{"limits": {"fuel": 1000000000, "memory_mb": 64}}"#.to_string(),
+        _ => return format!("{what} is a JSON object"),
+    };
+    format!("write it as an object, e.g. {e}")
+}
+
+/// A `when` written as a string (`"@check.ok"`, `"@a.n > 3"`) as the
+/// object it should be.
+fn when_example(text: &str) -> String {
+    let ops = [(">=", "gte"), ("<=", "lte"), ("!=", "neq"), ("==", "eq"), (">", "gt"), ("<", "lt"), ("=", "eq")];
+    let written = ops.iter().find_map(|(sym, op)| {
+        let (l, r) = text.split_once(sym)?;
+        let (l, r) = (l.trim(), r.trim());
+        let operand = serde_json::from_str::<Value>(r).unwrap_or_else(|_| Value::String(r.trim_matches('\'').into()));
+        l.starts_with('@').then(|| serde_json::json!({"ref": l, *op: operand}))
+    });
+    let written = written.unwrap_or_else(|| match text.trim() {
+        t if t.starts_with('@') => serde_json::json!({"ref": t}),
+        _ => serde_json::json!({"ref": "@check.ok", "eq": true}),
+    });
+    format!(
+        "a `when` is an object: `ref` plus at most one of eq, neq, gt, gte, lt, lte, in, exists (no operator: the value's truthiness), e.g. {{\"when\": {written}}}"
+    )
 }

@@ -31,7 +31,10 @@ pub const MAX_NAME_CHARS: usize = 128;
 /// negation, so `i64::MIN` cannot be allowed; a million levels is plenty.
 pub const MAX_PRIORITY: i64 = 1_000_000;
 
-/// A workflow definition. Build one with [`crate::parse_and_validate`].
+/// A workflow definition: a name, steps that form a graph (refs such as
+/// `@step.field` are dependencies), an optional input schema and output.
+// Built by `crate::parse_and_validate` (the doc comment above is the JSON
+// Schema's description, read by clients: no Rust links in it).
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(title = "weft workflow definition")]
@@ -188,7 +191,8 @@ pub enum Action {
     /// Call a tool on an MCP server.
     Tool(ToolRef),
     /// Finish the run now; the step's resolved `input` is the output.
-    /// Written `"return": true` (or `"return": VALUE`, see the docs).
+    /// Written `"return": true` with `input`, or `"return": VALUE` (the
+    /// same as `"return": true, "input": VALUE`).
     #[serde(serialize_with = "ser_true")]
     #[schemars(with = "Value")]
     Return,

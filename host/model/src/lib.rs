@@ -11,6 +11,7 @@ mod decode;
 pub mod definition;
 pub mod graph;
 pub mod json_schema;
+pub mod lookalike;
 pub mod problem;
 pub mod refs;
 pub mod retry;
@@ -31,8 +32,8 @@ pub use definition::{
 };
 pub use graph::{Graph, GraphEdge};
 pub use json_schema::{NoSchemas, SchemaLookup, validate_against, validate_input};
-pub use problem::{Problem, Problems, type_name};
-pub use refs::{Ref, RefError, RefRoot, Segment, parse_ref};
+pub use problem::{Problem, Problems, closest, did_you_mean, type_name};
+pub use refs::{Ref, RefError, RefRoot, Segment, Unresolved, describe, parse_ref};
 pub use retry::RetryPolicy;
 pub use schema::definition_schema;
 pub use scope::{MapScope, Scope, StepView};

@@ -86,13 +86,19 @@ pub fn type_name(v: &Value) -> &'static str {
 }
 
 /// "did you mean `x`?" for the closest candidate within a small edit distance.
-pub(crate) fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
-    let best = candidates
+pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    closest(word, candidates).map(|c| format!("did you mean `{c}`?"))
+}
+
+/// The candidate closest to `word` within a small edit distance (a third
+/// of the longer one's length, at least 1), if any.
+pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
         .into_iter()
         .map(|c| (edit_distance(word, c), c))
         .filter(|(d, c)| *d <= (c.len().max(word.len()) / 3).max(1))
-        .min_by_key(|(d, _)| *d)?;
-    Some(format!("did you mean `{}`?", best.1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
 }
 
 fn edit_distance(a: &str, b: &str) -> usize {

@@ -32,7 +32,8 @@ pub struct RetryPolicy {
     #[serde(default = "yes")]
     pub jitter: bool,
     /// Error kinds that are retried (default: every failure a retry can
-    /// fix, see [`default_retry_on`]). `tool_error` and `guest_error` are
+    /// fix: timeout, transport, protocol, trap, tool_error, guest_error).
+    /// `tool_error` and `guest_error` are
     /// retried only when the error is marked `retryable: true`; `crashed`
     /// and `interrupted` never go through the policy.
     #[serde(default = "default_retry_on")]

@@ -5,7 +5,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Error kinds (interfaces.md): the `kind` of a step error.
+/// The `kind` of a step's or a run's error.
+// (interfaces.md; the doc comment above is the JSON Schema's description.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
@@ -79,9 +80,11 @@ impl ErrorKind {
     }
 }
 
-/// A run's state: the A2A task lifecycle (interfaces.md). The engine's
-/// state machine (`weft_engine::state`) decides the transitions; every
-/// front end shows these names.
+/// A run's state (the A2A task lifecycle): submitted, working,
+/// input-required or auth-required while it waits, then completed, failed,
+/// canceled or rejected.
+// The engine's state machine (`weft_engine::state`) decides the
+// transitions; every front end shows these names (interfaces.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum RunState {

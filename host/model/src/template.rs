@@ -1,13 +1,16 @@
 //! Templates: JSON values whose strings may hold refs, compiled once
 //! (exact refs keep the JSON type, embedded refs become text, `@@` is a
-//! literal `@`) and resolved against a [`Scope`] without re-parsing.
+//! literal `@`, a string that is exactly a ref and `?` is an optional ref)
+//! and resolved against a [`Scope`] without re-parsing: leniently
+//! ([`Template::resolve`], a ref that leads nowhere is `null`) or as a
+//! run does ([`Template::try_resolve`], it is an [`Unresolved`] error).
 
 use std::collections::BTreeSet;
 
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use crate::refs::{Ref, RefError, is_word, scan};
+use crate::refs::{Ref, RefError, Unresolved, exact_ref, is_word, scan};
 use crate::scope::Scope;
 
 /// A piece of an interpolated string.
@@ -128,9 +131,14 @@ impl Template {
     pub fn step_deps(&self) -> BTreeSet<&str> {
         self.sites.iter().filter_map(|s| s.reference.step()).collect()
     }
-    /// Resolve every ref against `scope`.
+    /// Resolve every ref against `scope`; a ref that leads nowhere is `null`.
     pub fn resolve(&self, scope: &dyn Scope) -> Value {
         self.compiled.resolve(scope)
+    }
+    /// Resolve every ref against `scope` as a run does: the first ref that
+    /// leads nowhere (and is not optional) is the error.
+    pub fn try_resolve(&self, scope: &dyn Scope) -> Result<Value, Unresolved> {
+        self.compiled.try_resolve(scope)
     }
 }
 
@@ -169,6 +177,13 @@ fn unlit(c: CompiledValue) -> Value {
 fn compile_str(s: &str, at: &str, sites: &mut Vec<RefSite>, errs: &mut Vec<TemplateError>) -> CompiledValue {
     if !s.contains('@') {
         return CompiledValue::Literal(Value::String(s.to_owned()));
+    }
+    // Exactly one ref, optional with a trailing `?`.
+    if s.ends_with('?')
+        && let Some(Ok(r)) = exact_ref(s)
+    {
+        sites.push(RefSite { pointer: at.to_owned(), reference: r.clone(), exact: true });
+        return CompiledValue::Ref(r);
     }
     let b = s.as_bytes();
     let mut parts: Vec<Part> = vec![];
@@ -226,16 +241,26 @@ fn compile_str(s: &str, at: &str, sites: &mut Vec<RefSite>, errs: &mut Vec<Templ
 }
 
 impl CompiledValue {
+    /// Resolved leniently (see [`Template::resolve`]).
     pub fn resolve(&self, scope: &dyn Scope) -> Value {
-        match self {
+        self.resolve_with(&|r: &Ref| Ok::<_, Unresolved>(r.resolve(scope))).expect("lenient resolution never fails")
+    }
+
+    /// Resolved as a run does (see [`Template::try_resolve`]).
+    pub fn try_resolve(&self, scope: &dyn Scope) -> Result<Value, Unresolved> {
+        self.resolve_with(&|r: &Ref| r.lookup(scope))
+    }
+
+    fn resolve_with(&self, one: &dyn Fn(&Ref) -> Result<Value, Unresolved>) -> Result<Value, Unresolved> {
+        Ok(match self {
             CompiledValue::Literal(v) => v.clone(),
-            CompiledValue::Ref(r) => r.resolve(scope),
+            CompiledValue::Ref(r) => one(r)?,
             CompiledValue::Interpolated(parts) => {
                 let mut out = String::new();
                 for p in parts {
                     match p {
                         Part::Text(t) => out.push_str(t),
-                        Part::Ref(r) => match r.resolve(scope) {
+                        Part::Ref(r) => match one(r)? {
                             Value::String(s) => out.push_str(&s),
                             other => out.push_str(&other.to_string()),
                         },
@@ -243,8 +268,10 @@ impl CompiledValue {
                 }
                 Value::String(out)
             }
-            CompiledValue::Array(a) => Value::Array(a.iter().map(|c| c.resolve(scope)).collect()),
-            CompiledValue::Object(m) => Value::Object(m.iter().map(|(k, c)| (k.clone(), c.resolve(scope))).collect()),
-        }
+            CompiledValue::Array(a) => Value::Array(a.iter().map(|c| c.resolve_with(one)).collect::<Result<_, _>>()?),
+            CompiledValue::Object(m) => Value::Object(
+                m.iter().map(|(k, c)| Ok((k.clone(), c.resolve_with(one)?))).collect::<Result<_, Unresolved>>()?,
+            ),
+        })
     }
 }

@@ -8,7 +8,8 @@
 //! | [`guests`] | finding a guest (plugin name, file, digest), the process's one sandbox, the registry |
 //! | [`lookup`] | validating a definition against the installed plugins and configured servers |
 //! | [`online`] | asking the upstreams of tool steps for their tools before a run |
-//! | [`pipeline`] | THE prepare-a-run pipeline: read → validate once → check input → check tools → pin |
+//! | [`pipeline`] | THE prepare-a-run pipeline: read → validate once (plugins, servers, live tools, child templates) → check input → pin |
+//! | [`reader`] | whom hints are written for: the CLI, an MCP client, an HTTP client |
 //! | [`app`] | an open store, its scheduler lock, and an engine over it |
 //! | [`owner`] | the one loop of a store's owner: inbox, runs created elsewhere, cancels |
 //! | [`runner`], [`tool_runner`] | the engine's `StepRunner`s: code (sandbox) and tools (MCP) |
@@ -37,6 +38,7 @@ pub mod online;
 pub mod owner;
 pub mod pipeline;
 pub mod process;
+pub mod reader;
 pub mod retention;
 pub mod runner;
 pub mod servers;

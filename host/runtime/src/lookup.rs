@@ -6,8 +6,12 @@
 //!
 //! `weft-model` only asks the lookup for schemas (an unknown guest is "no
 //! schema" to it), so the existence check is done here, on the raw JSON.
+//! So are strings that look like another template language's refs
+//! (`weft_model::lookalike`: a placeholder naming a step is a problem).
+//! Hints name what the [`Reader`] can use (commands, MCP tools, routes).
 
 use crate::guests::resolve_code;
+use crate::reader::Reader;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -32,6 +36,10 @@ pub struct RegistryLookup<'a> {
     servers: Option<Vec<String>>,
     /// Input schemas of tools, by (server, tool), when fetched online.
     tool_schemas: HashMap<(String, String), Value>,
+    /// `input_schema`s of saved templates (child runs), by (name, version).
+    template_schemas: HashMap<(String, Option<u32>), Value>,
+    /// Whom the hints are for.
+    reader: Reader,
 }
 
 impl<'a> RegistryLookup<'a> {
@@ -44,7 +52,22 @@ impl<'a> RegistryLookup<'a> {
             known: Mutex::default(),
             servers: None,
             tool_schemas: HashMap::new(),
+            template_schemas: HashMap::new(),
+            reader: Reader::default(),
         }
+    }
+
+    /// Hints for `reader`.
+    pub fn for_reader(mut self, reader: Reader) -> Self {
+        self.reader = reader;
+        self
+    }
+
+    /// The `input_schema`s of the templates child runs start: a
+    /// `workflow` step's literal input is checked against them.
+    pub fn with_template_schemas(mut self, schemas: HashMap<(String, Option<u32>), Value>) -> Self {
+        self.template_schemas = schemas;
+        self
     }
 
     /// Also checks that every tool step names one of `servers` (the
@@ -75,11 +98,17 @@ impl<'a> RegistryLookup<'a> {
     fn describe(&self, code: &CodeRef) -> Known {
         let meta = match code {
             CodeRef::Plugin(name) => {
-                let r = self.registry.resolve(name).map_err(|e| e.to_string())?;
+                let r = self.registry.resolve(name).map_err(|e| match e {
+                    weft_sandbox::SandboxError::UnknownPlugin { .. } => format!("unknown plugin `{name}`"),
+                    other => other.to_string(),
+                })?;
                 self.registry.metadata(self.sandbox, &r).map_err(|e| e.to_string())?
             }
             other => {
-                let c = resolve_code(self.registry, &self.base_dir, other)?;
+                let c = resolve_code(self.registry, &self.base_dir, other).map_err(|why| match other {
+                    CodeRef::Sha256(hex) => format!("no module with digest `{hex}` is stored"),
+                    _ => why,
+                })?;
                 let guest = self.sandbox.load(&c.bytes).map_err(|e| format!("`{}`: {e}", c.name))?;
                 self.sandbox.describe(&guest).map_err(|e| format!("`{}`: {e}", c.name))?
             }
@@ -100,23 +129,31 @@ impl<'a> RegistryLookup<'a> {
                 && !servers.iter().any(|s| s == server)
             {
                 let known = if servers.is_empty() { "none is configured".to_string() } else { servers.join(", ") };
+                let hint = match weft_model::closest(server, servers.iter().map(String::as_str)) {
+                    Some(s) => format!("did you mean `{s}`?"),
+                    None => self.reader.add_server(server),
+                };
                 out.push(
                     Problem::new(
                         format!("/steps/{i}/tool/server"),
                         format!("unknown MCP server `{server}` (configured: {known})"),
                     )
-                    .hint(format!("add a [servers.{server}] table to weft.toml (`command` for stdio, `url` for HTTP)")),
+                    .hint(hint),
                 );
             }
             for field in ["code", "transform"] {
                 let Some(code) = step.get(field).and_then(code_ref) else { continue };
                 if let Err(why) = self.check(&code) {
                     let hint = match &code {
-                        CodeRef::Plugin(_) => {
-                            "`weft plugin list` shows the installed plugins; `weft plugin add FILE` adds one"
+                        CodeRef::Plugin(name) => {
+                            let names = self.registry.names().unwrap_or_default();
+                            match weft_model::closest(name, names.iter().map(String::as_str)) {
+                                Some(n) => format!("did you mean `{n}`? {}", self.reader.plugins()),
+                                None => format!("known plugins: {}; {}", names.join(", "), self.reader.plugins()),
+                            }
                         }
-                        CodeRef::Path(_) => "a relative path is resolved against the definition file's folder",
-                        CodeRef::Sha256(_) => "`weft plugin add FILE` stores a module by its digest",
+                        CodeRef::Path(_) => "a relative path is resolved against the definition file's folder".into(),
+                        CodeRef::Sha256(_) => self.reader.digests().into(),
                     };
                     out.push(Problem::new(format!("/steps/{i}/{field}"), why).hint(hint));
                 }
@@ -150,15 +187,22 @@ impl SchemaLookup for RegistryLookup<'_> {
     fn tool_input_schema(&self, server: &str, tool: &str) -> Option<Value> {
         self.tool_schemas.get(&(server.to_string(), tool.to_string())).cloned()
     }
+    fn template_input_schema(&self, template: &str, version: Option<u32>) -> Option<Value> {
+        self.template_schemas.get(&(template.to_string(), version)).cloned()
+    }
 }
 
 /// Why a definition file is not usable.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Invalid {
     /// Every problem, in document order.
     pub problems: Vec<Problem>,
     /// For a JSON syntax error: its line and column.
     pub syntax: Option<(usize, usize)>,
+    /// Problems of the run's input (against the definition's
+    /// `input_schema`), found together with the definition's when a run
+    /// was asked for: every problem at once.
+    pub input: Vec<Problem>,
 }
 
 /// Parses and validates `text` with `lookup`: the model's problems plus one
@@ -168,29 +212,35 @@ pub fn validate_text(text: &str, lookup: &RegistryLookup<'_>) -> Result<Definiti
         Ok(doc) => validate_doc(&doc, lookup),
         Err(e) => {
             let problems = weft_model::parse_and_validate(text, lookup).err().unwrap_or_default();
-            Err(Invalid { problems, syntax: Some((e.line(), e.column())) })
+            Err(Invalid { problems, syntax: Some((e.line(), e.column())), ..Default::default() })
         }
     }
 }
 
 /// Validates a parsed document with `lookup` (see [`validate_text`]).
 pub fn validate_doc(doc: &Value, lookup: &RegistryLookup<'_>) -> Result<Definition, Invalid> {
-    let code = lookup.code_problems(doc);
+    let mut code = lookup.code_problems(doc);
+    code.extend(weft_model::lookalike::check(doc).errors);
     match weft_model::from_value(doc, lookup) {
         Ok(def) if code.is_empty() => Ok(def),
-        Ok(_) => Err(Invalid { problems: code, syntax: None }),
+        Ok(_) => Err(Invalid { problems: code, ..Default::default() }),
         Err(problems) => {
             // The guest's own problem before the model's about the same step.
             let mut all = code;
             all.extend(problems);
-            all.sort_by_key(|p| order_key(&p.path));
-            Err(Invalid { problems: all, syntax: None })
+            sort_problems(&mut all);
+            Err(Invalid { problems: all, ..Default::default() })
         }
     }
 }
 
-/// Top-level fields first, then steps by index, then `output` (stable, so
-/// problems of one step keep the model's order).
+/// Sorts problems in document order: top-level fields first, then steps
+/// by index, then `output` (stable, so problems of one step keep their
+/// order).
+pub fn sort_problems(problems: &mut [Problem]) {
+    problems.sort_by_key(|p| order_key(&p.path));
+}
+
 fn order_key(path: &str) -> (u8, usize) {
     if let Some(rest) = path.strip_prefix("/steps/") {
         let n = rest.split('/').next().and_then(|s| s.parse().ok()).unwrap_or(0);

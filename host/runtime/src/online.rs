@@ -1,16 +1,18 @@
 //! Checking a definition's tool steps against the live upstreams: each
 //! named tool must exist on its server (and be allowed), and its input
 //! schema is fetched so the step's literal input can be checked against it
-//! (`weft validate --online`, and `weft run` before a run with tool steps
-//! is created). An upstream that cannot be reached is a problem for
-//! `--online` and only a warning at run start (the run may still work
-//! once the server is up).
+//! (by the pipeline's one validation: `weft validate`, `weft run`, MCP
+//! `workflow_validate` / `template_save` / `run_start`, the HTTP API). An
+//! upstream that cannot be reached is only a warning (the run may still
+//! work once the server is up), except for `weft validate --online`.
 
 use std::collections::{BTreeSet, HashMap};
 
 use serde_json::Value;
 use weft_mcp::Upstreams;
 use weft_model::Problem;
+
+use crate::reader::Reader;
 
 /// What the upstreams said about a document's tool steps.
 #[derive(Debug, Default)]
@@ -40,8 +42,8 @@ pub fn tool_steps(doc: &Value) -> Vec<(usize, String, String)> {
 
 /// Asks each configured server named by `doc`'s tool steps for its tools.
 /// Servers that are not configured are skipped (the offline check reports
-/// them).
-pub async fn check(upstreams: &Upstreams, doc: &Value) -> Online {
+/// them). Hints are written for `reader`.
+pub async fn check(upstreams: &Upstreams, doc: &Value, reader: Reader) -> Online {
     let mut out = Online::default();
     let steps = tool_steps(doc);
     let servers: BTreeSet<&str> =
@@ -59,9 +61,9 @@ pub async fn check(upstreams: &Upstreams, doc: &Value) -> Online {
                     out.unreachable.push(
                         Problem::new(
                             format!("/steps/{i}/tool/server"),
-                            format!("cannot reach MCP server `{server}`: {e}"),
+                            format!("cannot reach MCP server `{server}` to check its tools: {e}"),
                         )
-                        .hint(format!("check [servers.{server}] in weft.toml and that the server starts")),
+                        .hint(reader.reach_server(&server)),
                     );
                 }
             }
@@ -71,12 +73,21 @@ pub async fn check(upstreams: &Upstreams, doc: &Value) -> Online {
                 }
                 None => {
                     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+                    let mean = weft_model::did_you_mean(&tool, names.iter().copied())
+                        .map(|m| format!("{m} "))
+                        .unwrap_or_default();
+                    let shown: Vec<&str> = names.iter().take(20).copied().collect();
+                    let more = if names.len() > 20 { format!(" and {} more", names.len() - 20) } else { String::new() };
                     out.problems.push(
                         Problem::new(
                             format!("/steps/{i}/tool/name"),
                             format!("MCP server `{server}` offers no tool `{tool}` (or weft.toml does not allow it)"),
                         )
-                        .hint(format!("it offers: {}; `weft tools list {server}` shows them", names.join(", "))),
+                        .hint(format!(
+                            "{mean}it offers: {}{more}; {}",
+                            shown.join(", "),
+                            reader.tools(&server)
+                        )),
                     );
                 }
             },

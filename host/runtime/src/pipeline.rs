@@ -1,23 +1,25 @@
 //! THE prepare-a-run pipeline, the one every front end calls (`weft run`,
-//! the MCP tools `run_start` and `wf_<name>`, `template_save`):
+//! `weft validate`, the MCP tools `workflow_validate`, `template_save`,
+//! `run_start` and `wf_<name>`, the HTTP API):
 //!
 //! 1. **load** — a definition file, a document a client sent, or a saved
 //!    template; read once, under the definition cap;
 //! 2. **validate once** — against the installed plugins (their input
-//!    schemas, `describe()`d by this process's one sandbox) and the
-//!    configured servers: a [`Definition`], or every problem with its JSON
-//!    path;
-//! 3. **check the input** against `input_schema`;
-//! 4. **check the tools** — with tool steps, their servers are asked for
-//!    their tools (an unknown tool or an input that breaks a tool's schema
-//!    refuses the run; an unreachable server is only a warning);
-//! 5. **pin** — every guest is stored content-addressed and named by its
+//!    schemas, `describe()`d by this process's one sandbox), the
+//!    configured servers and, where they answer, the live tools of tool
+//!    steps (an unknown tool, or a literal input that breaks a tool's
+//!    schema, is a problem; an unreachable server only a warning) and the
+//!    saved templates of `workflow` steps: a [`Definition`] with its
+//!    warnings, or every problem at once with its JSON path;
+//! 3. **check the input** against `input_schema` (when the definition is
+//!    refused, the input's problems are told with it);
+//! 4. **pin** — every guest is stored content-addressed and named by its
 //!    digest in the plan, so a run executes the same code after a restart.
 //!
 //! Nothing here stores a run: the front end submits the [`Prepared`] plan
 //! to the engine. A refusal is a [`Refused`], which each front end renders
-//! in its reader's terms (stderr lines and exit 2; an `isError` result
-//! naming MCP tools).
+//! in its reader's terms; the hints inside are written for the pipeline's
+//! [`Reader`] (commands, MCP tools or API routes).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -34,8 +36,9 @@ use weft_sandbox::registry::Registry;
 use crate::config::Settings;
 use crate::error::RuntimeError;
 use crate::guests::{self, client_path_allowed, resolve_code};
-use crate::lookup::{Invalid, RegistryLookup, validate_doc, validate_text};
+use crate::lookup::{Invalid, RegistryLookup, sort_problems, validate_doc, validate_text};
 use crate::online;
+use crate::reader::Reader;
 
 /// Where a definition comes from.
 #[derive(Debug, Clone)]
@@ -63,6 +66,18 @@ pub struct Loaded {
     pub base_dir: PathBuf,
     /// The template and version it came from, if any.
     pub template: Option<(String, u32)>,
+    /// What does not refuse the definition but is worth telling: servers
+    /// that could not be reached to check its tools, text that looks like
+    /// another template language's refs, child templates not saved yet.
+    pub warnings: Vec<Problem>,
+    /// Whether its tool steps were checked against their servers (a file
+    /// read by [`Pipeline::load_file`] is checked offline only, and gets
+    /// the rest in [`Pipeline::prepare`]).
+    pub online: bool,
+    /// Some server of its tool steps did not answer, so their literal
+    /// inputs are unchecked (a saved template is then validated again on
+    /// its next use instead of remembered).
+    pub unanswered: bool,
 }
 
 /// A run ready to be created.
@@ -74,8 +89,20 @@ pub struct Prepared {
     pub input: Value,
     /// The caller's options, with the template's name and version.
     pub opts: RunOptions,
-    /// Servers of tool steps that could not be reached (the run's attempts
-    /// retry per policy): for the front end to warn about.
+    /// The definition's warnings (servers of tool steps that could not be
+    /// reached: the run's attempts retry per policy): for the front end
+    /// to tell.
+    pub warnings: Vec<Problem>,
+}
+
+/// A definition checked for saving as a template.
+#[derive(Debug, Clone)]
+pub struct Saving {
+    /// The document to save (code named by a file is pinned by digest).
+    pub doc: Value,
+    /// The template's name.
+    pub name: String,
+    /// The definition's warnings, to tell with the saved version.
     pub warnings: Vec<Problem>,
 }
 
@@ -87,7 +114,8 @@ pub enum Refused {
     #[error("{0}")]
     Unusable(String),
     /// The definition has problems (with the line and column of a JSON
-    /// syntax error).
+    /// syntax error, tool steps that do not match their servers, and the
+    /// input's problems when a run was asked for).
     #[error("the definition is not valid ({} problem{})", .0.problems.len(), plural(.0.problems.len()))]
     Definition(Invalid),
     /// A saved template no longer validates (a plugin or server is gone).
@@ -96,10 +124,6 @@ pub enum Refused {
     /// The input does not match `input_schema`.
     #[error("the input was refused ({} problem{}); no run was created", .problems.len(), plural(.problems.len()))]
     Input { problems: Vec<Problem>, schema: Option<Value> },
-    /// Tool steps name tools their servers do not offer, or break their
-    /// input schemas.
-    #[error("the tool steps do not match what their MCP servers offer")]
-    Tools(Vec<Problem>),
     /// A guest could not be stored.
     #[error("cannot pin the code of every step")]
     Pin(Vec<Problem>),
@@ -112,6 +136,21 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
+/// What is known of a document beyond the installed plugins: the live
+/// tools of its tool steps and the saved templates of its `workflow`
+/// steps.
+#[derive(Default)]
+struct Facts {
+    tool_schemas: HashMap<(String, String), Value>,
+    template_schemas: HashMap<(String, Option<u32>), Value>,
+    /// Tools their servers do not offer.
+    problems: Vec<Problem>,
+    /// Servers that did not answer.
+    unreachable: Vec<Problem>,
+    /// Child templates that are not saved.
+    missing: Vec<Problem>,
+}
+
 /// What the pipeline needs: cheap to clone (the parts are shared).
 #[derive(Clone)]
 pub struct Pipeline {
@@ -122,6 +161,7 @@ pub struct Pipeline {
     store: Option<Arc<dyn Store>>,
     base_dir: PathBuf,
     saved: Arc<Mutex<HashMap<(String, u32), Memo>>>,
+    reader: Reader,
 }
 
 /// A saved template version as validated and pinned, kept while the
@@ -140,7 +180,8 @@ const MEMO_CAP: usize = 256;
 impl Pipeline {
     /// A pipeline over this process's sandbox; `store` (for templates)
     /// may be `None` where no store is open; a client's relative paths
-    /// are resolved against `base_dir`.
+    /// are resolved against `base_dir`. Its hints are for the CLI until
+    /// [`Pipeline::for_reader`].
     pub fn new(
         settings: &Settings,
         sandbox: Arc<Sandbox>,
@@ -150,21 +191,42 @@ impl Pipeline {
     ) -> Pipeline {
         let registry = Arc::new(guests::registry(settings));
         let saved = Arc::default();
-        Pipeline { settings: settings.clone(), sandbox, registry, upstreams, store, base_dir, saved }
+        let reader = Reader::default();
+        Pipeline { settings: settings.clone(), sandbox, registry, upstreams, store, base_dir, saved, reader }
     }
 
-    /// Steps 1 and 2: reads `source` and validates it once. The sandbox
+    /// The same pipeline (sharing what it remembers), its hints written
+    /// for `reader`.
+    pub fn for_reader(mut self, reader: Reader) -> Pipeline {
+        self.reader = reader;
+        self
+    }
+
+    /// Steps 1 and 2: reads `source` and validates it once (the tools of
+    /// tool steps against their servers, where they answer). The sandbox
     /// work runs on a blocking thread.
     pub async fn load(&self, source: Source) -> Result<Loaded, Refused> {
+        self.load_for(source, None).await
+    }
+
+    /// [`load`](Self::load); when the definition is refused, the problems
+    /// of `input` (for a run) against its `input_schema` come with it.
+    async fn load_for(&self, source: Source, input: Option<&Value>) -> Result<Loaded, Refused> {
         match source {
             Source::File(path) => {
-                let p = self.clone();
-                blocking(move || p.load_file(&path)).await
+                let cap = self.settings.caps().max_definition_bytes;
+                let file = path.clone();
+                let text = blocking(move || read_definition(&file, cap).map_err(Refused::Unusable)).await?;
+                let base_dir = base_of(&path);
+                match serde_json::from_str::<Value>(&text) {
+                    Ok(doc) => self.check_doc(doc, base_dir, false, input).await,
+                    Err(_) => {
+                        let p = self.clone();
+                        blocking(move || Err(Refused::Definition(p.invalid_text(&text, &base_dir)))).await
+                    }
+                }
             }
-            Source::Client(doc) => {
-                let p = self.clone();
-                blocking(move || p.load_client(doc)).await
-            }
+            Source::Client(doc) => self.check_doc(doc, self.base_dir.clone(), true, input).await,
             Source::Template(name) => {
                 let store = self.store.clone().ok_or_else(|| Refused::Unusable("no store is open".into()))?;
                 let t = store
@@ -185,20 +247,18 @@ impl Pipeline {
         if let Some(m) = self.remembered(&t.name, t.version, stamp, &t.definition) {
             return Ok(m.loaded);
         }
-        let p = self.clone();
-        let loaded = blocking(move || {
-            let version = t.version;
-            let mut loaded = p.load_client(t.definition).map_err(|r| match r {
+        let (name, version) = (t.name, t.version);
+        let mut loaded =
+            self.check_doc(t.definition, self.base_dir.clone(), true, None).await.map_err(|r| match r {
                 Refused::Definition(invalid) => {
-                    Refused::Template { name: t.name.clone(), version, problems: invalid.problems }
+                    Refused::Template { name: name.clone(), version, problems: invalid.problems }
                 }
                 other => other,
             })?;
-            loaded.template = Some((t.name, version));
-            Ok(loaded)
-        })
-        .await?;
-        let (name, version) = loaded.template.clone().expect("set above");
+        loaded.template = Some((name.clone(), version));
+        if loaded.unanswered {
+            return Ok(loaded);
+        }
         let mut saved = self.saved.lock().unwrap_or_else(|p| p.into_inner());
         if saved.len() >= MEMO_CAP {
             saved.clear();
@@ -214,32 +274,135 @@ impl Pipeline {
         (m.stamp == stamp && &m.loaded.doc == doc).then(|| m.clone())
     }
 
-    /// A definition file, read once under the definition cap.
+    /// A definition file, read once under the definition cap and checked
+    /// offline (without asking servers: [`prepare`](Self::prepare) does
+    /// that before a run).
     pub fn load_file(&self, file: &Path) -> Result<Loaded, Refused> {
         let text = read_definition(file, self.settings.caps().max_definition_bytes).map_err(Refused::Unusable)?;
-        let base = file.parent().map(Path::to_path_buf).filter(|b| !b.as_os_str().is_empty());
-        let base_dir = base.unwrap_or_else(|| ".".into());
+        let base_dir = base_of(file);
         let def = validate_text(&text, &self.lookup(&base_dir)).map_err(Refused::Definition)?;
-        let doc = serde_json::from_str(&text).expect("validated text is JSON");
-        Ok(Loaded { doc, def, base_dir, template: None })
+        let doc: Value = serde_json::from_str(&text).expect("validated text is JSON");
+        let warnings = weft_model::lookalike::check(&doc).warnings;
+        Ok(Loaded { doc, def, base_dir, template: None, warnings, online: false, unanswered: false })
     }
 
-    /// A document a client sent (or a saved template's).
-    pub fn load_client(&self, doc: Value) -> Result<Loaded, Refused> {
+    /// The problems of text that is not JSON (its syntax error first).
+    fn invalid_text(&self, text: &str, base_dir: &Path) -> Invalid {
+        validate_text(text, &self.lookup(base_dir)).err().unwrap_or_default()
+    }
+
+    /// Validates a document once, with what its servers and the store say
+    /// (see the module docs). `client`: a document a client sent, which
+    /// may name files only where the operator allowed.
+    async fn check_doc(
+        &self,
+        doc: Value,
+        base_dir: PathBuf,
+        client: bool,
+        input: Option<&Value>,
+    ) -> Result<Loaded, Refused> {
+        let refused = |mut invalid: Invalid| {
+            invalid.input = input.map(|i| input_problems(&doc, i)).unwrap_or_default();
+            Refused::Definition(invalid)
+        };
         // A client names plugins and digests; files only where the
         // operator allowed, and none is read before that is checked.
-        let paths = self.client_paths(&doc);
-        if !paths.is_empty() {
-            return Err(Refused::Definition(Invalid { problems: paths, syntax: None }));
+        if client {
+            let paths = self.client_paths(&doc);
+            if !paths.is_empty() {
+                return Err(refused(Invalid { problems: paths, ..Default::default() }));
+            }
         }
-        let base_dir = self.base_dir.clone();
-        let def = validate_doc(&doc, &self.lookup(&base_dir)).map_err(Refused::Definition)?;
-        Ok(Loaded { doc, def, base_dir, template: None })
+        let facts = self.facts(&doc).await;
+        let (p, d, base) = (self.clone(), doc.clone(), base_dir.clone());
+        let (tools, templates) = (facts.tool_schemas, facts.template_schemas);
+        let checked = blocking(move || {
+            let lookup = p.lookup(&base).with_tool_schemas(tools).with_template_schemas(templates);
+            Ok(validate_doc(&d, &lookup))
+        })
+        .await?;
+        match checked {
+            Ok(def) if facts.problems.is_empty() => {
+                let unanswered = !facts.unreachable.is_empty();
+                let mut warnings = facts.unreachable;
+                warnings.extend(facts.missing);
+                warnings.extend(weft_model::lookalike::check(&doc).warnings);
+                sort_problems(&mut warnings);
+                Ok(Loaded { doc, def, base_dir, template: None, warnings, online: true, unanswered })
+            }
+            Ok(_) => Err(refused(Invalid { problems: facts.problems, ..Default::default() })),
+            Err(mut invalid) => {
+                invalid.problems.extend(facts.problems);
+                sort_problems(&mut invalid.problems);
+                Err(refused(invalid))
+            }
+        }
     }
 
-    /// Steps 3 to 5: checks `input`, the tools of tool steps, and pins the
-    /// code. `opts` gets the template's name and version.
+    /// Asks the servers of `doc`'s tool steps for their tools and the
+    /// store for the templates of its `workflow` steps.
+    async fn facts(&self, doc: &Value) -> Facts {
+        let mut facts = Facts::default();
+        if !online::tool_steps(doc).is_empty() {
+            let o = online::check(&self.upstreams, doc, self.reader).await;
+            (facts.tool_schemas, facts.problems, facts.unreachable) = (o.schemas, o.problems, o.unreachable);
+        }
+        (facts.template_schemas, facts.missing) = self.children(doc).await;
+        facts
+    }
+
+    /// The `input_schema`s of the saved templates `doc`'s `workflow` steps
+    /// start, and a problem for each that is not saved (with a
+    /// did-you-mean).
+    async fn children(&self, doc: &Value) -> (HashMap<(String, Option<u32>), Value>, Vec<Problem>) {
+        let (mut schemas, mut missing) = (HashMap::new(), vec![]);
+        let Some(store) = &self.store else { return (schemas, missing) };
+        let Some(steps) = doc.get("steps").and_then(Value::as_array) else { return (schemas, missing) };
+        let mut names: Option<Vec<String>> = None;
+        for (i, step) in steps.iter().enumerate() {
+            let Some(name) = step.pointer("/workflow/template").and_then(Value::as_str) else { continue };
+            let version = step.pointer("/workflow/version").and_then(Value::as_u64).map(|v| v as u32);
+            match store.template(name, version).await {
+                Ok(Some(t)) => {
+                    if let Some(schema) = t.definition.get("input_schema") {
+                        schemas.insert((name.to_string(), version), schema.clone());
+                    }
+                }
+                Ok(None) => {
+                    if names.is_none() {
+                        let all = store.list_templates().await.unwrap_or_default();
+                        names = Some(all.into_iter().map(|t| t.name).collect());
+                    }
+                    let known = names.as_deref().unwrap_or_default();
+                    let hint = match weft_model::closest(name, known.iter().map(String::as_str)) {
+                        Some(n) if n != name => format!("did you mean `{n}`?"),
+                        _ => format!("save it with {} before a run starts this step", self.reader.save_template()),
+                    };
+                    let what = match version {
+                        Some(v) => format!("no template `{name}` version {v} is saved"),
+                        None => format!("no template `{name}` is saved"),
+                    };
+                    missing.push(Problem::new(format!("/steps/{i}/workflow/template"), what).hint(hint));
+                }
+                Err(_) => {}
+            }
+        }
+        (schemas, missing)
+    }
+
+    /// Steps 3 and 4: checks `input` (and, for a file loaded offline, the
+    /// tools of tool steps) and pins the code. `opts` gets the template's
+    /// name and version.
     pub async fn prepare(&self, loaded: Loaded, input: Value, mut opts: RunOptions) -> Result<Prepared, Refused> {
+        let loaded = match loaded.online {
+            true => loaded,
+            false => {
+                let template = loaded.template.clone();
+                let mut again = self.check_doc(loaded.doc, loaded.base_dir, false, Some(&input)).await?;
+                again.template = template;
+                again
+            }
+        };
         if let Err(problems) = weft_model::validate_input(&loaded.def, &input) {
             return Err(Refused::Input { problems, schema: loaded.def.input_schema.clone() });
         }
@@ -247,7 +410,14 @@ impl Pipeline {
             opts.template = Some(name.clone());
             opts.version = Some(*version);
         }
-        let warnings = self.check_tools(&loaded).await?;
+        let warnings = loaded.warnings.clone();
+        // A child template must be saved by the time the run starts.
+        if loaded.def.steps.iter().any(|s| matches!(s.action, Action::Workflow(_))) {
+            let (_, missing) = self.children(&loaded.doc).await;
+            if !missing.is_empty() {
+                return Err(Refused::Definition(Invalid { problems: missing, ..Default::default() }));
+            }
+        }
         // A saved template's plan is pinned once per version (as long as
         // the plugins stay as they were).
         let stamp = self.registry.stamp();
@@ -276,54 +446,32 @@ impl Pipeline {
         Ok(Prepared { plan, input, opts, warnings })
     }
 
-    /// [`load`](Self::load) then [`prepare`](Self::prepare).
+    /// [`load`](Self::load) then [`prepare`](Self::prepare); a refused
+    /// definition comes with the input's problems.
     pub async fn prepare_source(&self, source: Source, input: Value, opts: RunOptions) -> Result<Prepared, Refused> {
-        let loaded = self.load(source).await?;
+        let loaded = self.load_for(source, Some(&input)).await?;
         self.prepare(loaded, input, opts).await
     }
 
     /// A definition to save as a template: validated, with the code of
     /// steps that name a file stored (plugin names stay names, so a
-    /// template follows its plugins' updates). The document and its name.
-    pub async fn for_template(&self, source: Source) -> Result<(Value, String), Refused> {
+    /// template follows its plugins' updates).
+    pub async fn for_template(&self, source: Source) -> Result<Saving, Refused> {
         let loaded = self.load(source).await?;
         let p = self.clone();
         blocking(move || p.template_doc(loaded)).await
     }
 
     /// [`for_template`](Self::for_template) of a loaded definition.
-    pub fn template_doc(&self, loaded: Loaded) -> Result<(Value, String), Refused> {
+    pub fn template_doc(&self, loaded: Loaded) -> Result<Saving, Refused> {
         let mut doc = loaded.doc;
         pin_code(&mut doc, &self.registry, &loaded.base_dir, true).map_err(Refused::Pin)?;
-        Ok((doc, loaded.def.name))
-    }
-
-    /// Step 4: asks the servers of tool steps for their tools; the
-    /// unreachable ones are returned as warnings.
-    async fn check_tools(&self, loaded: &Loaded) -> Result<Vec<Problem>, Refused> {
-        if online::tool_steps(&loaded.doc).is_empty() {
-            return Ok(vec![]);
-        }
-        let online = online::check(&self.upstreams, &loaded.doc).await;
-        let mut problems = online.problems;
-        if !online.schemas.is_empty() {
-            let p = self.clone();
-            let doc = loaded.doc.clone();
-            let base = loaded.base_dir.clone();
-            let schemas = online.schemas;
-            let found = blocking(move || {
-                let lookup = p.lookup(&base).with_tool_schemas(schemas);
-                Ok(weft_model::from_value(&doc, &lookup).err().unwrap_or_default())
-            })
-            .await?;
-            problems.extend(found);
-        }
-        if problems.is_empty() { Ok(online.unreachable) } else { Err(Refused::Tools(problems)) }
+        Ok(Saving { doc, name: loaded.def.name, warnings: loaded.warnings })
     }
 
     fn lookup(&self, base_dir: &Path) -> RegistryLookup<'_> {
         let servers = self.settings.servers.iter().map(|s| s.name.clone());
-        RegistryLookup::new(&self.sandbox, &self.registry, base_dir).with_servers(servers)
+        RegistryLookup::new(&self.sandbox, &self.registry, base_dir).with_servers(servers).for_reader(self.reader)
     }
 
     /// A problem for each `code.path` (or `transform.path`) of a client's
@@ -342,6 +490,23 @@ impl Pipeline {
             }
         }
         out
+    }
+}
+
+/// The folder relative `code.path`s of `file` are resolved against.
+fn base_of(file: &Path) -> PathBuf {
+    file.parent().map(Path::to_path_buf).filter(|b| !b.as_os_str().is_empty()).unwrap_or_else(|| ".".into())
+}
+
+/// The problems of a run's `input` against the `input_schema` of a
+/// document that may not validate (none when the schema is not usable:
+/// the definition's problems say so).
+fn input_problems(doc: &Value, input: &Value) -> Vec<Problem> {
+    match doc.get("input_schema") {
+        Some(schema) if weft_model::json_schema::check_schema(schema, "").is_empty() => {
+            weft_model::validate_against(schema, input).err().unwrap_or_default()
+        }
+        _ => vec![],
     }
 }
 

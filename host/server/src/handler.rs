@@ -116,16 +116,24 @@ impl WeftServer {
 
     /// The built-in tools of every file.
     pub(super) fn tool_router_all() -> rmcp::handler::server::router::tool::ToolRouter<Self> {
-        Self::template_router() + Self::runs_router() + Self::waits_router() + Self::recording_router()
+        Self::template_router()
+            + Self::runs_router()
+            + Self::waits_router()
+            + Self::recording_router()
+            + Self::compare_router()
     }
 }
 
-const INSTRUCTIONS: &str = "weft runs durable workflows: a definition is a JSON object with a `name` and `steps` \
-(code steps run sandboxed WebAssembly plugins, see plugin_list; tool steps call MCP tools). Check a definition with \
-workflow_validate, save it with template_save (it then appears as the tool wf_<name>), start it with run_start \
-(wait_ms returns the output if it finishes in time), and inspect runs with run_get, run_list and run_events. A run \
-that waits for input is input-required: run_get shows its waits (prompt and JSON Schema), run_signal answers one, \
-event_emit delivers an event to the waits that match it.";
+const INSTRUCTIONS: &str = "weft runs durable workflows. Read the resource weft://guide first (or the prompt \
+workflow_guide): the definition format in a few screens with complete examples; its JSON Schema is \
+weft://schema/definition. A definition is a JSON object with a `name` and `steps`; steps call MCP tools (the proxied \
+`<server>__<tool>` tools show each one's input schema) or code plugins (plugin_list), and refer to each other's output \
+with refs such as `@step.field` and `@input.field`. Check a definition with workflow_validate (every problem at once, \
+tools checked against their servers), save it with template_save (it then appears as the tool wf_<name>), start it \
+with run_start (wait_ms returns the output if it finishes in time), and inspect runs with run_get (each step's \
+resolved input and output), run_list, run_events and run_compare. Or record one: recording_start, call tools as \
+usual, recording_save. A run that waits for input is input-required: run_get shows its waits, run_signal answers \
+one, event_emit delivers an event to the waits that match it.";
 
 impl ServerHandler for WeftServer {
     fn get_info(&self) -> ServerConfig {
@@ -135,6 +143,7 @@ impl ServerHandler for WeftServer {
                 .enable_tool_list_changed()
                 .enable_resources()
                 .enable_resources_subscribe()
+                .enable_prompts()
                 .enable_tasks()
                 .build(),
         )
@@ -195,10 +204,37 @@ impl ServerHandler for WeftServer {
             };
             return source.call(call).await;
         }
+        // A name no one owns: say which one was meant.
+        let mut names: Vec<String> = self.core.router().list_all().iter().map(|t| t.name.to_string()).collect();
+        for source in self.core.sources() {
+            names.extend(source.list(&self.core).await.iter().map(|t| t.name.to_string()));
+        }
+        let mean = weft_model::did_you_mean(&request.name, names.iter().map(String::as_str))
+            .map(|m| format!("{m} "))
+            .unwrap_or_default();
         Err(ErrorData::invalid_params(
-            format!("no tool `{}` (tools/list shows the tools; saved templates are `wf_<name>`)", request.name),
+            format!(
+                "no tool `{}` ({mean}tools/list shows the tools; saved templates are `wf_<name>`, upstream tools `<server>__<tool>`)",
+                request.name
+            ),
             None,
         ))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
+        Ok(super::guide::prompts())
+    }
+
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
+        super::guide::prompt(&request.name, request.arguments.as_ref()).map(Into::into)
     }
 
     /// 2025-11-25 sessions: `notifications/tools/list_changed` whenever
@@ -395,17 +431,47 @@ fn object_schemas(mut schema: JsonObject) -> JsonObject {
             _ => {}
         }
     }
+    // What says nothing a client needs: the dialect (a tool's schemas are
+    // 2020-12 by default) and `default: null` (absent is null anyway).
+    schema.remove("$schema");
     let mut v = serde_json::Value::Object(std::mem::take(&mut schema));
     fix(&mut v);
+    drop_null_defaults(&mut v);
     match v {
         serde_json::Value::Object(m) => m,
         _ => JsonObject::new(),
     }
 }
 
+/// Removes every `"default": null` of a schema.
+fn drop_null_defaults(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            if m.get("default").is_some_and(serde_json::Value::is_null) {
+                m.remove("default");
+            }
+            m.values_mut().for_each(drop_null_defaults);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(drop_null_defaults),
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_says_nothing_is_left_out() {
+        let s = serde_json::json!({"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+            "properties": {"a": {"type": ["string", "null"], "default": null}, "b": {"default": 3}}});
+        let out = serde_json::Value::Object(object_schemas(s.as_object().unwrap().clone()));
+        assert_eq!(
+            out,
+            serde_json::json!({"type": "object",
+            "properties": {"a": {"type": ["string", "null"]}, "b": {"default": 3}}})
+        );
+    }
 
     #[test]
     fn boolean_subschemas_become_objects() {

@@ -22,6 +22,8 @@
 //! | `recording.rs` | a recording's journal turned into a workflow definition (the DAG of proxied calls) |
 //! | `tools_recording.rs` | `recording_start`, `step_preset`, `recording_save`, `recording_stop`; journals |
 //! | `resources.rs` | runs as resources `weft://runs/{id}` |
+//! | `guide.rs`, `guide.md` | the guide (`weft://guide`, the prompt `workflow_guide`) and the definition schema (`weft://schema/definition`) |
+//! | `tools_compare.rs` | `run_compare`: a run beside its recording or another run, step by step |
 //! | `http.rs` | streamable HTTP with axum (MCP at `/mcp`, the API), the bearer token check |
 //! | `api/` | the HTTP JSON API at `/api/v1` (docs/api.md) and its OpenAPI document |
 //! | `web/` | the web view at `/`: one embedded page over the API and its event streams |
@@ -34,6 +36,7 @@
 pub mod api;
 mod elicit;
 mod errors;
+mod guide;
 mod handler;
 mod http;
 mod prepare;
@@ -44,6 +47,7 @@ mod resources;
 mod settle;
 #[cfg(test)]
 mod tests;
+mod tools_compare;
 mod tools_recording;
 mod tools_runs;
 mod tools_templates;
@@ -71,6 +75,7 @@ pub use views::{RunStartOut, RunView, WaitView};
 use weft_runtime::config::Settings;
 use weft_runtime::owner::{self, Owning};
 use weft_runtime::pipeline::Pipeline;
+use weft_runtime::reader::Reader;
 
 /// Something every session should hear about.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,8 +101,13 @@ pub struct Core {
     /// Where relative `path`s of code steps in inline definitions are
     /// resolved: the working directory of `weft serve`.
     pub base_dir: PathBuf,
-    /// The one prepare-a-run pipeline (shared with the CLI).
+    /// The one prepare-a-run pipeline (shared with the CLI), its hints
+    /// written for MCP clients.
     pub pipeline: Pipeline,
+    /// The same pipeline, its hints written for HTTP API clients.
+    pub api_pipeline: Pipeline,
+    /// Runs a plugin outside any run (`step_code` while recording).
+    pub code: weft_runtime::runner::CodeRunner,
     changes: broadcast::Sender<Change>,
     router: ToolRouter<WeftServer>,
     sources: Vec<Arc<dyn ToolSource>>,
@@ -123,7 +133,15 @@ impl Core {
         let (changes, _) = broadcast::channel(64);
         let base_dir = std::env::current_dir().unwrap_or_else(|_| ".".into());
         let pipeline =
-            Pipeline::new(&settings, sandbox.clone(), upstreams.clone(), Some(store.clone()), base_dir.clone());
+            Pipeline::new(&settings, sandbox.clone(), upstreams.clone(), Some(store.clone()), base_dir.clone())
+                .for_reader(Reader::Mcp);
+        let api_pipeline = pipeline.clone().for_reader(Reader::Http);
+        let code = weft_runtime::runner::CodeRunner::new(
+            sandbox.clone(),
+            weft_runtime::guests::registry(&settings),
+            settings.code_limits(),
+            base_dir.clone(),
+        );
         let mut sources: Vec<Arc<dyn ToolSource>> = vec![Arc::new(wf_tools::TemplateTools::default())];
         sources.extend(extra);
         Arc::new(Core {
@@ -134,6 +152,8 @@ impl Core {
             upstreams,
             base_dir,
             pipeline,
+            api_pipeline,
+            code,
             changes,
             router: WeftServer::tool_router_all(),
             sources,

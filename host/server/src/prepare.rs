@@ -1,19 +1,57 @@
 //! Definitions from tool arguments: parsing (an object, or its JSON text)
 //! under the definition cap, then the runtime's one prepare-a-run pipeline
-//! (`weft_runtime::pipeline`: validation against the installed plugins and
-//! configured servers, the input against `input_schema`, tool steps
-//! against their servers, pinning), its refusals rendered as tool errors
-//! that name MCP tools. Nothing here stores a run.
+//! (`weft_runtime::pipeline`: validation against the installed plugins,
+//! configured servers and their live tools, the input against
+//! `input_schema`, pinning), its refusals rendered as tool errors that name
+//! MCP tools (the core's pipeline writes its hints for an MCP reader).
+//! Nothing here stores a run.
 
 use std::sync::Arc;
 
 use serde_json::Value;
 use weft_engine::RunOptions;
-use weft_model::{Definition, Problem};
-use weft_runtime::pipeline::{Prepared, Refused, Source};
+use weft_model::Problem;
+use weft_runtime::lookup::Invalid;
+use weft_runtime::pipeline::{Loaded, Prepared, Refused, Saving, Source};
 
 use super::Core;
 use super::errors::{ProblemOut, ToolError};
+
+/// The schema of a tool's `definition` argument: described in a few
+/// words with a pointer to the format, not inlined (the whole JSON Schema
+/// is the resource `weft://schema/definition`, the guide `weft://guide`).
+pub struct DefinitionArg;
+
+impl schemars::JsonSchema for DefinitionArg {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "WorkflowDefinition".into()
+    }
+    fn inline_schema() -> bool {
+        true
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": ["object", "string"],
+            "description": "A workflow definition: {\"name\", \"steps\": [...], \"input_schema\"?, \"output\"?} (or its JSON text). The format, with examples: resource weft://guide; its JSON Schema: weft://schema/definition.",
+            "required": ["name", "steps"],
+            "properties": {
+                "name": {"type": "string", "description": "[a-z0-9][a-z0-9_-]*"},
+                "steps": {"type": "array", "items": {"type": "object"}, "description": "Each: {\"name\", one action (tool, code, return, wait, sleep, workflow), \"input\"?, \"when\"?, \"for_each\"?, ...}"},
+                "input_schema": {"type": "object"},
+                "output": {}
+            }
+        })
+    }
+}
+
+/// A short, complete definition for tool descriptions (uses a bundled
+/// plugin, so it validates on every server).
+macro_rules! definition_example {
+    () => {
+        r#"{"name": "pick-name", "input_schema": {"type": "object", "required": ["user"]}, "steps": [{"name": "pick", "code": {"plugin": "json-select"}, "input": {"data": "@input.user", "path": "name"}}, {"name": "greet", "return": {"greeting": "hello @pick"}}]}"#
+    };
+}
+pub(crate) use definition_example;
 
 /// A definition argument under the definition cap (`[limits]
 /// max_definition_bytes`), as a JSON document (see [`definition_doc`]).
@@ -63,43 +101,44 @@ pub async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f).await.map_err(ToolError::internal)?
 }
 
-/// Validates `doc` (a client's) against the installed plugins and
-/// servers: the definition, or every problem with its JSON path.
-pub async fn validate(core: &Core, doc: Value) -> Result<Result<Definition, Vec<Problem>>, ToolError> {
+/// Validates `doc` (a client's) as `run_start` would (the installed
+/// plugins, the configured servers and their live tools, saved child
+/// templates): the definition with its warnings, or every problem.
+pub async fn validate(core: &Core, doc: Value) -> Result<Result<Loaded, Invalid>, ToolError> {
     match core.pipeline.load(Source::Client(doc)).await {
-        Ok(loaded) => Ok(Ok(loaded.def)),
-        Err(Refused::Definition(invalid)) => Ok(Err(invalid.problems)),
+        Ok(loaded) => Ok(Ok(loaded)),
+        Err(Refused::Definition(invalid)) => Ok(Err(invalid)),
         Err(other) => Err(refused(other, None)),
     }
 }
 
-/// The refusal of an invalid definition.
-pub fn invalid_definition(problems: &[Problem]) -> ToolError {
-    let n = problems.len();
+/// The refusal of an invalid definition (and of the run's input, when
+/// one was given with it).
+pub fn invalid_definition(invalid: &Invalid) -> ToolError {
+    let n = invalid.problems.len() + invalid.input.len();
+    let mut problems = ProblemOut::all("definition", &invalid.problems);
+    problems.extend(ProblemOut::all("input", &invalid.input));
     ToolError::with_problems(
         format!("the definition is not valid ({n} problem{}); nothing was stored", if n == 1 { "" } else { "s" }),
-        ProblemOut::all("definition", problems),
+        problems,
     )
-    .fix("correct each path listed (JSON Pointers into `definition`); `workflow_validate` checks a definition without storing it, `plugin_list` shows the plugins and their input schemas")
+    .fix(FIX_DEFINITION)
 }
 
+const FIX_DEFINITION: &str = "correct each path listed (JSON Pointers into `definition`); `workflow_validate` checks a definition without storing it, `plugin_list` shows the plugins and their input schemas, the resource weft://guide explains the format";
+
 /// Validates a definition for saving as a template and stores the code of
-/// steps that name a file (plugin names stay names): the document to save
-/// and its name.
-pub async fn for_template(core: &Arc<Core>, doc: Value) -> Result<(Value, String), ToolError> {
+/// steps that name a file (plugin names stay names): the document to save,
+/// its name and its warnings.
+pub async fn for_template(core: &Arc<Core>, doc: Value) -> Result<Saving, ToolError> {
     core.pipeline.for_template(Source::Client(doc)).await.map_err(|r| refused(r, None))
 }
 
 /// Validates `source` (with `opts` naming its template, if any) and
-/// `input`, checks tool steps against their servers, and pins the code:
-/// the pipeline `weft run` goes through too.
+/// `input`, and pins the code: the pipeline `weft run` goes through too.
 pub async fn for_run(core: &Arc<Core>, source: Source, input: Value, opts: RunOptions) -> Result<Prepared, ToolError> {
     let template = opts.template.clone();
-    let prepared = async {
-        let loaded = core.pipeline.load(source).await?;
-        core.pipeline.prepare(loaded, input, opts).await
-    };
-    let p = prepared.await.map_err(|r| refused(r, template.as_deref()))?;
+    let p = core.pipeline.prepare_source(source, input, opts).await.map_err(|r| refused(r, template.as_deref()))?;
     for w in &p.warnings {
         tracing::warn!("{w}");
     }
@@ -116,7 +155,7 @@ pub fn refused(r: Refused, template: Option<&str>) -> ToolError {
                 ProblemOut::all("definition", &invalid.problems),
             )
             .fix("save a corrected version with `template_save`, or add the missing plugin or server"),
-            None => invalid_definition(&invalid.problems),
+            None => invalid_definition(&invalid),
         },
         Refused::Template { name, problems, .. } => ToolError::with_problems(
             format!("template `{name}` does not validate against the installed plugins and servers"),
@@ -124,12 +163,7 @@ pub fn refused(r: Refused, template: Option<&str>) -> ToolError {
         )
         .fix("save a corrected version with `template_save`, or add the missing plugin or server"),
         Refused::Input { problems, schema } => invalid_input(&problems, schema.as_ref()),
-        Refused::Tools(problems) => ToolError::with_problems(
-            "the tool steps do not match what their MCP servers offer; no run was created",
-            ProblemOut::all("definition", &problems),
-        )
-        .fix("name tools the server lists, with inputs that match their input schemas"),
-        Refused::Pin(problems) => invalid_definition(&problems),
+        Refused::Pin(problems) => invalid_definition(&Invalid { problems, ..Default::default() }),
         Refused::Unusable(why) => ToolError::new(why),
         Refused::Runtime(e) => ToolError::internal(e),
     }

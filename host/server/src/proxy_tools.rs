@@ -70,9 +70,14 @@ impl ToolSource for ProxyTools {
         let core = call.server.core.clone();
         let Some((server, tool)) = proxy::split(&core.upstreams, &call.name) else {
             let servers: Vec<&str> = core.upstreams.names().collect();
+            let (asked, rest) = call.name.split_once(proxy::SEPARATOR).unwrap_or((call.name.as_str(), ""));
+            let mean = match weft_model::closest(asked, servers.iter().copied()) {
+                Some(s) => format!("did you mean `{}`? ", proxy::exposed_name(s, rest)),
+                None => String::new(),
+            };
             return Err(ErrorData::invalid_params(
                 format!(
-                    "no tool `{}`: proxied tools are `<server>__<tool>` and the configured servers are: {}",
+                    "no tool `{}`: {mean}proxied tools are `<server>__<tool>` and the configured servers are: {}",
                     call.name,
                     if servers.is_empty() { "none".to_string() } else { servers.join(", ") }
                 ),
@@ -116,6 +121,7 @@ impl ToolSource for ProxyTools {
             }
         };
         let step = rec.recording.next_name(&tool);
+        let sent = resolved.clone();
         let c = ToolCall {
             server: server.clone(),
             tool: tool.clone(),
@@ -132,7 +138,15 @@ impl ToolSource for ProxyTools {
                 Ok(o) => o.value,
                 Err(_) => Value::Null,
             };
-            rec.record(&core, step.clone(), Some((server, tool)), arguments, value, started).await;
+            let recorded = crate::recording::RecordedStep {
+                name: step.clone(),
+                tool: Some((server, tool)),
+                code: None,
+                arguments,
+                input: sent,
+                output: value,
+            };
+            rec.record(&core, recorded, started).await;
             let mut meta: MetaObject = result.meta.take().unwrap_or_default();
             meta.0.insert("dev.weft/step".into(), Value::String(step));
             result.meta = Some(meta);

@@ -1,3 +1,6 @@
+//! Resources: the guide and the definition schema (`weft://guide`,
+//! `weft://schema/definition`, see `guide.rs`), and runs.
+//!
 //! Runs as MCP resources: `weft://runs/{id}` reads as the run's JSON (the
 //! `runs show --json` object, whose `artifacts` lists the run's files).
 //! `resources/list` offers the 50 newest runs; the URI templates let a
@@ -26,14 +29,12 @@ pub fn uri(id: &RunId) -> String {
 pub async fn list(core: &Core) -> Result<ListResourcesResult, ErrorData> {
     let filter = RunFilter { limit: Some(50), ..Default::default() };
     let runs = core.store.list_runs(&filter).await.map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-    let resources = runs
-        .iter()
-        .map(|r| {
-            Resource::new(uri(&r.id), r.id.to_string())
-                .with_title(format!("run {} of {} ({})", r.id, r.template, r.state))
-                .with_mime_type("application/json")
-        })
-        .collect();
+    let mut resources = super::guide::resources();
+    resources.extend(runs.iter().map(|r| {
+        Resource::new(uri(&r.id), r.id.to_string())
+            .with_title(format!("run {} of {} ({})", r.id, r.template, r.state))
+            .with_mime_type("application/json")
+    }));
     Ok(ListResourcesResult::with_all_items(resources))
 }
 
@@ -53,7 +54,10 @@ pub fn templates() -> ListResourceTemplatesResult {
 /// The run of `weft://runs/{id}`.
 pub fn run_id(uri_text: &str) -> Result<RunId, ErrorData> {
     uri_text.strip_prefix(PREFIX).and_then(|s| s.parse().ok()).ok_or_else(|| {
-        ErrorData::resource_not_found(format!("no resource `{uri_text}` (runs are weft://runs/r_...)"), None)
+        ErrorData::resource_not_found(
+            format!("no resource `{uri_text}` (runs are weft://runs/r_...; the guide is {})", super::guide::GUIDE_URI),
+            None,
+        )
     })
 }
 
@@ -124,8 +128,12 @@ async fn read_artifact(core: &Core, uri_text: &str, id: &str, name: &str) -> Res
     Ok(ReadResourceResult::new(vec![contents.with_mime_type(a.mime)]))
 }
 
-/// Reads `weft://runs/{id}` or `weft://runs/{id}/artifacts/{name}`.
+/// Reads the guide, the schema, `weft://runs/{id}` or
+/// `weft://runs/{id}/artifacts/{name}`.
 pub async fn read(core: &Core, uri_text: &str) -> Result<ReadResourceResult, ErrorData> {
+    if let Some(r) = super::guide::read(uri_text) {
+        return Ok(r);
+    }
     if let Some((id, name)) = uri_text.strip_prefix(PREFIX).and_then(|rest| rest.split_once("/artifacts/")) {
         return read_artifact(core, uri_text, id, name).await;
     }

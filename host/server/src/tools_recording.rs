@@ -1,6 +1,7 @@
-//! Recording mode: `recording_start`, `step_preset`, `recording_save` and
-//! `recording_stop`. While a session records, each proxied call it makes
-//! (see `proxy_tools.rs`) becomes a step of its recording; the recording is
+//! Recording mode: `recording_start`, `step_preset`, `step_code`,
+//! `recording_remove_step`, `recording_save` and `recording_stop`. While a
+//! session records, each proxied call it makes (see `proxy_tools.rs`) and
+//! each plugin it runs (`step_code`) becomes a step of its recording; the recording is
 //! journaled to `<data_dir>/recordings/<run_id>.json` after every step, so
 //! a crash loses nothing. Saving turns it into a template (post-hoc
 //! templatization: literals equal to input values or earlier outputs become
@@ -45,17 +46,14 @@ impl Active {
     }
 
     /// Appends a step and rewrites the journal (atomically).
-    pub async fn record(
-        &mut self,
-        core: &Core,
-        name: String,
-        tool: Option<(String, String)>,
-        arguments: Value,
-        output: Value,
-        started: i64,
-    ) {
-        self.recording.push(RecordedStep { name, tool, arguments, output });
+    pub async fn record(&mut self, core: &Core, step: RecordedStep, started: i64) {
+        self.recording.push(step);
         self.timings.push((started, now_ms()));
+        self.journal_now(core);
+    }
+
+    /// Rewrites the journal, logging a failure (the recording goes on).
+    fn journal_now(&self, core: &Core) {
         if let Err(e) = self.write_journal(core) {
             tracing::error!(recording = %self.id, "cannot journal the recording: {e}");
         }
@@ -78,7 +76,7 @@ impl Active {
         template: Option<(String, u32)>,
         definition: Option<Value>,
     ) -> Result<(), ToolError> {
-        let definition = definition.unwrap_or_else(|| self.recording.definition(&self.name, &[]));
+        let definition = definition.unwrap_or_else(|| self.recording.definition(&self.name, &[], true));
         let (template, version) = match template {
             Some((t, v)) => (t, Some(v)),
             None => (self.name.clone(), None),
@@ -100,12 +98,16 @@ impl Active {
             .steps
             .iter()
             .zip(&self.timings)
-            .map(|(s, (a, b))| DoneStep {
-                name: s.name.clone(),
-                output: s.output.clone(),
-                started_at: *a,
-                ended_at: *b,
-                how: if s.tool.is_some() { "recorded" } else { "preset" },
+            .map(|(s, (a, b))| {
+                let called = s.tool.is_some() || s.code.is_some();
+                DoneStep {
+                    name: s.name.clone(),
+                    input: called.then(|| s.input.clone()),
+                    output: s.output.clone(),
+                    started_at: *a,
+                    ended_at: *b,
+                    how: if called { "recorded" } else { "preset" },
+                }
             })
             .collect();
         let output = self.recording.steps.last().map(|s| s.output.clone()).unwrap_or(Value::Null);
@@ -113,6 +115,45 @@ impl Active {
         core.store.commit(batch).await.map_err(ToolError::internal)?;
         let _ = std::fs::remove_file(Self::journal(core, &self.id));
         Ok(())
+    }
+}
+
+impl Core {
+    /// Runs `code` once on `input`, outside any run (as step `step` of the
+    /// recording `id`): its output, or an error saying why it failed.
+    pub async fn run_code(
+        &self,
+        id: &RunId,
+        step: &str,
+        code: weft_model::CodeRef,
+        input: Value,
+    ) -> Result<Value, ToolError> {
+        use weft_engine::{AttemptNo, CancelToken, StepOutput, StepRequest, StepRunner};
+        let req = StepRequest {
+            run: id.clone(),
+            step: step.to_string(),
+            item: None,
+            attempt: AttemptNo::FIRST,
+            idempotency_key: weft_engine::ids::idempotency_key(id, step, None, AttemptNo::FIRST),
+            deadline_ms: None,
+            action: weft_model::Action::Code(code),
+            input,
+            limits: None,
+            run_fuel_left: None,
+            transform: None,
+            events: Arc::new(weft_engine::runner::NoEvents),
+        };
+        match self.code.run(req, CancelToken::new()).await {
+            Ok(StepOutput::Done(v)) => Ok(v),
+            Ok(StepOutput::Reject(why)) => Err(ToolError::new(format!("the plugin rejected the input: {why}"))),
+            Err(e) => {
+                let fix = match e.kind {
+                    weft_engine::ErrorKind::Validation => "plugin_list shows the plugins and their input schemas",
+                    _ => "check the input against the plugin's input schema (plugin_list); nothing was recorded",
+                };
+                Err(ToolError::new(format!("the plugin failed ({}): {}", e.kind.as_str(), e.message)).fix(fix))
+            }
+        }
     }
 }
 
@@ -180,6 +221,51 @@ pub struct PresetOut {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+pub struct CodeParams {
+    /// The plugin to run (plugin_list shows them with their input schemas).
+    /// Give this or `sha256`.
+    #[serde(default)]
+    pub plugin: Option<String>,
+    /// A stored module by its digest (64 hex digits), instead of `plugin`.
+    #[serde(default)]
+    pub sha256: Option<String>,
+    /// Its input. Refs to recorded steps (`@echo_1.field`) and to the
+    /// recording's input (`@input.key`) are resolved first.
+    #[serde(default)]
+    pub input: Option<Value>,
+    /// The step's name (letters, digits, `_`). Default `<plugin>_<n>`.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// A plugin's result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CodeOut {
+    /// The step it became (absent when no recording is in progress).
+    pub step: Option<String>,
+    /// The plugin's output.
+    pub output: Value,
+    /// What was recorded.
+    pub note: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RemoveParams {
+    /// The step to remove. Default: the last one.
+    #[serde(default)]
+    pub step: Option<String>,
+}
+
+/// A removed step.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RemoveOut {
+    pub removed: String,
+    /// The recording's steps now, in call order.
+    pub steps: Vec<String>,
+    pub note: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct SaveParams {
     /// The template to save the recording as (a new version if it exists).
     pub template: String,
@@ -187,6 +273,18 @@ pub struct SaveParams {
     /// stay literal.
     #[serde(default)]
     pub refuse: Vec<String>,
+    /// Ids of candidates (`c1`, ...) to apply: literals equal to an input
+    /// value that were not proposed (small numbers, short strings,
+    /// booleans) become refs to it.
+    #[serde(default)]
+    pub accept: Vec<String>,
+    /// Keep the recorded order of calls (each step `after` the previous)
+    /// even where no data passes between them: for side effects that must
+    /// happen in order (write a file, then read it). Default: steps depend
+    /// only on the steps their arguments refer to, and independent calls
+    /// run in parallel.
+    #[serde(default)]
+    pub keep_order: bool,
     /// Only propose: return the definition and the replacements, store
     /// nothing, keep recording.
     #[serde(default)]
@@ -223,6 +321,17 @@ pub struct SaveOut {
     pub run_id: Option<String>,
     /// Every proposed replacement.
     pub replacements: Vec<ReplacementOut>,
+    /// Literals equal to an input value that were not proposed (see
+    /// `accept`); `applied` when accepted.
+    pub candidates: Vec<ReplacementOut>,
+    /// The input's fields no step uses: a replay with another value of one
+    /// changes nothing.
+    pub unused_input: Vec<String>,
+    /// For each input field, what a replay with another value changes.
+    pub replay: Vec<crate::recording::Effect>,
+    /// What may make a replay repeat the recording instead of following
+    /// its new input, and the template's validation warnings.
+    pub warnings: Vec<String>,
     /// The template's definition.
     pub definition: Value,
 }
@@ -241,6 +350,34 @@ pub struct NoParams {}
 
 fn not_recording() -> ToolError {
     ToolError::new("this session is not recording").fix("call recording_start first")
+}
+
+/// The name a new step of `active` gets: `name` if it is a valid, free
+/// step name, else `<stem>_<n>`.
+fn step_name(active: &Active, name: Option<String>, stem: &str) -> Result<String, ToolError> {
+    let Some(n) = name else { return Ok(active.recording.next_name(stem)) };
+    if !weft_model::validate::is_step_name(&n) || weft_model::refs::RESERVED_ROOTS.contains(&n.as_str()) {
+        return Err(ToolError::new(format!("`{n}` is not a valid step name"))
+            .fix("use letters, digits and `_`, not starting with a digit (not input/item/index/run)"));
+    }
+    if active.recording.steps.iter().any(|s| s.name == n) {
+        return Err(ToolError::new(format!("the recording already has a step `{n}`"))
+            .fix("pick another name, leave `name` out, or recording_remove_step it first"));
+    }
+    Ok(n)
+}
+
+/// The code reference of `step_code`'s arguments, as a definition writes it.
+fn code_of(p: &CodeParams) -> Result<(weft_model::CodeRef, Value, String), ToolError> {
+    use weft_model::CodeRef;
+    match (&p.plugin, &p.sha256) {
+        (Some(name), None) => {
+            Ok((CodeRef::Plugin(name.clone()), serde_json::json!({"plugin": name}), name.clone()))
+        }
+        (None, Some(hex)) => Ok((CodeRef::Sha256(hex.clone()), serde_json::json!({"sha256": hex}), "code".into())),
+        _ => Err(ToolError::new("give exactly one of `plugin` and `sha256`")
+            .fix("e.g. {\"plugin\": \"json-select\", \"input\": {\"data\": {\"a\": 1}, \"path\": \"a\"}} (plugin_list shows the plugins)")),
+    }
 }
 
 #[tool_router(router = recording_router, vis = "pub(super)")]
@@ -304,29 +441,95 @@ impl WeftServer {
     async fn step_preset(&self, Parameters(p): Parameters<PresetParams>) -> Result<Json<PresetOut>, ToolError> {
         let mut slot = self.session.recording.lock().await;
         let active = slot.as_mut().ok_or_else(not_recording)?;
-        let step = match p.name {
-            Some(n) => {
-                let ok = n.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                    && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-                    && !["input", "item", "index", "run"].contains(&n.as_str());
-                if !ok {
-                    return Err(ToolError::new(format!("`{n}` is not a valid step name"))
-                        .fix("use letters, digits and `_`, not starting with a digit (not input/item/index/run)"));
-                }
-                if active.recording.steps.iter().any(|s| s.name == n) {
-                    return Err(ToolError::new(format!("the recording already has a step `{n}`"))
-                        .fix("pick another name, or leave `name` out"));
-                }
-                n
-            }
-            None => active.recording.next_name("preset"),
+        let step = step_name(active, p.name, "preset")?;
+        let preset = RecordedStep {
+            name: step.clone(),
+            tool: None,
+            code: None,
+            arguments: Value::Null,
+            input: Value::Null,
+            output: p.output,
         };
-        active.record(&self.core, step.clone(), None, Value::Null, p.output, now_ms()).await;
+        active.record(&self.core, preset, now_ms()).await;
         Ok(Json(PresetOut { step }))
     }
 
     #[tool(
-        description = "Save the session's recording as a template and end the recording. Literal arguments equal to an input value or an earlier step's output are proposed as refs, so a replay with new input flows through; the result lists each replacement (refuse some by id with `refuse`, or look first with dry_run: true). The recording is stored as a completed run; the template appears as the tool wf_<template>.",
+        description = "Run a code plugin now on an input (refs to recorded steps and to the recording's input resolved first) and return its output. While recording, the call becomes a code step of the recording (named `<plugin>_<n>`, or `name`); later calls may refer to it as `@<step>`.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn step_code(&self, Parameters(p): Parameters<CodeParams>) -> Result<Json<CodeOut>, ToolError> {
+        let (code, code_json, stem) = code_of(&p)?;
+        let arguments = p.input.clone().unwrap_or_else(|| Value::Object(Default::default()));
+        let mut slot = self.session.recording.lock().await;
+        let (id, step, input) = match slot.as_ref() {
+            Some(active) => {
+                let step = step_name(active, p.name.clone(), &stem)?;
+                let input = active.recording.resolve(&arguments).map_err(|why| {
+                    ToolError::new(format!("the input holds a ref that cannot be resolved: {why}"))
+                        .fix("refs name recorded steps (`@echo_1.field`) or the recording's input (`@input.key`); write `@@` for a literal `@`")
+                })?;
+                (active.id.clone(), step, input)
+            }
+            None => {
+                let input = crate::recording::Recording::default().resolve(&arguments).map_err(|why| {
+                    ToolError::new(format!("the input holds a ref, but nothing is recorded to resolve it: {why}"))
+                        .fix("start a recording first (recording_start), or pass literal values")
+                })?;
+                (RunId::generate(now_ms(), &SeededRng::from_entropy()), stem.clone(), input)
+            }
+        };
+        let started = now_ms();
+        let output = self.core.run_code(&id, &step, code, input.clone()).await?;
+        let Some(active) = slot.as_mut() else {
+            let note = "no recording is in progress: nothing was recorded".to_string();
+            return Ok(Json(CodeOut { step: None, output, note }));
+        };
+        let recorded = RecordedStep {
+            name: step.clone(),
+            tool: None,
+            code: Some(code_json),
+            arguments,
+            input,
+            output: output.clone(),
+        };
+        active.record(&self.core, recorded, started).await;
+        let note = format!("recorded as step `{step}`: later calls may refer to `@{step}`");
+        Ok(Json(CodeOut { step: Some(step), output, note }))
+    }
+
+    #[tool(
+        description = "Remove a step from the recording: the last one by default, or `step`. To replace a call, remove its step and make the call again (it takes the same name back, so later refs stay valid). A step other steps refer to cannot be removed before them.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn recording_remove_step(
+        &self,
+        Parameters(p): Parameters<RemoveParams>,
+    ) -> Result<Json<RemoveOut>, ToolError> {
+        let mut slot = self.session.recording.lock().await;
+        let active = slot.as_mut().ok_or_else(not_recording)?;
+        let at = p.step.as_deref().and_then(|n| active.recording.steps.iter().position(|s| s.name == n));
+        let removed = active.recording.remove(p.step.as_deref()).map_err(|why| {
+            ToolError::new(why)
+                .fix("recording_save {\"template\": ..., \"dry_run\": true} lists the steps and their arguments")
+        })?;
+        let at = at.unwrap_or(active.timings.len().saturating_sub(1));
+        if at < active.timings.len() {
+            active.timings.remove(at);
+        }
+        active.journal_now(&self.core);
+        let steps = active.recording.steps.iter().map(|s| s.name.clone()).collect();
+        let note = format!("removed `{}`; calling the same tool again records it as `{}`", removed.name, removed.name);
+        Ok(Json(RemoveOut { removed: removed.name, steps, note }))
+    }
+
+    #[tool(
+        description = "Save the session's recording as a template and end the recording (dry_run: true only shows what it would save). Each call is a step (named after its tool or plugin: `get_sum_1`) that depends on the steps its arguments refer to; independent calls run in parallel (keep_order: true chains them). Value rules: a literal argument equal to an input value or to an earlier step's output (or a field of it) is proposed as a ref (`replacements`, applied unless refused by id) when it is specific enough: strings of 3+ characters, numbers other than -1..10, non-empty objects and arrays; input values win over outputs, later steps over earlier ones. Smaller values equal to an input value (5, \"ab\", true) are only `candidates`: apply them with `accept`. To make a replay follow new input for sure, type refs yourself in the calls (`{\"a\": \"@input.a\"}`). The answer lists `unused_input` (fields no step uses: a replay ignores them), `replay` (per input field, the steps a new value changes) and `warnings`. The recording is stored as a completed run; the template appears as the tool wf_<template>; run_compare shows how a replay departed from it.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -339,57 +542,65 @@ impl WeftServer {
         let active = slot.as_ref().ok_or_else(not_recording)?;
         if active.recording.steps.is_empty() {
             return Err(ToolError::new("the recording has no steps yet")
-                .fix("call an upstream tool (`<server>__<tool>`) or step_preset first"));
+                .fix("call an upstream tool (`<server>__<tool>`), step_code or step_preset first"));
         }
         let proposals = active.recording.propose();
-        if let Some(bad) = p.refuse.iter().find(|id| !proposals.iter().any(|r| &r.id == *id)) {
-            let ids: Vec<&str> = proposals.iter().map(|r| r.id.as_str()).collect();
-            return Err(ToolError::new(format!("`refuse` names `{bad}`, which is not a proposed replacement")).fix(
-                format!(
-                    "the proposals are: {} (see a dry_run)",
-                    if ids.is_empty() { "none".into() } else { ids.join(", ") }
-                ),
-            ));
+        let candidates = active.recording.candidates(&proposals);
+        for (ids, list, what, field) in
+            [(&p.refuse, &proposals, "proposed replacement", "refuse"), (&p.accept, &candidates, "candidate", "accept")]
+        {
+            if let Some(bad) = ids.iter().find(|id| !list.iter().any(|r| &r.id == *id)) {
+                let known: Vec<&str> = list.iter().map(|r| r.id.as_str()).collect();
+                return Err(ToolError::new(format!("`{field}` names `{bad}`, which is not a {what}")).fix(format!(
+                    "the {what}s are: {} (see a dry_run)",
+                    if known.is_empty() { "none".into() } else { known.join(", ") }
+                )));
+            }
         }
-        let accepted: Vec<Replacement> = proposals.iter().filter(|r| !p.refuse.contains(&r.id)).cloned().collect();
-        let mut definition = active.recording.definition(&p.template, &accepted);
+        let mut accepted: Vec<Replacement> = proposals.iter().filter(|r| !p.refuse.contains(&r.id)).cloned().collect();
+        accepted.extend(candidates.iter().filter(|c| p.accept.contains(&c.id)).cloned());
+        let open: Vec<Replacement> = candidates.iter().filter(|c| !p.accept.contains(&c.id)).cloned().collect();
+        let review = active.recording.review(&accepted, &open);
+        let mut definition = active.recording.definition(&p.template, &accepted, p.keep_order);
         if let Some(d) = &p.description {
             definition["description"] = Value::String(d.clone());
         }
-        let replacements = proposals
-            .iter()
-            .map(|r| ReplacementOut {
-                id: r.id.clone(),
-                step: r.step.clone(),
-                path: r.path.clone(),
-                value: r.value.clone(),
-                reference: r.reference.clone(),
-                applied: !p.refuse.contains(&r.id),
-            })
-            .collect();
+        let out = |r: &Replacement, applied: bool| ReplacementOut {
+            id: r.id.clone(),
+            step: r.step.clone(),
+            path: r.path.clone(),
+            value: r.value.clone(),
+            reference: r.reference.clone(),
+            applied,
+        };
+        let mut answer = SaveOut {
+            template: p.template.clone(),
+            version: None,
+            tool: None,
+            run_id: None,
+            replacements: proposals.iter().map(|r| out(r, !p.refuse.contains(&r.id))).collect(),
+            candidates: candidates.iter().map(|c| out(c, p.accept.contains(&c.id))).collect(),
+            unused_input: review.unused_input,
+            replay: review.effects,
+            warnings: review.warnings,
+            definition,
+        };
         if p.dry_run {
-            return Ok(Json(SaveOut {
-                template: p.template,
-                version: None,
-                tool: None,
-                run_id: None,
-                replacements,
-                definition,
-            }));
+            return Ok(Json(answer));
         }
-        let (doc, name) = prepare::for_template(&self.core, definition).await?;
+        let saving = prepare::for_template(&self.core, answer.definition.clone()).await?;
+        let (doc, name) = (saving.doc, saving.name);
+        answer.warnings.extend(saving.warnings.iter().map(|w| format!("{}: {}", w.path, w.message)));
         let version = self.core.store.save_template(&name, &doc, now_ms()).await.map_err(ToolError::internal)?;
         let active = slot.take().expect("checked above");
         active.store(&self.core, Some((name.clone(), version)), Some(doc.clone())).await?;
         self.core.changed(Change::Templates);
-        Ok(Json(SaveOut {
-            tool: Some(wf_tools::tool_name(&name)),
-            template: name,
-            version: Some(version),
-            run_id: Some(active.id.to_string()),
-            replacements,
-            definition: doc,
-        }))
+        answer.tool = Some(wf_tools::tool_name(&name));
+        answer.template = name;
+        answer.version = Some(version);
+        answer.run_id = Some(active.id.to_string());
+        answer.definition = doc;
+        Ok(Json(answer))
     }
 
     #[tool(

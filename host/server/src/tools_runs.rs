@@ -43,9 +43,10 @@ pub struct RunStartParams {
     /// The template's version (default: the latest).
     #[serde(default)]
     pub version: Option<u32>,
-    /// An inline workflow definition to run. Give this or `template`.
+    /// An inline workflow definition to run (format: resource weft://guide,
+    /// JSON Schema: weft://schema/definition). Give this or `template`.
     #[serde(default)]
-    #[schemars(with = "Option<weft_model::Definition>")]
+    #[schemars(with = "Option<prepare::DefinitionArg>")]
     pub definition: Option<Value>,
     /// The run's input, checked against the workflow's `input_schema` (default `{}`).
     #[serde(default)]
@@ -234,7 +235,11 @@ impl IntoCallToolResult for RunStartReply {
 #[tool_router(router = runs_router, vis = "pub(super)")]
 impl WeftServer {
     #[tool(
-        description = "Start a run of a saved template (`template`, optional `version`) or of an inline `definition`, with an `input` checked against its input_schema. With `wait_ms` the call waits that long for the run to finish and returns its output (progress notifications are sent when the request has a progress token); otherwise it returns the run id at once. A run that waits for input returns `input-required` with its `waits` (answer with run_signal); a client that declared elicitation is asked for the input directly. Runs with the same `concurrency_key` execute one at a time. Bad definitions or inputs are refused with JSON paths, and no run is created.",
+        description = concat!(
+            "Start a run of a saved template (`template`, optional `version`) or of an inline `definition` (format: resource weft://guide), with an `input` checked against its input_schema. With `wait_ms` the call waits that long for the run to finish and returns its output (progress notifications are sent when the request has a progress token); otherwise it returns the run id at once. A run that waits for input returns `input-required` with its `waits` (answer with run_signal); a client that declared elicitation is asked for the input directly. `presets` gives steps their output instead of running them. Runs with the same `concurrency_key` execute one at a time. Bad definitions or inputs are refused with every problem's JSON path, and no run is created. Example: {\"definition\": ",
+            prepare::definition_example!(),
+            ", \"input\": {\"user\": {\"name\": \"Ada\"}}, \"wait_ms\": 10000}"
+        ),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true),
         output_schema = rmcp::handler::server::common::schema_for_output::<RunStartOut>()
     )]
@@ -262,13 +267,9 @@ impl WeftServer {
             }
             (Some(name), None) => {
                 let t = self.core.store.template(&name, p.version).await.map_err(ToolError::internal)?;
-                let t = t.ok_or_else(|| {
-                    ToolError::new(match p.version {
-                        Some(v) => format!("no version {v} of template `{name}`"),
-                        None => format!("no template `{name}`"),
-                    })
-                    .fix("template_list shows the saved templates")
-                })?;
+                let Some(t) = t else {
+                    return Err(super::tools_templates::no_template_near(&self.core, &name, p.version).await);
+                };
                 let opts = RunOptions {
                     template: Some(t.name.clone()),
                     version: Some(t.version),
@@ -317,7 +318,7 @@ impl WeftServer {
     }
 
     #[tool(
-        description = "One run: its state, input, output, error, every step's state, attempts, output and error, and its open `waits` (a signal wait's prompt and schema: answer it with run_signal) — the `weft runs show --json` object.",
+        description = "One run: its state, input, output, error, every step's state, attempts, resolved `input` (refs replaced by the values the step was given; each attempt's under `tries`), output and error, and its open `waits` (a signal wait's prompt and schema: answer it with run_signal) — the `weft runs show --json` object.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn run_get(&self, Parameters(p): Parameters<RunIdParams>) -> Result<Json<RunView>, ToolError> {

@@ -17,12 +17,13 @@ use super::prepare::{self, blocking};
 use super::{Change, WeftServer, wf_tools};
 use weft_runtime::guests;
 
-/// A workflow definition (see workflow.md): an object with `name` and
-/// `steps`. Its JSON text as a string is accepted too.
+/// A workflow definition: an object with `name` and `steps` (see the
+/// resource weft://guide). Its JSON text as a string is accepted too.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ValidateParams {
-    /// The workflow definition to check.
-    #[schemars(with = "weft_model::Definition")]
+    /// The workflow definition to check: `{"name", "steps": [...]}` (format:
+    /// resource weft://guide, JSON Schema: weft://schema/definition).
+    #[schemars(with = "prepare::DefinitionArg")]
     pub definition: Value,
 }
 
@@ -39,6 +40,11 @@ pub struct ValidateOut {
     pub steps: Option<usize>,
     /// Every problem, with its JSON path into `definition`.
     pub problems: Vec<ProblemOut>,
+    /// What does not make it invalid but may be a mistake: servers that
+    /// could not be reached to check their tools, text that looks like
+    /// another template language's refs, child templates not saved yet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<ProblemOut>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -47,8 +53,9 @@ pub struct SaveParams {
     /// definition's `name` is set to it).
     #[serde(default)]
     pub name: Option<String>,
-    /// The workflow definition.
-    #[schemars(with = "weft_model::Definition")]
+    /// The workflow definition: `{"name", "steps": [...]}` (format: resource
+    /// weft://guide, JSON Schema: weft://schema/definition).
+    #[schemars(with = "prepare::DefinitionArg")]
     pub definition: Value,
 }
 
@@ -61,6 +68,11 @@ pub struct SaveOut {
     pub version: u32,
     /// The tool that runs it.
     pub tool: String,
+    /// Saved, but worth a look (an unreachable server whose tools could
+    /// not be checked, text that looks like another template language's
+    /// refs, a child template not saved yet).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<ProblemOut>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -159,50 +171,57 @@ fn no_template(name: &str, version: Option<u32>) -> ToolError {
     .fix("template_list shows the saved templates and their latest versions")
 }
 
+/// "no template" with a did-you-mean among the saved ones.
+pub(super) async fn no_template_near(core: &super::Core, name: &str, version: Option<u32>) -> ToolError {
+    let all = core.store.list_templates().await.unwrap_or_default();
+    let e = no_template(name, version);
+    match weft_model::did_you_mean(name, all.iter().map(|t| t.name.as_str())) {
+        Some(m) => ToolError { message: format!("{} ({m})", e.message), ..e },
+        None => e,
+    }
+}
+
 #[tool_router(router = template_router, vis = "pub(super)")]
 impl WeftServer {
     #[tool(
-        description = "Check a workflow definition without storing anything. Returns valid: true with its name, or every problem with its JSON path into `definition` and a hint. Code steps are checked against the installed plugins' input schemas.",
+        description = concat!(
+            "Check a workflow definition without storing anything, with the very checks template_save and run_start make: plugins and their input schemas, tool steps against their servers' live tools and input schemas, refs, child templates. Returns valid: true with its name (and `warnings` worth a look), or every problem at once with its JSON path into `definition` and a hint. The format: resource weft://guide (JSON Schema: weft://schema/definition). Example: {\"definition\": ",
+            prepare::definition_example!(),
+            "}"
+        ),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn workflow_validate(
         &self,
         Parameters(p): Parameters<ValidateParams>,
     ) -> Result<Json<ValidateOut>, ToolError> {
+        let invalid =
+            |problems| ValidateOut { valid: false, name: None, version: None, steps: None, problems, warnings: vec![] };
         let doc = match prepare::capped_definition_doc(p.definition, self.core.settings.caps().max_definition_bytes) {
             Ok(doc) => doc,
-            Err(e) if !e.problems.is_empty() => {
-                return Ok(Json(ValidateOut {
-                    valid: false,
-                    name: None,
-                    version: None,
-                    steps: None,
-                    problems: e.problems,
-                }));
-            }
+            Err(e) if !e.problems.is_empty() => return Ok(Json(invalid(e.problems))),
             Err(e) => return Err(e),
         };
         let checked = prepare::validate(&self.core, doc).await?;
         Ok(Json(match checked {
-            Ok(def) => ValidateOut {
+            Ok(loaded) => ValidateOut {
                 valid: true,
-                name: Some(def.name),
-                version: Some(def.version),
-                steps: Some(def.steps.len()),
+                name: Some(loaded.def.name),
+                version: Some(loaded.def.version),
+                steps: Some(loaded.def.steps.len()),
                 problems: vec![],
+                warnings: ProblemOut::all("definition", &loaded.warnings),
             },
-            Err(problems) => ValidateOut {
-                valid: false,
-                name: None,
-                version: None,
-                steps: None,
-                problems: ProblemOut::all("definition", &problems),
-            },
+            Err(bad) => invalid(ProblemOut::all("definition", &bad.problems)),
         }))
     }
 
     #[tool(
-        description = "Validate a workflow definition and save it as the next version of the template `name` (default: the definition's `name`). The template then also appears as the tool `wf_<name>`. An invalid definition is refused with every problem's JSON path; nothing is stored then.",
+        description = concat!(
+            "Validate a workflow definition (as workflow_validate does) and save it as the next version of the template `name` (default: the definition's `name`). The template then also appears as the tool `wf_<name>`. An invalid definition is refused with every problem's JSON path; nothing is stored then. A definition whose tool servers cannot be reached is saved with `warnings`. Example: {\"definition\": ",
+            prepare::definition_example!(),
+            "}"
+        ),
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -218,10 +237,12 @@ impl WeftServer {
             }
             doc["name"] = Value::String(name);
         }
-        let (doc, name) = prepare::for_template(&self.core, doc).await?;
+        let saving = prepare::for_template(&self.core, doc).await?;
+        let (name, doc) = (saving.name, saving.doc);
         let version = self.core.store.save_template(&name, &doc, now_ms()).await.map_err(ToolError::internal)?;
         self.core.changed(Change::Templates);
-        Ok(Json(SaveOut { tool: wf_tools::tool_name(&name), name, version }))
+        let warnings = ProblemOut::all("definition", &saving.warnings);
+        Ok(Json(SaveOut { tool: wf_tools::tool_name(&name), name, version, warnings }))
     }
 
     #[tool(
@@ -230,7 +251,7 @@ impl WeftServer {
     )]
     async fn template_get(&self, Parameters(p): Parameters<GetParams>) -> Result<Json<TemplateOut>, ToolError> {
         let t = self.core.store.template(&p.name, p.version).await.map_err(ToolError::internal)?;
-        let t = t.ok_or_else(|| no_template(&p.name, p.version))?;
+        let Some(t) = t else { return Err(no_template_near(&self.core, &p.name, p.version).await) };
         Ok(Json(TemplateOut {
             description: description(&t),
             name: t.name,
@@ -266,7 +287,7 @@ impl WeftServer {
     async fn template_delete(&self, Parameters(p): Parameters<DeleteParams>) -> Result<Json<DeleteOut>, ToolError> {
         let n = self.core.store.delete_template(&p.name).await.map_err(ToolError::internal)?;
         if n == 0 {
-            return Err(no_template(&p.name, None));
+            return Err(no_template_near(&self.core, &p.name, None).await);
         }
         self.core.changed(Change::Templates);
         Ok(Json(DeleteOut { name: p.name, deleted_versions: n }))

@@ -171,10 +171,17 @@ async fn template_of(core: &Arc<Core>, tools: &TemplateTools, tool: &str) -> Res
         Some(n) => n,
         None => {
             tools.list(core).await;
-            known(tools).ok_or_else(|| {
-                ToolError::new(format!("no tool `{tool}`: no saved template has that name"))
-                    .fix("tools/list or template_list shows the saved templates")
-            })?
+            match known(tools) {
+                Some(n) => n,
+                None => {
+                    let latest = tools.latest.read().unwrap_or_else(|p| p.into_inner());
+                    let mean = weft_model::did_you_mean(tool, latest.keys().map(String::as_str))
+                        .map(|m| format!(" ({m})"))
+                        .unwrap_or_default();
+                    return Err(ToolError::new(format!("no tool `{tool}`: no saved template has that name{mean}"))
+                        .fix("tools/list or template_list shows the saved templates"));
+                }
+            }
         }
     };
     let t = core.store.template(&name, None).await.map_err(ToolError::internal)?;

@@ -16,6 +16,7 @@ macro_rules! outln {
 
 mod artifacts;
 mod bench;
+mod diff;
 mod graph;
 mod output;
 mod plugin;

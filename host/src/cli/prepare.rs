@@ -12,9 +12,14 @@ use super::bad;
 
 /// A pipeline for a command that has no store open (definition files).
 pub fn pipeline(settings: &Settings) -> anyhow::Result<Pipeline> {
+    pipeline_with(settings, Arc::new(settings.upstreams()))
+}
+
+/// [`pipeline`] over the caller's upstreams (which it shuts down).
+pub fn pipeline_with(settings: &Settings, upstreams: Arc<weft_mcp::Upstreams>) -> anyhow::Result<Pipeline> {
     let sandbox = weft_runtime::guests::sandbox(settings)?;
     let here = std::env::current_dir().unwrap_or_else(|_| ".".into());
-    Ok(Pipeline::new(settings, sandbox, Arc::new(settings.upstreams()), None, here))
+    Ok(Pipeline::new(settings, sandbox, upstreams, None, here))
 }
 
 /// Prints a refusal of `what` (a file or a template name) and returns the
@@ -30,12 +35,6 @@ pub fn refused(r: Refused, what: &str, json: bool) -> anyhow::Error {
             bad(anyhow::anyhow!("template `{name}` version {version} does not validate against the installed plugins"))
         }
         Refused::Input { problems, .. } => input_problems(&problems),
-        Refused::Tools(problems) => {
-            for p in &problems {
-                eprintln!("{what}: {p}");
-            }
-            bad(anyhow::anyhow!("{what}: the tool steps do not match what their MCP servers offer"))
-        }
         Refused::Pin(problems) => {
             for p in &problems {
                 eprintln!("{what}: {p}");
@@ -48,6 +47,13 @@ pub fn refused(r: Refused, what: &str, json: bool) -> anyhow::Error {
 
 /// Prints problems located in the run input and returns the exit-2 error.
 pub fn input_problems(problems: &[Problem]) -> anyhow::Error {
+    print_input_problems(problems);
+    let n = problems.len();
+    bad(anyhow::anyhow!("the input was refused ({n} problem{}); no run was created", if n == 1 { "" } else { "s" }))
+}
+
+/// Prints problems located in the run input (`input/email: ...`) on stderr.
+pub fn print_input_problems(problems: &[Problem]) {
     for p in problems {
         let at = if p.path.is_empty() { "input".to_string() } else { format!("input{}", p.path) };
         eprintln!("{at}: {}", p.message);
@@ -55,6 +61,4 @@ pub fn input_problems(problems: &[Problem]) -> anyhow::Error {
     for h in problems.iter().filter_map(|p| p.hint.as_deref()) {
         eprintln!("  to fix: {h}");
     }
-    let n = problems.len();
-    bad(anyhow::anyhow!("the input was refused ({n} problem{}); no run was created", if n == 1 { "" } else { "s" }))
 }

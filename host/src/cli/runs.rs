@@ -46,6 +46,19 @@ pub enum RunsCommand {
         /// The run's id (r_...).
         run: String,
     },
+    /// Compare a run with another, step by step: where their inputs and
+    /// outputs differ, and the first step where they depart. Without a
+    /// second run: the recording of the run's template (else the run of
+    /// that template before it).
+    Diff {
+        /// The run to look at (r_...).
+        run: String,
+        /// The run to compare it with (r_...).
+        with: Option<String>,
+        /// Print the comparison as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// The files a run's steps produced: list them, or write them to a folder.
     Artifacts {
         /// The run's id (r_...).
@@ -105,6 +118,7 @@ pub fn run(settings: &Settings, cmd: RunsCommand) -> anyhow::Result<Exit> {
         RunsCommand::Cancel { run } => cancel(&app, &run),
         RunsCommand::Delete { runs, json } => super::prune::delete(&app, &runs, json),
         RunsCommand::Prune(a) => super::prune::prune(&app, a),
+        RunsCommand::Diff { run, with, json } => super::diff::diff(&app, &run, with.as_deref(), json),
         RunsCommand::Artifacts { run, out, json } => {
             let rec = load_run(&app, &run)?;
             super::artifacts::artifacts(&app, &rec, out.as_deref(), json)
@@ -179,7 +193,7 @@ fn summary_json(r: &RunSummary) -> Value {
 }
 
 /// A value on one line, cut to `max` characters.
-fn short(v: &Value, max: usize) -> String {
+pub fn short(v: &Value, max: usize) -> String {
     let s = v.to_string();
     if s.chars().count() <= max { s } else { format!("{}…", s.chars().take(max).collect::<String>()) }
 }
@@ -203,11 +217,15 @@ pub fn print_human(r: &RunRecord) {
     let w = r.steps.iter().map(|s| s.name.len()).max().unwrap_or(0);
     for s in &r.steps {
         outln!("  {:<w$}  {}", s.name, describe(s));
+        let attempts: Vec<_> = r.attempts.iter().filter(|a| a.step == s.name).collect();
+        let several = attempts.len() > 1 || attempts.iter().any(|a| a.item.is_some() || a.interruptions > 0);
+        if let Some(i) = attempts.last().and_then(|a| a.input.as_ref()).filter(|_| !several) {
+            outln!("  {:<w$}    input:  {}", "", short(i, 160));
+        }
         if let Some(o) = &s.output {
             outln!("  {:<w$}    output: {}", "", short(o, 160));
         }
-        let attempts: Vec<_> = r.attempts.iter().filter(|a| a.step == s.name).collect();
-        if attempts.len() > 1 || attempts.iter().any(|a| a.item.is_some() || a.interruptions > 0) {
+        if several {
             for a in attempts {
                 let item = a.item.map(|i| format!(" item {i}")).unwrap_or_default();
                 let took = a.ended_at.map(|e| format!(" ({})", human_ms(e - a.started_at))).unwrap_or_default();
@@ -218,6 +236,9 @@ pub fn print_human(r: &RunRecord) {
                     n => format!(" (interrupted {n} times, ran again)"),
                 };
                 outln!("  {:<w$}    attempt {}{item}: {}{took}{again}{err}", "", a.attempt, a.state.as_str());
+                if let Some(i) = &a.input {
+                    outln!("  {:<w$}      input: {}", "", short(i, 160));
+                }
             }
         }
     }

@@ -61,13 +61,19 @@ pub fn run(settings: &Settings, cmd: TemplatesCommand) -> anyhow::Result<Exit> {
     match cmd {
         TemplatesCommand::Save { file } => {
             let what = file.display().to_string();
+            // Checked offline first: a definition with problems touches no store.
             let pipeline = super::prepare::pipeline(settings)?;
-            let (doc, name) = pipeline
-                .load_file(&file)
-                .and_then(|loaded| pipeline.template_doc(loaded))
-                .map_err(|r| super::prepare::refused(r, &what, false))?;
+            pipeline.load_file(&file).map_err(|r| super::prepare::refused(r, &what, false))?;
             let app = App::open(settings)?;
+            let saving = app
+                .block_on(app.pipeline()?.for_template(weft_runtime::pipeline::Source::File(file.clone())))
+                .map_err(|r| super::prepare::refused(r, &what, false))?;
+            for w in &saving.warnings {
+                eprintln!("warning: {what}: {w}");
+            }
+            let (doc, name) = (saving.doc, saving.name);
             let version = app.block_on(app.store.save_template(&name, &doc, now_ms()))?;
+            app.shutdown_upstreams();
             eprintln!("saved template {name} version {version}");
             output::json(&json!({"name": name, "version": version}));
             Ok(Exit::Success)

@@ -1,67 +1,101 @@
-//! `weft validate FILE [--json]`: every problem of a definition, each with
-//! its JSON path, checked against the installed plugins' input schemas.
+//! `weft validate FILE [--json] [--online | --offline]`: every problem of a
+//! definition, each with its JSON path, from the runtime pipeline's one
+//! validation — the checks `weft run`, MCP `workflow_validate`,
+//! `template_save`, `run_start` and the HTTP API make: the installed
+//! plugins and their input schemas, refs, the configured servers and, where
+//! they answer, their live tools (an unknown tool, or a literal input that
+//! breaks a tool's schema, is a problem).
 //!
-//! Valid: `ok: NAME vN (S steps)` on stderr, exit 0. Invalid: one line per
-//! problem on stderr (`FILE: /steps/1/input/email: message (hint)`; a JSON
-//! syntax error as `FILE:LINE:COLUMN: ...`), exit 2. `--json` prints
-//! `{"valid": true, "name", "version", "steps"}` or
-//! `{"valid": false, "problems": [{"path", "message", "hint"?}]}` on stdout.
+//! Valid: `ok: NAME vN (S steps)` on stderr, exit 0, after a `warning:`
+//! line for each warning (a server that could not be reached to check its
+//! tools, text that looks like another template language's refs). Invalid:
+//! one line per problem on stderr (`FILE: /steps/1/input/email: message
+//! (hint)`; a JSON syntax error as `FILE:LINE:COLUMN: ...`), exit 2.
+//! `--json` prints `{"valid": true, "name", "version", "steps",
+//! "warnings"?}` or `{"valid": false, "problems": [{"path", "message",
+//! "hint"?}]}` on stdout.
 //!
-//! Tool steps must name a configured `[servers.*]`; with `--online` each
-//! named server is also asked for its tools, so an unknown tool, an
-//! unreachable server or an input that breaks the tool's input schema is a
-//! problem too.
+//! `--online` makes a server that cannot be reached a problem; `--offline`
+//! asks no server (only that each tool step names a configured one). When
+//! the data directory holds a store, the templates `workflow` steps start
+//! are looked up in it (a missing one is a warning, with a did-you-mean).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Context as _;
 use clap::Args;
 use serde_json::json;
-use weft_model::Definition;
+use weft_model::{Definition, Problem};
 
 use super::{Exit, bad, output};
 use weft_runtime::config::Settings;
-use weft_runtime::guests;
-use weft_runtime::lookup::{Invalid, RegistryLookup, validate_text};
-use weft_runtime::online::{self, Online};
+use weft_runtime::lookup::Invalid;
+use weft_runtime::pipeline::{Loaded, Refused, Source};
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
     /// The definition file (JSON).
-    file: PathBuf,
+    file: std::path::PathBuf,
     /// Print the result as JSON on stdout.
     #[arg(long)]
     json: bool,
-    /// Also ask the upstream MCP servers of tool steps for their tools and
-    /// check each step's input against the tool's input schema.
-    #[arg(long)]
+    /// Treat an MCP server that cannot be reached as a problem (by default
+    /// its tool steps are only warned about).
+    #[arg(long, conflicts_with = "offline")]
     online: bool,
+    /// Ask no MCP server for its tools.
+    #[arg(long)]
+    offline: bool,
 }
 
 pub fn run(settings: &Settings, args: ValidateArgs) -> anyhow::Result<Exit> {
-    let online = if args.online { Some(fetch_online(settings, &args.file)?) } else { None };
-    let loaded = match &online {
-        None => load(settings, &args.file)?,
-        Some(o) => load_checked(settings, &args.file, Some(o))?.map_err(|mut invalid| {
-            invalid.problems.extend(o.unreachable.iter().cloned());
-            invalid
-        }),
+    let loaded = if args.offline {
+        super::prepare::pipeline(settings)?.load_file(&args.file)
+    } else if match weft_runtime::app::database(settings) {
+        Ok(weft_runtime::app::Database::Sqlite(p)) => p.exists(),
+        Ok(weft_runtime::app::Database::Postgres(_)) => true,
+        Err(_) => false,
+    } {
+        // A store is there: the templates of `workflow` steps are checked
+        // too (nothing is written to it).
+        let app = weft_runtime::app::App::open(settings)?;
+        let loaded = app.block_on(app.pipeline()?.load(Source::File(args.file.clone())));
+        app.shutdown_upstreams();
+        loaded
+    } else {
+        let upstreams = std::sync::Arc::new(settings.upstreams());
+        let pipeline = super::prepare::pipeline_with(settings, upstreams.clone())?;
+        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start a runtime")?;
+        let loaded = rt.block_on(pipeline.load(Source::File(args.file.clone())));
+        rt.block_on(upstreams.shutdown());
+        loaded
     };
-    let loaded = match (loaded, &online) {
-        (Ok(_), Some(o)) if !o.unreachable.is_empty() => Err(Invalid { problems: o.unreachable.clone(), syntax: None }),
-        (other, _) => other,
+    let loaded = match loaded {
+        Ok(l) if args.online && l.unanswered => {
+            let unreachable: Vec<Problem> =
+                l.warnings.into_iter().filter(|w| w.path.ends_with("/tool/server")).collect();
+            Err(Refused::Definition(Invalid { problems: unreachable, ..Default::default() }))
+        }
+        other => other,
     };
     match loaded {
-        Ok(def) => {
+        Ok(Loaded { def, warnings, .. }) => {
+            let shown = args.file.display();
+            for w in &warnings {
+                eprintln!("warning: {shown}: {w}");
+            }
             eprintln!("ok: {} v{} ({} step{})", def.name, def.version, def.steps.len(), plural(def.steps.len()));
             if args.json {
-                output::json(&json!({
-                    "valid": true, "name": def.name, "version": def.version, "steps": def.steps.len(),
-                }));
+                let mut v = json!({"valid": true, "name": def.name, "version": def.version, "steps": def.steps.len()});
+                if !warnings.is_empty() {
+                    v["warnings"] = serde_json::to_value(&warnings).expect("problems serialize");
+                }
+                output::json(&v);
             }
             Ok(Exit::Success)
         }
-        Err(invalid) => Err(report(&args.file, &invalid, args.json)),
+        Err(Refused::Definition(invalid)) => Err(report(&args.file, &invalid, args.json)),
+        Err(other) => Err(super::prepare::refused(other, &args.file.display().to_string(), args.json)),
     }
 }
 
@@ -69,54 +103,15 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-/// Reads and validates a definition file. `Err` only for a file that cannot
-/// be read (bad input) or a sandbox that cannot be built.
+/// Reads and validates a definition file offline (asking no server).
+/// `Err` only for a file that cannot be read (bad input) or a sandbox that
+/// cannot be built.
 pub(super) fn load(settings: &Settings, file: &Path) -> anyhow::Result<Result<Definition, Invalid>> {
-    load_checked(settings, file, None)
-}
-
-/// Asks the upstreams named by `file`'s tool steps for their tools (a file
-/// that is not JSON yields nothing: the offline check reports it).
-fn fetch_online(settings: &Settings, file: &Path) -> anyhow::Result<Online> {
-    let Ok(text) = std::fs::read_to_string(file) else { return Ok(Online::default()) };
-    let Ok(doc) = serde_json::from_str::<serde_json::Value>(&text) else { return Ok(Online::default()) };
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start a runtime")?;
-    let upstreams = settings.upstreams();
-    let online = rt.block_on(async {
-        let o = online::check(&upstreams, &doc).await;
-        upstreams.shutdown().await;
-        o
-    });
-    Ok(online)
-}
-
-/// [`load`], with the tool schemas and tool problems of `online`.
-pub(super) fn load_checked(
-    settings: &Settings,
-    file: &Path,
-    online: Option<&Online>,
-) -> anyhow::Result<Result<Definition, Invalid>> {
-    let cap = settings.caps().max_definition_bytes;
-    let text = weft_runtime::pipeline::read_definition(file, cap).map_err(|why| bad(anyhow::anyhow!(why)))?;
-    let base = file.parent().map(Path::to_path_buf).unwrap_or_default();
-    let base = if base.as_os_str().is_empty() { PathBuf::from(".") } else { base };
-    let sandbox = guests::sandbox(settings)?;
-    let registry = guests::registry(settings);
-    let servers = settings.servers.iter().map(|s| s.name.clone());
-    let mut lookup = RegistryLookup::new(&sandbox, &registry, base).with_servers(servers);
-    if let Some(o) = online {
-        lookup = lookup.with_tool_schemas(o.schemas.clone());
+    match super::prepare::pipeline(settings)?.load_file(file) {
+        Ok(loaded) => Ok(Ok(loaded.def)),
+        Err(Refused::Definition(invalid)) => Ok(Err(invalid)),
+        Err(other) => Err(super::prepare::refused(other, &file.display().to_string(), false)),
     }
-    let result = validate_text(&text, &lookup);
-    Ok(match (result, online) {
-        (r, None) => r,
-        (Ok(_), Some(o)) if !o.problems.is_empty() => Err(Invalid { problems: o.problems.clone(), syntax: None }),
-        (Err(mut invalid), Some(o)) => {
-            invalid.problems.extend(o.problems.iter().cloned());
-            Err(invalid)
-        }
-        (ok, Some(_)) => ok,
-    })
 }
 
 /// Prints every problem (stderr, and the JSON object on stdout with
@@ -128,6 +123,9 @@ pub(super) fn report(file: &Path, invalid: &Invalid, json: bool) -> anyhow::Erro
             Some((line, col)) if p.path.is_empty() => eprintln!("{shown}:{line}:{col}: {}", p.message),
             _ => eprintln!("{shown}: {p}"),
         }
+    }
+    if !invalid.input.is_empty() {
+        super::prepare::print_input_problems(&invalid.input);
     }
     if json {
         let problems: Vec<serde_json::Value> = invalid

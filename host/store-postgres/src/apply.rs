@@ -49,14 +49,15 @@ statements! {
                     started_at = CASE WHEN $4 = 'running' THEN COALESCE(started_at, $8) ELSE started_at END,
                     ended_at = CASE WHEN $9 THEN $8 ELSE ended_at END
                   WHERE run_id = $1 AND name = $2 AND state = $3";
-    start_attempt = "INSERT INTO attempts (run_id, step, item, attempt, state, lease_until, started_at)
-                     SELECT $1, $2, $3, $4, 'running', $5, $6
+    start_attempt = "INSERT INTO attempts (run_id, step, item, attempt, state, lease_until, started_at, input)
+                     SELECT $1, $2, $3, $4, 'running', $5, $6, $7
                      WHERE EXISTS (SELECT 1 FROM steps WHERE run_id = $1 AND name = $2)
                        AND NOT EXISTS (SELECT 1 FROM attempts
                                        WHERE run_id = $1 AND step = $2 AND item = $3 AND state = 'running')
                      ON CONFLICT (run_id, step, item, attempt) DO UPDATE
                        SET state = 'running', lease_until = excluded.lease_until,
-                           started_at = excluded.started_at, ended_at = NULL, output = NULL, error = NULL
+                           started_at = excluded.started_at, ended_at = NULL, output = NULL, error = NULL,
+                           input = excluded.input
                        WHERE attempts.state = 'interrupted'";
     finish_attempt = "UPDATE attempts SET state = $5, output = $6, error = $7, ended_at = $8,
                         fuel = CASE WHEN $9::bigint IS NULL THEN fuel ELSE COALESCE(fuel, 0) + $9::bigint END,
@@ -421,7 +422,7 @@ impl Stmts {
                     one(format!("step {run}/{step} is not {from}")),
                 ));
             }
-            Write::StartAttempt { run, step, item, attempt, lease_until, at } => {
+            Write::StartAttempt { run, step, item, attempt, lease_until, at, input } => {
                 self.push(Stmt::new(
                     Which::start_attempt,
                     vec![
@@ -431,6 +432,7 @@ impl Stmts {
                         p(attempt.get() as i32),
                         p(*lease_until),
                         p(*at),
+                        p(opt_json(input)),
                     ],
                     one(format!("an attempt of {run}/{step} is running, or the step does not exist")),
                 ));

@@ -142,8 +142,8 @@ async fn import(c: &Conn, e: &RunExport) -> Result<(), StoreError> {
         c.client
             .execute(
                 "INSERT INTO attempts (run_id, step, item, attempt, state, lease_until, started_at, ended_at,
-                    output, error, interruptions, blame, fuel)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                    output, error, interruptions, blame, fuel, input)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
                 &[
                     &id,
                     &a.step,
@@ -158,6 +158,7 @@ async fn import(c: &Conn, e: &RunExport) -> Result<(), StoreError> {
                     &(a.interruptions as i32),
                     &(a.blame as i32),
                     &a.fuel.map(|f| f.min(i64::MAX as u64) as i64),
+                    &opt(&a.input),
                 ],
             )
             .await

@@ -92,7 +92,7 @@ pub async fn run<C: GenericClient>(c: &C, run_id: &RunId) -> Result<Option<RunRe
         query(
             c,
             "SELECT step, item, attempt, state, lease_until, started_at, ended_at, output, error, interruptions,
-                    fuel, blame
+                    fuel, blame, input
              FROM attempts WHERE run_id = $1 ORDER BY step, item, attempt",
             &by_run,
         ),
@@ -136,6 +136,7 @@ pub async fn run<C: GenericClient>(c: &C, run_id: &RunId) -> Result<Option<RunRe
                 interruptions: r.get::<_, i32>(9).max(0) as u32,
                 fuel: r.get::<_, Option<i64>>(10).map(|f| f.max(0) as u64),
                 blame: r.get::<_, i32>(11).max(0) as u32,
+                input: json(r.get(12))?,
             })
         })
         .collect::<Result<Vec<_>, StoreError>>()?;

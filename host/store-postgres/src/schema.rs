@@ -82,6 +82,7 @@ const MIGRATIONS: &[&str] = &[
         interruptions INTEGER NOT NULL DEFAULT 0,
         blame INTEGER NOT NULL DEFAULT 0,
         fuel BIGINT,
+        input TEXT,
         PRIMARY KEY (run_id, step, item, attempt)
     );
     CREATE TABLE events (

@@ -130,8 +130,8 @@ pub(crate) fn import_run(c: &Connection, e: &RunExport) -> Result<(), StoreError
     for a in &r.attempts {
         c.prepare_cached(
             "INSERT INTO attempts (run_id, step, item, attempt, state, lease_until, started_at, ended_at, output,
-                error, interruptions, blame, fuel)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                error, interruptions, blame, fuel, input)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         )
         .and_then(|mut s| {
             s.execute(params![
@@ -148,6 +148,7 @@ pub(crate) fn import_run(c: &Connection, e: &RunExport) -> Result<(), StoreError
                 a.interruptions,
                 a.blame,
                 a.fuel.map(|f| f.min(i64::MAX as u64) as i64),
+                opt_json(&a.input),
             ])
         })
         .map_err(map_err)?;

@@ -138,7 +138,7 @@ pub fn run(c: &Connection, run_id: &RunId) -> Result<Option<RunRecord>, StoreErr
             // attempt, and a finished `for_each` step's row carries every
             // item's output (read whole, overflow pages and all, per lookup).
             "SELECT step, item, attempt, state, lease_until, started_at, ended_at, output, error,
-                    interruptions, fuel, blame
+                    interruptions, fuel, blame, input
              FROM attempts WHERE run_id = ?1 ORDER BY step, item, attempt",
         )
         .and_then(|mut s| {
@@ -156,28 +156,46 @@ pub fn run(c: &Connection, run_id: &RunId) -> Result<Option<RunRecord>, StoreErr
                     r.get::<_, u32>(9)?,
                     r.get::<_, Option<i64>>(10)?,
                     r.get::<_, u32>(11)?,
+                    r.get::<_, Option<String>>(12)?,
                 ))
             })?
             .collect::<Raw<Vec<_>>>()
         })
         .map_err(map_err)?
         .into_iter()
-        .map(|(step, it, n, state, lease_until, started_at, ended_at, output, err, interruptions, fuel, blame)| {
-            Ok(AttemptRecord {
+        .map(
+            |(
                 step,
-                item: item(it),
-                attempt: attempt_no(n)?,
-                state: parse(state)?,
+                it,
+                n,
+                state,
                 lease_until,
                 started_at,
                 ended_at,
-                output: json(output)?,
-                error: error(err)?,
+                output,
+                err,
                 interruptions,
+                fuel,
                 blame,
-                fuel: fuel.map(|f| f.max(0) as u64),
-            })
-        })
+                input,
+            )| {
+                Ok(AttemptRecord {
+                    step,
+                    item: item(it),
+                    attempt: attempt_no(n)?,
+                    state: parse(state)?,
+                    lease_until,
+                    started_at,
+                    ended_at,
+                    output: json(output)?,
+                    error: error(err)?,
+                    interruptions,
+                    blame,
+                    fuel: fuel.map(|f| f.max(0) as u64),
+                    input: json(input)?,
+                })
+            },
+        )
         .collect::<Result<Vec<_>, StoreError>>()?;
     // Steps in definition order (a stable sort keeps item and attempt order).
     let position: std::collections::HashMap<&str, usize> =

@@ -179,6 +179,11 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX runs_ended ON runs(updated_at) WHERE state IN ('completed', 'failed', 'canceled', 'rejected');
     "#,
+    // 10: each attempt keeps its input with refs resolved (as shown: large
+    // inputs as a note of their size), for `runs show` and `runs diff`.
+    r#"
+    ALTER TABLE attempts ADD COLUMN input TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

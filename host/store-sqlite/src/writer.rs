@@ -360,7 +360,7 @@ fn apply_write<'a>(c: &Connection, w: &'a Write, found: &mut Found<'a>) -> Resul
             }
             found.add(run.as_str());
         }
-        Write::StartAttempt { run, step, item, attempt, lease_until, at } => {
+        Write::StartAttempt { run, step, item, attempt, lease_until, at, input } => {
             // One statement: the step exists (its row is not rewritten per
             // attempt: readers count its attempts), and no other attempt of
             // it (or of its item) is running — checked by a read of the
@@ -368,18 +368,27 @@ fn apply_write<'a>(c: &Connection, w: &'a Write, found: &mut Found<'a>) -> Resul
             // attempts (a page written as each attempt starts and ends).
             let n = c
                 .prepare_cached(
-                    "INSERT INTO attempts (run_id, step, item, attempt, state, lease_until, started_at)
-                     SELECT ?1, ?2, ?3, ?4, 'running', ?5, ?6
+                    "INSERT INTO attempts (run_id, step, item, attempt, state, lease_until, started_at, input)
+                     SELECT ?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7
                      WHERE EXISTS (SELECT 1 FROM steps WHERE run_id = ?1 AND name = ?2)
                        AND NOT EXISTS (SELECT 1 FROM attempts
                                        WHERE run_id = ?1 AND step = ?2 AND item = ?3 AND state = 'running')
                      ON CONFLICT (run_id, step, item, attempt) DO UPDATE
                        SET state = 'running', lease_until = excluded.lease_until,
-                           started_at = excluded.started_at, ended_at = NULL, output = NULL, error = NULL
+                           started_at = excluded.started_at, ended_at = NULL, output = NULL, error = NULL,
+                           input = excluded.input
                        WHERE attempts.state = 'interrupted'",
                 )
                 .and_then(|mut s| {
-                    s.execute(params![run.as_str(), step, item_col(*item), attempt.get(), lease_until, at])
+                    s.execute(params![
+                        run.as_str(),
+                        step,
+                        item_col(*item),
+                        attempt.get(),
+                        lease_until,
+                        at,
+                        opt_json(input)
+                    ])
                 })
                 .map_err(map_err)?;
             if n == 0 {

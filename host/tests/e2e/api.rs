@@ -2,8 +2,9 @@
 //! templates, starting and waiting, listing with cursors, events as JSON
 //! and as an SSE stream resumed with `Last-Event-ID` (nothing lost or
 //! repeated), signals (422 with the schema's errors, then accepted, then
-//! 409), cancel, schedules, events, errors with JSON paths, the token, and
-//! the OpenAPI document.
+//! 409), cancel, schedules, events, errors with JSON paths, the token, the
+//! one validation (`POST /validate`), the replay diff (`GET
+//! /runs/{id}/compare`), and the OpenAPI document.
 
 use futures::StreamExt as _;
 use serde_json::{Value, json};
@@ -159,6 +160,60 @@ async fn errors_say_what_and_where() {
     assert_eq!(send(http.get(format!("{api}/runs"))).await.0, 401);
     assert_eq!(send(http.get(format!("{api}/runs")).bearer_auth("wrong")).await.0, 401);
     assert_eq!(send(http.get(format!("{api}/runs")).bearer_auth("s3cret")).await.0, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_one_validation_and_the_replay_diff_over_http() {
+    let w = Weft::new();
+    let server = Server::start(&w, &["--http", "127.0.0.1:0"]);
+    let (api, http) = (base(&server), reqwest::Client::new());
+    let pick = |input: Value| {
+        json!({"name": "pick", "input_schema": {"type": "object", "required": ["data"]}, "steps": [
+            {"name": "a", "code": {"plugin": "json-select"}, "input": {"data": "@input.data", "path": "x"}},
+            {"name": "b", "return": input}]})
+    };
+    let validate = |d: Value| send(http.post(format!("{api}/validate")).json(&json!({"definition": d})));
+    // A look-alike naming a step is a problem, with the ref to write.
+    let (st, v) = validate(pick(json!({"m": "got {{a.x}}"}))).await;
+    assert_eq!((st, v["valid"].clone()), (200, json!(false)), "{v}");
+    assert_eq!(v["problems"][0]["path"], "/definition/steps/1/return/m", "{v}");
+    assert!(v["problems"][0]["hint"].as_str().unwrap().contains("`@a.x`"), "{v}");
+    // Any other placeholder is a warning; the definition is valid.
+    let (_, v) = validate(pick(json!({"m": "Dear {{name}}"}))).await;
+    assert_eq!((v["valid"].clone(), v["warnings"].as_array().map(Vec::len)), (json!(true), Some(1)), "{v}");
+    // Hints name what an API client can use, not MCP tools.
+    let (_, v) = validate(json!({"name": "p", "steps": [{"name": "s", "code": {"plugin": "json-selct"}}]})).await;
+    let hint = v["problems"][0]["hint"].as_str().unwrap();
+    assert!(hint.contains("did you mean `json-select`?") && !hint.contains("plugin_list"), "{hint}");
+    // A run: the definition's problems and the input's, at once.
+    let bad = json!({"name": "x", "input_schema": {"type": "object", "required": ["n"]},
+        "steps": [{"name": "s", "code": {"plugin": "json-selct"}}]});
+    let (st, e) = send(http.post(format!("{api}/runs")).json(&json!({"definition": bad, "input": {}}))).await;
+    assert_eq!(st, 400);
+    let paths: Vec<&str> = e["problems"].as_array().unwrap().iter().map(|p| p["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["/definition/steps/0/code", "/input"], "{e}");
+
+    // Two runs of a template, compared step by step.
+    let (st, saved) =
+        send(http.put(format!("{api}/templates/pick")).json(&json!({"definition": pick(json!("@a"))}))).await;
+    assert_eq!((st, saved.get("warnings")), (201, None), "{saved}");
+    let mut ids = vec![];
+    for x in [1, 2] {
+        let body = json!({"template": "pick", "input": {"data": {"x": x}}, "wait_ms": 20000});
+        let (st, run) = send(http.post(format!("{api}/runs")).json(&body)).await;
+        assert_eq!((st, run["state"].as_str()), (201, Some("completed")), "{run}");
+        ids.push(run["id"].as_str().unwrap().to_string());
+    }
+    let (st, c) = send(http.get(format!("{api}/runs/{}/compare", ids[1]))).await;
+    assert_eq!(st, 200, "{c}");
+    assert_eq!(c["with"], ids[0].as_str(), "the run before it, without a recording");
+    assert_eq!(c["first_divergence"]["step"], "a");
+    assert_eq!(c["first_divergence"]["changes"], json!([{"path": "/data/x", "run": 2, "with": 1}]));
+    assert_eq!(c["output"]["changes"], json!([{"path": "", "run": 2, "with": 1}]));
+    let (st, same) = send(http.get(format!("{api}/runs/{}/compare?with={}", ids[0], ids[0]))).await;
+    assert_eq!((st, same["same"].clone()), (200, json!(true)), "{same}");
+    let (st, e) = send(http.get(format!("{api}/runs/{}/compare?with=r_00000000000000000000000000", ids[0]))).await;
+    assert_eq!((st, e["path"].as_str()), (404, Some("/with")), "{e}");
 }
 
 /// Reads SSE events (`id`, `event`, parsed `data`) until the stream ends

@@ -22,6 +22,7 @@ mod runs;
 mod schedules;
 mod secrets;
 mod serve;
+mod serve_agent;
 mod serve_limits;
 mod serve_proxy;
 mod serve_recording;

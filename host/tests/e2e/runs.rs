@@ -85,10 +85,19 @@ on_both_stores! { fn the_example_runs_branches_a_when_a_retry_a_failure_handler_
     let names: Vec<&str> = run["steps"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["parse", "refs", "check", "lines", "top", "enrich", "enrich_fallback", "summary"]);
     for s in run["steps"].as_array().unwrap() {
+        // The shape of interfaces.md, plus what each attempt was given:
+        // `input` (the latest attempt's, refs resolved) and `tries` (every
+        // attempt, when there are several).
         let mut k: Vec<&str> = s.as_object().unwrap().keys().map(String::as_str).collect();
+        k.retain(|k| !["input", "tries"].contains(k));
         k.sort();
         assert_eq!(k, ["attempts", "ended_at", "error", "name", "output", "started_at", "state"], "{s}");
     }
+    assert_eq!(step(&run, "parse")["input"]["csv"], example_input(true)["csv"], "the resolved input");
+    let tries = step(&run, "lines")["tries"].as_array().unwrap();
+    assert_eq!(tries.len(), 3, "one per item");
+    assert_eq!(tries[1]["item"], 1);
+    assert!(tries.iter().all(|t| t["input"].is_object() && t["state"] == "succeeded"), "{tries:?}");
     assert_eq!(step(&run, "parse")["attempts"], 1);
     assert_eq!(step(&run, "lines")["state"], "succeeded");
     assert_eq!(step(&run, "lines")["attempts"], 3, "one attempt per item");

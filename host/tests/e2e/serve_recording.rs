@@ -13,10 +13,28 @@ use serde_json::Value;
 use crate::common::{Weft, repo_root};
 use crate::tools::{everything_js, peers};
 
-fn python() -> PathBuf {
+/// The Python with the official MCP SDK (tests/mcp-peers/.venv, or
+/// `$WEFT_MCP_PYTHON`).
+pub(crate) fn python() -> PathBuf {
     let py = std::env::var_os("WEFT_MCP_PYTHON").map(PathBuf::from).unwrap_or_else(|| peers().join(".venv/bin/python"));
     assert!(py.exists(), "no {} (run tests/mcp-peers/setup.sh)", py.display());
     py
+}
+
+/// What an agent script (tests/mcp-clients/agent_common.py) needs to start
+/// `weft serve --stdio`: the binary, `config`, `w`'s data folder and the
+/// artifact cache.
+pub(crate) fn agent_args(w: &Weft, config: &std::path::Path) -> Vec<String> {
+    vec![
+        "--weft".to_string(),
+        env!("CARGO_BIN_EXE_weft").into(),
+        "--config".into(),
+        config.display().to_string(),
+        "--data-dir".into(),
+        w.data_dir().display().to_string(),
+        "--cache-dir".into(),
+        repo_root().join("target/test-cache").display().to_string(),
+    ]
 }
 
 fn setup(mode: &str) -> (Weft, PathBuf, Value) {
@@ -36,20 +54,13 @@ fn setup(mode: &str) -> (Weft, PathBuf, Value) {
         ),
     )
     .unwrap();
-    let args = [
-        "--weft".to_string(),
-        env!("CARGO_BIN_EXE_weft").into(),
+    let mut args = agent_args(&w, &config);
+    args.extend([
         "--mode".into(),
         mode.into(),
-        "--config".into(),
-        config.display().to_string(),
-        "--data-dir".into(),
-        w.data_dir().display().to_string(),
-        "--cache-dir".into(),
-        repo_root().join("target/test-cache").display().to_string(),
         "--out-dir".into(),
         out_dir.canonicalize().unwrap().display().to_string(),
-    ];
+    ]);
     let seen = crate::serve::run_script(&python(), &repo_root().join("tests/mcp-clients/llm_recording.py"), &args);
     (w, out_dir, seen)
 }

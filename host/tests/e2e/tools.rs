@@ -124,16 +124,31 @@ fn validation_names_unknown_servers_tools_and_bad_inputs() {
     ]});
     let f = write(&w, "wf.json", &def);
     // Offline: the unknown server only (nothing is started).
-    let out = w.run(&["validate", &f]);
+    let out = w.run(&["validate", "--offline", &f]);
     out.expect_code(2);
     assert!(
         out.stderr.contains("/steps/0/tool/server") && out.stderr.contains("unknown MCP server `evv`"),
         "{}",
         out.stderr
     );
-    assert!(out.stderr.contains("[servers.evv]"), "the hint says what to add: {}", out.stderr);
+    assert!(out.stderr.contains("did you mean `ev`?"), "the hint names the server meant: {}", out.stderr);
     assert!(!out.stderr.contains("/steps/1/"), "{}", out.stderr);
-    // Online: the unknown tool and the input that breaks echo's schema too.
+    // A server that is not configured at all: the hint says what to add.
+    let other = write(
+        &w,
+        "other.json",
+        &json!({"name": "o", "steps": [
+        {"name": "a", "tool": {"server": "crm", "name": "x"}}]}),
+    );
+    let out = w.run(&["validate", "--offline", &other]);
+    assert!(out.stderr.contains("[servers.crm]"), "the hint says what to add: {}", out.stderr);
+    // By default (as `weft run`, MCP and the API check): the unknown tool
+    // and the input that breaks echo's schema too, all at once.
+    let out = w.run(&["validate", "--json", &f]);
+    out.expect_code(2);
+    let v = out.json();
+    let tool = v["problems"].as_array().unwrap().iter().find(|p| p["path"] == "/steps/1/tool/name").unwrap();
+    assert!(tool["hint"].as_str().unwrap().contains("did you mean `echo`?"), "{tool}");
     let out = w.run(&["validate", "--online", "--json", &f]);
     out.expect_code(2);
     let v = out.json();

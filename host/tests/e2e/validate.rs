@@ -115,8 +115,9 @@ fn a_broken_definition_lists_every_problem_and_exits_2() {
         assert!(hit.is_some(), "no `{line}...{words}` line in\n{err}");
     }
     assert!(err.contains("not a valid workflow definition (6 problems)"), "{err}");
-    // Hints come in parentheses.
-    assert!(err.contains("(`weft plugin list` shows the installed plugins"), "{err}");
+    // Hints come in parentheses, in the terms of the command line.
+    assert!(err.contains("(known plugins: csv-to-json, "), "{err}");
+    assert!(err.contains("`weft plugin list` shows the installed plugins"), "{err}");
 
     let out = w.run(&["validate", f, "--json"]);
     out.expect_code(2);

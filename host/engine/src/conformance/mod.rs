@@ -121,6 +121,7 @@ pub fn start(id: &RunId, step: &str, item: Option<u32>, n: u32, lease: i64) -> W
         attempt: AttemptNo::new(n).unwrap(),
         lease_until: lease,
         at: 110,
+        input: Some(json!({"n": n})),
     }
 }
 

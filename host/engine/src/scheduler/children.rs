@@ -40,7 +40,7 @@ pub(crate) async fn pin_versions<'a>(
                         None => format!("no template `{}`", w.template),
                     },
                 )
-                .hint("save it first: `weft templates save FILE`"),
+                .hint("save the template first (template_save over MCP, `weft templates save FILE`, PUT /api/v1/templates/NAME)"),
             ),
         }
     }

@@ -75,7 +75,10 @@ pub(crate) fn check_signal(step: &Step, state: StepState, data: &Value) -> Resul
     };
     if let Some(e) = &w.event {
         return Err(SignalAnswer::NotWaiting {
-            message: format!("step `{}` waits for the event `{e}`, not a signal: use `weft emit {e}`", step.name),
+            message: format!(
+                "step `{}` waits for the event `{e}`, not a signal: emit the event `{e}` instead",
+                step.name
+            ),
         });
     }
     match state {
@@ -91,6 +94,13 @@ pub(crate) fn check_signal(step: &Step, state: StepState, data: &Value) -> Resul
         weft_model::validate_against(schema, data).map_err(|errors| SignalAnswer::Invalid { errors })?;
     }
     Ok(())
+}
+
+/// The answer to a signal for `step`, which run `run` does not have
+/// (with the step it most likely meant among `names`).
+pub(crate) fn no_such_step<'a>(run: &RunId, step: &str, names: impl IntoIterator<Item = &'a str>) -> SignalAnswer {
+    let mean = crate::model_glue::did_you_mean(step, names).map(|m| format!(" ({m})")).unwrap_or_default();
+    SignalAnswer::NotFound { message: format!("run {run} has no step `{step}`{mean}") }
 }
 
 /// Whether `step` (in `state`) is a wait for the event `name`.
@@ -422,7 +432,7 @@ async fn signal_undriven(
     let def = sh.plans.get(&rec).map_err(|p| EngineError::Plan(p.to_string()))?;
     let found = def.steps.iter().zip(&rec.steps).find(|(s, _)| s.name == step);
     let answer = match found {
-        None => SignalAnswer::NotFound { message: format!("run {run} has no step `{step}`") },
+        None => no_such_step(run, step, def.steps.iter().map(|s| s.name.as_str())),
         Some((s, r)) => match check_signal(s, r.state, data) {
             Ok(()) => SignalAnswer::Accepted { output: data.clone() },
             Err(a) => a,

@@ -334,10 +334,12 @@ impl Engine {
         };
         for (name, _) in &opts.presets {
             let Some(step) = def.steps.iter().find(|s| &s.name == name) else {
-                return Err(EngineError::Invalid(Problems(vec![Problem::new(
-                    format!("/presets/{name}"),
-                    format!("no step `{name}` in the definition"),
-                )])));
+                let names: Vec<&str> = def.steps.iter().map(|s| s.name.as_str()).collect();
+                let hint = crate::model_glue::did_you_mean(name, names.iter().copied())
+                    .unwrap_or_else(|| format!("its steps are: {}", names.join(", ")));
+                return Err(EngineError::Invalid(Problems(vec![
+                    Problem::new(format!("/presets/{name}"), format!("no step `{name}` in the definition")).hint(hint),
+                ])));
             };
             if step.for_each.is_some() {
                 return Err(EngineError::Invalid(Problems(vec![Problem::new(
@@ -359,7 +361,8 @@ impl Engine {
         }));
         let mut seq = 1;
         for (name, output) in opts.presets {
-            let done = crate::recorded::DoneStep { name, output, started_at: now, ended_at: now, how: "preset" };
+            let done =
+                crate::recorded::DoneStep { name, input: None, output, started_at: now, ended_at: now, how: "preset" };
             let writes =
                 crate::recorded::done_step(&id, &done, &mut seq).map_err(|e| EngineError::Plan(e.to_string()))?;
             for w in writes {

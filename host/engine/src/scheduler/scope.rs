@@ -33,7 +33,7 @@ impl<'a, F: Fn(usize) -> Seen<'a>> Scope for RunScope<'a, F> {
     fn step(&self, name: &str) -> Option<StepView<'_>> {
         let i = *self.names.get(name)?;
         let s = (self.seen)(i);
-        s.state.is_terminal().then(|| StepView { status: s.state, output: s.output })
+        s.state.is_terminal().then_some(StepView { status: s.state, output: s.output })
     }
 
     fn item(&self) -> Option<&Value> {

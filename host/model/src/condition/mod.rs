@@ -12,6 +12,11 @@
 //! - `exists: true`: the value is not null (a missing field is null);
 //!   `exists: false`: it is null.
 //!
+//! As a run evaluates it ([`Condition::try_evaluate`]), a ref that leads
+//! nowhere fails the step (see `refs`), except under `exists` (which is
+//! how a condition asks whether a field is there) or when the ref is
+//! optional (`{"ref": "@input.debug?"}`).
+//!
 //! Operands may hold refs (`{"ref": "@a.n", "lt": "@input.max"}`).
 
 use std::cmp::Ordering;
@@ -21,7 +26,7 @@ use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use crate::refs::Ref;
+use crate::refs::{Ref, Unresolved};
 use crate::scope::Scope;
 use crate::template::Template;
 
@@ -84,13 +89,25 @@ pub struct Condition {
 }
 
 impl Condition {
-    /// Evaluate against a scope.
+    /// Evaluate against a scope, leniently (a missing field is null).
     pub fn evaluate(&self, scope: &dyn Scope) -> bool {
         let value = self.reference.resolve(scope);
         match &self.test {
             None => truthy(&value),
             Some(t) => apply(t.op, &value, &t.operand.resolve(scope)),
         }
+    }
+
+    /// Evaluate against a scope as a run does (see the module docs).
+    pub fn try_evaluate(&self, scope: &dyn Scope) -> Result<bool, Unresolved> {
+        let value = match &self.test {
+            Some(Test { op: Operator::Exists, .. }) => self.reference.resolve(scope),
+            _ => self.reference.lookup(scope)?,
+        };
+        Ok(match &self.test {
+            None => truthy(&value),
+            Some(t) => apply(t.op, &value, &t.operand.try_resolve(scope)?),
+        })
     }
 }
 

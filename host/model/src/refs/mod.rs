@@ -1,6 +1,7 @@
 //! Refs (`@input.a`, `@step.list.3`, `@item`, `@index`, `@run.id`,
-//! `@step.$status`, `@@`): the grammar, parsing, and resolving one ref
-//! against a [`Scope`]. Whole JSON values are compiled by `template`.
+//! `@step.$status`, `@@`, the optional `@step.field?`): the grammar,
+//! parsing, and resolving one ref against a [`Scope`]. Whole JSON values
+//! are compiled by `template`.
 //!
 //! Grammar (see docs/workflow-format.md, "Refs"):
 //!
@@ -16,6 +17,15 @@
 //! before the final dot. An `@` directly after a letter, digit or `_` is
 //! literal text (so `bob@example.com` is not a ref), `@@` is a literal `@`,
 //! and an `@` not followed by an identifier is literal text too.
+//!
+//! A ref that walks off its value (a field an object does not have, an
+//! index past an array's end, a field of a string) resolves to nothing:
+//! [`Ref::lookup`] says so ([`Unresolved`], which fails the step), unless
+//! the ref is optional — a string that is exactly a ref followed by `?`
+//! (`"@step.field?"`), or a `when`/`for_each` ref ending in `?` — which
+//! gives `null` instead. In a longer string a `?` after a ref is text
+//! (`"Approve @input.amount?"`). Refs to skipped or unfinished steps give
+//! `null` either way (their output is `null`).
 
 use std::fmt;
 
@@ -59,6 +69,21 @@ pub enum Segment {
 pub struct Ref {
     pub root: RefRoot,
     pub path: Vec<Segment>,
+    /// Written with a trailing `?`: a path that leads nowhere gives
+    /// `null` instead of failing the step.
+    pub optional: bool,
+}
+
+/// A ref that resolves to nothing (see the module docs): which ref, and
+/// what the value it walked off holds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Unresolved {
+    /// The ref as written (`@sum.text`).
+    pub reference: String,
+    /// A sentence naming the ref, the value it walked off and what that
+    /// value holds, and how to fix it.
+    pub message: String,
 }
 
 /// Why a string is not a valid ref.
@@ -94,45 +119,112 @@ impl Ref {
         matches!(self.root, RefRoot::Item | RefRoot::Index)
     }
 
-    /// Resolve against a scope. Missing fields and skipped steps give `null`.
+    /// Resolve against a scope, leniently: a path that leads nowhere,
+    /// a skipped or unfinished step give `null` (for previews such as a
+    /// recording's; a run resolves with [`Ref::lookup`]).
     pub fn resolve(&self, scope: &dyn Scope) -> Value {
-        let base: Value = match &self.root {
-            RefRoot::Input => return walk(scope.input(), &self.path),
+        self.walk_from(scope).unwrap_or(Value::Null)
+    }
+
+    /// Resolve against a scope as a run does: a path that leads nowhere is
+    /// [`Unresolved`] (`null` when the ref is optional); a skipped or
+    /// unfinished step's output is `null`.
+    pub fn lookup(&self, scope: &dyn Scope) -> Result<Value, Unresolved> {
+        match self.walk_from(scope) {
+            Ok(v) => Ok(v),
+            Err(_) if self.optional => Ok(Value::Null),
+            Err((k, holds)) => Err(self.unresolved(k, &holds)),
+        }
+    }
+
+    /// The value, or where the path broke: the index of the segment that
+    /// found nothing and (a copy of) the value it was applied to.
+    fn walk_from(&self, scope: &dyn Scope) -> Result<Value, (usize, Value)> {
+        let base: &Value = match &self.root {
+            RefRoot::Input => scope.input(),
             RefRoot::Item => match scope.item() {
-                Some(v) => return walk(v, &self.path),
-                None => Value::Null,
+                Some(v) => v,
+                None => return Ok(Value::Null),
             },
-            RefRoot::Index => scope.index().map(Value::from).unwrap_or(Value::Null),
-            RefRoot::RunId => Value::String(scope.run_id().to_owned()),
+            RefRoot::Index => return Ok(scope.index().map(Value::from).unwrap_or(Value::Null)),
+            RefRoot::RunId => return Ok(Value::String(scope.run_id().to_owned())),
             RefRoot::StepStatus(name) => {
                 let status = scope.step(name).map(|v| v.status).unwrap_or(StepState::Pending);
-                Value::String(status.as_str().to_owned())
+                return Ok(Value::String(status.as_str().to_owned()));
             }
             RefRoot::Step(name) => match scope.step(name) {
-                Some(view) if view.status != StepState::Skipped => {
-                    return walk(view.output, &self.path);
-                }
-                _ => Value::Null,
+                Some(view) if view.status != StepState::Skipped => view.output,
+                _ => return Ok(Value::Null),
             },
         };
-        base
+        walk(base, &self.path)
+    }
+
+    /// The error for a path that broke at segment `k` of a value holding
+    /// `holds`.
+    fn unresolved(&self, k: usize, holds: &Value) -> Unresolved {
+        let written = self.to_string();
+        let prefix = Ref { root: self.root.clone(), path: self.path[..k].to_vec(), optional: false }.to_string();
+        let missing = match &self.path[k] {
+            Segment::Key(key) => format!("no field `{}`", shown(key)),
+            Segment::Index(i) => match holds {
+                Value::Array(a) => format!("no item {i} (it has {})", a.len()),
+                _ => format!("no item {i}"),
+            },
+        };
+        let whose = match &self.root {
+            RefRoot::Input if k == 0 => "the run's input".to_string(),
+            RefRoot::Step(s) if k == 0 => format!("step `{s}`'s output"),
+            RefRoot::Item if k == 0 => "the item".to_string(),
+            _ => format!("`{prefix}`"),
+        };
+        let fix = match holds {
+            Value::Object(m) if !m.is_empty() => {
+                let keys: Vec<String> = m.keys().take(3).map(|k| format!("`{prefix}.{}`", shown(k))).collect();
+                format!("refer to a field it has ({}), ", keys.join(", "))
+            }
+            Value::Object(_) | Value::Array(_) => String::new(),
+            _ => format!("use `{prefix}` for the whole value, "),
+        };
+        Unresolved {
+            reference: written.clone(),
+            message: format!(
+                "`{written}` resolves to nothing: {whose} is {}, which has {missing}; {fix}or write `{written}?` to get null when it is missing",
+                describe(holds)
+            ),
+        }
     }
 }
 
-fn walk(mut v: &Value, path: &[Segment]) -> Value {
-    for seg in path {
+/// What a value holds, for a message: its type and a short preview.
+pub fn describe(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Object(m) if m.is_empty() => "an empty object".into(),
+        Value::Object(m) => {
+            let keys: Vec<String> = m.keys().take(8).map(|k| shown(k)).collect();
+            let more = if m.len() > 8 { format!(" and {} more", m.len() - 8) } else { String::new() };
+            format!("an object with field{} {}{more}", if m.len() == 1 { "" } else { "s" }, keys.join(", "))
+        }
+        Value::Array(a) => format!("an array of {} item{}", a.len(), if a.len() == 1 { "" } else { "s" }),
+        other => format!("{} ({})", crate::problem::type_name(other), shown(&other.to_string())),
+    }
+}
+
+fn walk(mut v: &Value, path: &[Segment]) -> Result<Value, (usize, Value)> {
+    for (k, seg) in path.iter().enumerate() {
         let next = match (seg, v) {
-            (Segment::Key(k), Value::Object(m)) => m.get(k),
+            (Segment::Key(key), Value::Object(m)) => m.get(key),
             (Segment::Index(i), Value::Array(a)) => a.get(*i),
             (Segment::Index(i), Value::Object(m)) => m.get(&i.to_string()),
             _ => None,
         };
         match next {
             Some(n) => v = n,
-            None => return Value::Null,
+            None => return Err((k, v.clone())),
         }
     }
-    v.clone()
+    Ok(v.clone())
 }
 
 impl fmt::Display for Ref {
@@ -150,6 +242,9 @@ impl fmt::Display for Ref {
                 Segment::Key(k) => write!(f, ".{k}")?,
                 Segment::Index(i) => write!(f, ".{i}")?,
             }
+        }
+        if self.optional {
+            write!(f, "?")?;
         }
         Ok(())
     }
@@ -237,7 +332,7 @@ fn build(root: &str, segs: &[(bool, &str)]) -> Result<Ref, RefError> {
         "run" => {
             return match segs {
                 [] => Err(RefError::RunWithoutField),
-                [(false, "id")] => Ok(Ref { root: RefRoot::RunId, path: vec![] }),
+                [(false, "id")] => Ok(Ref { root: RefRoot::RunId, path: vec![], optional: false }),
                 [(_, f), ..] if *f != "id" => Err(RefError::UnknownRunField((*f).to_owned())),
                 _ => Err(RefError::UnknownRunField(
                     segs.iter().map(|(_, t)| *t).collect::<Vec<_>>().join(".").to_owned(),
@@ -246,23 +341,34 @@ fn build(root: &str, segs: &[(bool, &str)]) -> Result<Ref, RefError> {
         }
         step => {
             if let [(true, _)] = segs {
-                return Ok(Ref { root: RefRoot::StepStatus(step.to_owned()), path: vec![] });
+                return Ok(Ref { root: RefRoot::StepStatus(step.to_owned()), path: vec![], optional: false });
             }
             RefRoot::Step(step.to_owned())
         }
     };
-    Ok(Ref { root, path: path(segs) })
+    Ok(Ref { root, path: path(segs), optional: false })
 }
 
-/// Parse a string that must be exactly one ref (`when.ref`, `for_each`).
+/// Parse a string that must be exactly one ref (`when.ref`, `for_each`),
+/// optionally followed by `?`.
 pub fn parse_ref(s: &str) -> Result<Ref, RefError> {
-    if s.starts_with('@')
-        && let Some((r, end)) = scan(s, 0)
-        && end == s.len()
+    exact_ref(s).unwrap_or_else(|| Err(RefError::NotARef(s.to_owned())))
+}
+
+/// `s` as exactly one ref (with its trailing `?`, if any); `None` when `s`
+/// is not a single ref.
+pub(crate) fn exact_ref(s: &str) -> Option<Result<Ref, RefError>> {
+    let (body, optional) = match s.strip_suffix('?') {
+        Some(b) => (b, true),
+        None => (s, false),
+    };
+    if body.starts_with('@')
+        && let Some((r, end)) = scan(body, 0)
+        && end == body.len()
     {
-        return r;
+        return Some(r.map(|r| Ref { optional, ..r }));
     }
-    Err(RefError::NotARef(s.to_owned()))
+    None
 }
 
 #[cfg(test)]

@@ -24,10 +24,10 @@ fn resolve(v: Value) -> Value {
 #[test]
 fn parse_every_form() {
     let p = |s: &str| parse_ref(s).unwrap();
-    assert_eq!(p("@input"), Ref { root: RefRoot::Input, path: vec![] });
+    assert_eq!(p("@input"), Ref { root: RefRoot::Input, path: vec![], optional: false });
     assert_eq!(
         p("@input.a.b"),
-        Ref { root: RefRoot::Input, path: vec![Segment::Key("a".into()), Segment::Key("b".into())] }
+        Ref { root: RefRoot::Input, path: vec![Segment::Key("a".into()), Segment::Key("b".into())], optional: false }
     );
     assert_eq!(p("@input.items.0").path, vec![Segment::Key("items".into()), Segment::Index(0)]);
     assert_eq!(p("@step_1.list.3.x").root, RefRoot::Step("step_1".into()));
@@ -173,4 +173,45 @@ fn serializes_as_written() {
     let raw = json!({"e": "@@x", "r": "@create.id"});
     let t = Template::compile(raw.clone()).unwrap();
     assert_eq!(serde_json::to_value(&t).unwrap(), raw);
+}
+
+#[test]
+fn a_ref_that_leads_nowhere_says_what_the_value_holds() {
+    let s = scope();
+    let look = |v: Value| Template::compile(v).unwrap().try_resolve(&s);
+    let e = look(json!("@create.nope")).unwrap_err();
+    assert_eq!(e.reference, "@create.nope");
+    assert!(e.message.contains("step `create`'s output is an object with fields id, name, tags"), "{}", e.message);
+    assert!(e.message.contains("no field `nope`") && e.message.contains("`@create.id`"), "{}", e.message);
+    assert!(e.message.contains("`@create.nope?`"), "the opt-in is named: {}", e.message);
+    let e = look(json!("name: @create.name.first")).unwrap_err();
+    assert!(e.message.contains("`@create.name` is a string (\"Ann\")"), "{}", e.message);
+    assert!(e.message.contains("use `@create.name` for the whole value"), "{}", e.message);
+    let e = look(json!({"x": ["@create.tags.9"]})).unwrap_err();
+    assert!(e.message.contains("no item 9 (it has 2)"), "{}", e.message);
+    let e = look(json!("@input.missing")).unwrap_err();
+    assert!(e.message.contains("the run's input is an object with fields"), "{}", e.message);
+    let e = look(json!("@item.from")).unwrap_err();
+    assert!(e.message.contains("the item is an object with field to"), "{}", e.message);
+    // What resolves, resolves the same; skipped and unfinished steps are null.
+    assert_eq!(look(json!({"a": "@create.id", "b": "x @input.n"})).unwrap(), json!({"a": 42, "b": "x 3"}));
+    assert_eq!(look(json!("@skip.id")).unwrap(), Value::Null);
+    assert_eq!(look(json!("@unfinished.x")).unwrap(), Value::Null);
+}
+
+#[test]
+fn a_trailing_question_mark_is_optional_only_in_an_exact_ref() {
+    let s = scope();
+    let look = |v: Value| Template::compile(v).unwrap().try_resolve(&s);
+    assert_eq!(look(json!("@create.nope?")).unwrap(), Value::Null);
+    assert_eq!(look(json!("@create.id?")).unwrap(), json!(42), "present: the value");
+    assert_eq!(look(json!("id @create.id?")).unwrap(), json!("id 42?"), "in text `?` is text");
+    assert!(look(json!("id @create.nope?")).is_err(), "an embedded ref must resolve");
+    let r = parse_ref("@create.nope?").unwrap();
+    assert!(r.optional);
+    assert_eq!(r.to_string(), "@create.nope?", "display round-trips");
+    assert_eq!(r.lookup(&s), Ok(Value::Null));
+    assert!(parse_ref("@a??").is_err());
+    let t = Template::compile(json!("@create.x?")).unwrap();
+    assert!(t.sites()[0].exact && t.sites()[0].reference.optional);
 }

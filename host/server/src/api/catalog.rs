@@ -90,6 +90,11 @@ pub struct SaveBody {
 pub struct Saved {
     pub name: String,
     pub version: u32,
+    /// Saved, but worth a look: servers whose tools could not be checked,
+    /// text that looks like another template language's refs, child
+    /// templates not saved yet (paths into `/definition`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<super::ProblemView>,
 }
 
 pub(super) async fn save_template(
@@ -99,10 +104,12 @@ pub(super) async fn save_template(
 ) -> Result<(StatusCode, Json<Saved>), ApiError> {
     let mut doc = super::runs::capped(&core, b.definition)?;
     doc["name"] = Value::String(name);
-    let (doc, name) = core.pipeline.for_template(Source::Client(doc)).await.map_err(ApiError::refused)?;
+    let saving = core.api_pipeline.for_template(Source::Client(doc)).await.map_err(ApiError::refused)?;
+    let (doc, name) = (saving.doc, saving.name);
     let version = core.store.save_template(&name, &doc, system_now_ms()).await.map_err(ApiError::internal)?;
     core.changed(Change::Templates);
-    Ok((StatusCode::CREATED, Json(Saved { name, version })))
+    let warnings = super::ProblemView::all("/definition", &saving.warnings);
+    Ok((StatusCode::CREATED, Json(Saved { name, version, warnings })))
 }
 
 /// What was deleted.

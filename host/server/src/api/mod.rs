@@ -11,9 +11,11 @@
 //! | `runs.rs` | `GET /runs`, `GET /runs/{id}`, `POST /runs`, cancel, signal, graph |
 //! | `stream.rs` | `GET /runs/{id}/events`: JSON pages, or SSE resumable with `Last-Event-ID`; `GET /stream`: every run's state changes, live |
 //! | `catalog.rs` | templates, schedules, `POST /events` |
+//! | `checks.rs` | `POST /validate` (the pipeline's one validation), `GET /runs/{id}/compare` (a run beside another) |
 //! | `openapi.rs` | the OpenAPI 3.1 document at `/api/v1/openapi.json`, from the route table and the types' JSON Schemas |
 
 mod catalog;
+mod checks;
 pub mod openapi;
 mod runs;
 mod stream;
@@ -38,6 +40,8 @@ pub fn router(core: Arc<Core>) -> axum::Router {
         .route("/runs/{id}", get(runs::get_one))
         .route("/runs/{id}/events", get(stream::events))
         .route("/runs/{id}/graph", get(runs::graph))
+        .route("/runs/{id}/compare", get(checks::compare))
+        .route("/validate", post(checks::validate))
         .route("/runs/{id}/artifacts/{name}", get(runs::artifact))
         .route("/stream", get(stream::runs))
         .route("/runs/{id}/cancel", post(runs::cancel))
@@ -95,6 +99,20 @@ pub struct ProblemView {
     pub hint: Option<String>,
 }
 
+impl ProblemView {
+    /// Every problem of `problems`, under `prefix` (the body field they are in).
+    pub fn all(prefix: &str, problems: &[Problem]) -> Vec<ProblemView> {
+        problems
+            .iter()
+            .map(|p| ProblemView {
+                path: format!("{prefix}{}", p.path),
+                message: p.message.clone(),
+                hint: p.hint.clone(),
+            })
+            .collect()
+    }
+}
+
 impl ApiError {
     pub fn new(status: StatusCode, kind: &str, message: impl Into<String>) -> Self {
         ApiError {
@@ -136,14 +154,7 @@ impl ApiError {
     /// Located problems, under `prefix` (the body field they are in); the
     /// first one's path and hint are the error's.
     pub fn with_problems(mut self, prefix: &str, problems: &[Problem]) -> Self {
-        self.problems = problems
-            .iter()
-            .map(|p| ProblemView {
-                path: format!("{prefix}{}", p.path),
-                message: p.message.clone(),
-                hint: p.hint.clone(),
-            })
-            .collect();
+        self.problems.extend(ProblemView::all(prefix, problems));
         if let Some(first) = self.problems.first() {
             self.path.get_or_insert_with(|| first.path.clone());
             if self.hint.is_none() {
@@ -158,9 +169,10 @@ impl ApiError {
         match r {
             Refused::Unusable(why) => Self::not_found(why).hint("GET /api/v1/templates lists the saved templates"),
             Refused::Definition(invalid) => {
-                let n = invalid.problems.len();
+                let n = invalid.problems.len() + invalid.input.len();
                 Self::invalid(format!("the definition is not valid ({n} problem{}); nothing was stored", plural(n)))
                     .with_problems("/definition", &invalid.problems)
+                    .with_problems("/input", &invalid.input)
             }
             Refused::Template { name, version, problems } => Self::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
@@ -176,12 +188,6 @@ impl ApiError {
                 Self::invalid(format!("the input was refused ({n} problem{}); no run was created", plural(n)))
                     .with_problems("/input", &problems)
             }
-            Refused::Tools(problems) => Self::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "refused",
-                "the tool steps do not match what their MCP servers offer; no run was created",
-            )
-            .with_problems("/definition", &problems),
             Refused::Pin(problems) => {
                 Self::new(StatusCode::UNPROCESSABLE_ENTITY, "refused", "cannot pin the code of every step")
                     .with_problems("/definition", &problems)

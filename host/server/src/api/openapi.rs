@@ -11,7 +11,9 @@ use super::ApiError;
 use super::catalog::{
     Deleted, EmitBody, Emitted, SaveBody, Saved, ScheduleBody, ScheduleList, ScheduleView, TemplateList, TemplateView,
 };
+use super::checks::{ValidateBody, Validated};
 use super::runs::{GraphView, RunPage, SignalBody, SignalOut, StartBody};
+use weft_engine::compare::Comparison;
 
 /// The `id` path parameter.
 const ID: (&str, &str, &str) = ("id", "path", "The run's id (`r_…`).");
@@ -96,6 +98,24 @@ pub fn spec() -> Value {
             body: None,
             ok: (200, r(g.subschema_for::<GraphView>())),
             errors: &[400, 404],
+        },
+        Op {
+            method: "get",
+            path: "/runs/{id}/compare",
+            summary: "The run beside another, step by step: where their inputs and outputs differ, the first diverging step, values side by side. Without `with`: beside the recording of the run's template (else the run of that template before it).",
+            params: &[ID, ("with", "query", "The run to compare with (`r_…`).")],
+            body: None,
+            ok: (200, r(g.subschema_for::<Comparison>())),
+            errors: &[400, 404],
+        },
+        Op {
+            method: "post",
+            path: "/validate",
+            summary: "Check a definition as a run or a save would (plugins, servers and their live tools, refs, child templates): every problem with its path, and warnings. Stores nothing.",
+            params: &[],
+            body: Some(r(g.subschema_for::<ValidateBody>())),
+            ok: (200, r(g.subschema_for::<Validated>())),
+            errors: &[400, 413],
         },
         Op {
             method: "post",

@@ -137,7 +137,7 @@ pub(super) async fn start(State(core): State<Arc<Core>>, Body(b): Body<StartBody
         }
         opts.concurrency_key = Some(k);
     }
-    let loaded = match (b.template, b.definition) {
+    let source = match (b.template, b.definition) {
         (Some(name), None) => {
             let t = core.store.template(&name, b.version).await.map_err(ApiError::internal)?.ok_or_else(|| {
                 ApiError::not_found(format!(
@@ -147,14 +147,13 @@ pub(super) async fn start(State(core): State<Arc<Core>>, Body(b): Body<StartBody
                 .at("/template")
                 .hint("GET /api/v1/templates lists the saved templates")
             })?;
-            core.pipeline.load(Source::Saved(t)).await.map_err(ApiError::refused)?
+            Source::Saved(t)
         }
         (None, Some(def)) => {
             if b.version.is_some() {
                 return Err(ApiError::invalid("`version` applies to `template` only").at("/version"));
             }
-            let doc = capped(&core, def)?;
-            core.pipeline.load(Source::Client(doc)).await.map_err(ApiError::refused)?
+            Source::Client(capped(&core, def)?)
         }
         _ => {
             return Err(ApiError::invalid("give exactly one of `template` and `definition`")
@@ -162,7 +161,7 @@ pub(super) async fn start(State(core): State<Arc<Core>>, Body(b): Body<StartBody
         }
     };
     let input = b.input.unwrap_or_else(|| Value::Object(Default::default()));
-    let p = core.pipeline.prepare(loaded, input, opts).await.map_err(ApiError::refused)?;
+    let p = core.api_pipeline.prepare_source(source, input, opts).await.map_err(ApiError::refused)?;
     // Subscribed before the run exists: no change of it goes unheard.
     let changes = core.engine.subscribe();
     let (id, end) = core.engine.submit_watched(p.plan.clone(), p.input, p.opts).await.map_err(|e| match e {

@@ -668,6 +668,9 @@ impl Driver {
         let alone = self.to_launch.len() == 1 && self.inflight.is_empty();
         for l in self.to_launch.drain(..) {
             let token = l.token.clone();
+            if token.is_canceled() {
+                continue; // its run or step ended in the batch that claimed it
+            }
             let in_place = alone || self.sh.runner.finishes_in_place(&l.req.action);
             let mut attempt = Box::pin(run_attempt(self.sh.runner.clone(), self.sh.clock.clone(), l));
             if in_place {

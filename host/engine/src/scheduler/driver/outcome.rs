@@ -304,7 +304,14 @@ impl Driver {
             return self.run_to(RunEvent::Fail, None, Some(e));
         }
         let output = match self.def.output.clone() {
-            Some(t) => self.scope_eval(None, |s| t.resolve(s)),
+            Some(t) => match self.scope_eval(None, |s| t.try_resolve(s)) {
+                Ok(v) => v,
+                Err(u) => {
+                    let e = crate::model_glue::unresolved_error(u);
+                    let e = StepError { message: format!("the run's `output`: {}", e.message), ..e };
+                    return self.run_to(RunEvent::Fail, None, Some(e));
+                }
+            },
             None => {
                 let mut m = serde_json::Map::new();
                 for i in self.graph.sinks() {

@@ -1,8 +1,11 @@
 //! Deciding what runs next: edges and joins, skips and their cascade,
 //! `when`, `for_each` items, and claiming ready units (running + attempt +
-//! lease, committed before any runner is called).
+//! lease, committed before any runner is called). A ref that resolves to
+//! nothing (see `weft_model::refs`) fails its step with kind `validation`
+//! instead of passing `null` on.
 
 use super::*;
+use crate::model_glue::unresolved_error;
 
 impl Driver {
     // ---- deciding -------------------------------------------------------
@@ -123,10 +126,12 @@ impl Driver {
 
     pub(super) fn resolve_items(&self, i: usize) -> Result<Vec<Unit>, StepError> {
         let t = self.def.steps[i].for_each.as_ref().expect("for_each step");
-        match self.scope_eval(None, |s| t.resolve(s)) {
+        match self.scope_eval(None, |s| t.try_resolve(s)).map_err(unresolved_error)? {
             Value::Array(items) => {
                 Ok(items.into_iter().enumerate().map(|(k, v)| Unit::new(Some(ItemIndex(k as u32)), v)).collect())
             }
+            // A skipped step, an optional ref to a field that is not there.
+            Value::Null => Ok(vec![]),
             other => Err(StepError::new(
                 ErrorKind::Validation,
                 format!("for_each must resolve to an array, got {}", type_name(&other)),
@@ -139,15 +144,22 @@ impl Driver {
         let step = &self.def.steps[i];
         if let Some(cond) = &step.when {
             let cond = cond.clone();
-            if !self.scope_eval(None, |s| cond.evaluate(s)) {
-                self.steps[i].when_skipped = true;
-                return self.step_to(i, StepEvent::Skip, Value::Null, None, json!({"reason": "when"}));
+            match self.scope_eval(None, |s| cond.try_evaluate(s)) {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.steps[i].when_skipped = true;
+                    return self.step_to(i, StepEvent::Skip, Value::Null, None, json!({"reason": "when"}));
+                }
+                Err(u) => return self.fail_unclaimed(i, unresolved_error(u)),
             }
         }
         match &self.def.steps[i].action {
             Action::Return => {
                 let input = self.def.steps[i].input.clone();
-                let value = self.scope_eval(None, |s| input.resolve(s));
+                let value = match self.scope_eval(None, |s| input.try_resolve(s)) {
+                    Ok(v) => v,
+                    Err(u) => return self.fail_unclaimed(i, unresolved_error(u)),
+                };
                 self.step_to(i, StepEvent::Claim, Value::Null, None, json!({}))?;
                 // What a return builds from stored values is stored too: it
                 // is capped like any step output, and nothing of it is kept.
@@ -157,7 +169,14 @@ impl Driver {
                 }
                 self.step_to(i, StepEvent::Succeed, value.clone(), None, json!({}))?;
                 let output = match self.def.output.clone() {
-                    Some(t) => self.scope_eval(None, |s| t.resolve(s)),
+                    Some(t) => match self.scope_eval(None, |s| t.try_resolve(s)) {
+                        Ok(v) => v,
+                        Err(u) => {
+                            let e = unresolved_error(u);
+                            let e = StepError { message: format!("the run's `output`: {}", e.message), ..e };
+                            return self.end_run(RunEvent::Fail, None, e, false);
+                        }
+                    },
                     None => value,
                 };
                 if let Err(over) = crate::caps::check(&output, cap) {
@@ -208,6 +227,14 @@ impl Driver {
         Ok(())
     }
 
+    /// Step `i` fails before it started (its `when`, `return` value or a
+    /// wait's prompt could not be resolved).
+    pub(super) fn fail_unclaimed(&mut self, i: usize, err: StepError) -> Result<(), EngineError> {
+        self.steps[i].activated = true;
+        self.step_to(i, StepEvent::Claim, Value::Null, None, json!({}))?;
+        self.step_failed(i, err)
+    }
+
     pub(super) fn claim_ready(&mut self, now: i64) -> Result<(), EngineError> {
         let mut ready: Vec<(i64, usize, usize, usize)> = vec![];
         for (i, s) in self.steps.iter_mut().enumerate() {
@@ -243,6 +270,16 @@ impl Driver {
         }
         ready.sort_unstable();
         for (_, _, u, i) in ready {
+            // A claim that failed at once (a ref that leads nowhere) may
+            // have ended its step or the run.
+            if self.state.is_terminal() {
+                break;
+            }
+            if self.steps[i].state.is_terminal()
+                || !matches!(self.steps[i].units[u].state, UnitState::Pending | UnitState::Retrying)
+            {
+                continue;
+            }
             // An attempt expected to finish in place takes a permit of its
             // own pool while it has room (see `EngineConfig::max_in_place`).
             let quick = if self.sh.runner.finishes_in_place(&self.def.steps[i].action) {
@@ -288,6 +325,12 @@ impl Driver {
             self.event("item.running".into(), Some(i), item, json!({"item": item, "attempt": attempt}));
         }
         let name = self.def.steps[i].name.clone();
+        let input = {
+            let t = self.def.steps[i].input.clone();
+            let value = &self.steps[i].units[u].value;
+            let it = item.map(|k| (value, k.0 as u64));
+            self.scope_eval(it, |s| t.try_resolve(s))
+        };
         self.batch.push(Write::StartAttempt {
             run: self.id.clone(),
             step: name.clone(),
@@ -295,16 +338,19 @@ impl Driver {
             attempt,
             lease_until,
             at: now,
+            input: input.as_ref().ok().map(crate::caps::shown_input),
         });
-        let input = {
-            let t = self.def.steps[i].input.clone();
-            let value = &self.steps[i].units[u].value;
-            let it = item.map(|k| (value, k.0 as u64));
-            self.scope_eval(it, |s| t.resolve(s))
-        };
         let token = CancelToken::new();
         self.steps[i].set_unit(u, UnitState::Running);
         self.steps[i].units[u].running = Some((attempt, token.clone()));
+        // A ref that leads nowhere: the attempt fails before anything runs.
+        let input = match input {
+            Ok(v) => v,
+            Err(u_err) => {
+                drop(permit);
+                return self.attempt_failed(i, u, attempt, unresolved_error(u_err));
+            }
+        };
         let deadline_ms = match (timeout_at, self.deadline_at) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

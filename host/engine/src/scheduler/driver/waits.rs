@@ -7,7 +7,7 @@
 
 use super::*;
 use crate::model_glue::Step;
-use crate::scheduler::mail::{check_signal, waits_for_event};
+use crate::scheduler::mail::{check_signal, no_such_step, waits_for_event};
 use weft_model::WaitReason;
 
 impl Driver {
@@ -42,16 +42,24 @@ impl Driver {
         let Action::Wait(spec) = &self.def.steps[i].action else { unreachable!("a wait step") };
         let spec = spec.clone();
         let until = spec.timeout_ms.map(|t| self.now().saturating_add(t.min(i64::MAX as u64) as i64));
+        let resolved = |t: Option<&crate::model_glue::Template>| match t {
+            Some(t) => self.scope_eval(None, |s| t.try_resolve(s)).map(Some),
+            None => Ok(None),
+        };
+        let (matches, prompt) = match (resolved(spec.matches.as_ref()), resolved(spec.prompt.as_ref())) {
+            (Ok(m), Ok(p)) => (m, p),
+            (Err(u), _) | (_, Err(u)) => return self.fail_unclaimed(i, crate::model_glue::unresolved_error(u)),
+        };
         let kind = match &spec.event {
             Some(event) => {
-                let matches = match spec.matches.as_ref().map(|t| self.scope_eval(None, |s| t.resolve(s))) {
+                let matches = match matches {
                     Some(Value::Object(m)) => m,
                     _ => Default::default(),
                 };
                 WaitKind::Event { event: event.clone(), matches }
             }
             None => {
-                let prompt = spec.prompt.as_ref().map(|t| match self.scope_eval(None, |s| t.resolve(s)) {
+                let prompt = prompt.map(|v| match v {
                     Value::String(s) => s,
                     v => v.to_string(),
                 });
@@ -77,6 +85,10 @@ impl Driver {
                 false,
             );
             return self.step_failed(i, err);
+        }
+        let t = self.def.steps[i].input.clone();
+        if let Err(u) = self.scope_eval(None, |s| t.try_resolve(s)) {
+            return self.fail_unclaimed(i, crate::model_glue::unresolved_error(u));
         }
         let spec = self.child_spec(i);
         let extra = json!({"child": spec.id});
@@ -116,7 +128,7 @@ impl Driver {
         match m {
             Mail::Signal { step, data, inbox, reply } => {
                 let answer = match self.names.get(&step).copied() {
-                    None => SignalAnswer::NotFound { message: format!("run {} has no step `{step}`", self.id) },
+                    None => no_such_step(&self.id, &step, self.def.steps.iter().map(|s| s.name.as_str())),
                     Some(_) if self.state.is_terminal() => {
                         SignalAnswer::NotWaiting { message: format!("run {} is {}", self.id, self.state) }
                     }

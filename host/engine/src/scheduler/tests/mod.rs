@@ -664,7 +664,7 @@ async fn return_behind_a_false_when_does_not_return() {
     let r = h
         .run(
             json!({"name": "w", "steps": [code("a"),
-                {"name": "exit", "when": {"ref": "@a.stop", "eq": true}, "return": true, "input": "early"},
+                {"name": "exit", "when": {"ref": "@a.stop?", "eq": true}, "return": true, "input": "early"},
                 {"name": "b", "code": {"plugin": "p"}, "after": ["a"]}]}),
             json!({}),
         )
@@ -694,6 +694,7 @@ mod children;
 mod graph_and_items;
 mod hibernate;
 mod interruptions;
+mod nowhere;
 mod sleep;
 mod submit;
 mod waits;

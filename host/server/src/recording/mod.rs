@@ -1,31 +1,52 @@
 //! Recording mode's bookkeeping, independent of MCP and of the store: the
-//! steps a session's proxied tool calls became (named after the tool, with
-//! a counter), their arguments with refs resolved against what was recorded
-//! so far, the definition they add up to, and post-hoc templatization: a
-//! literal argument equal to a value of the recording's input or of an
-//! earlier step's output is proposed as a ref (`@input.email`,
-//! `@get_user_1.id`), each proposal with an id the caller may refuse.
+//! steps a session's calls became (proxied tool calls and plugin calls,
+//! named after the tool or plugin with a counter, and presets), their
+//! arguments with refs resolved against what was recorded so far, the
+//! definition they add up to, and post-hoc templatization: a literal
+//! argument equal to a value of the recording's input or of an earlier
+//! step's output is proposed as a ref (`@input.email`, `@get_user_1.id`),
+//! each proposal with an id the caller may refuse. What a save says about
+//! the result (literals equal to input values that were not proposed, input
+//! fields no step uses, what a replay with other input changes) is
+//! `review.rs`.
 //!
 //! Only exact equality is proposed (never substrings), and only values
 //! specific enough to be more than a coincidence: strings of at least 3
 //! characters, numbers other than small integers (-1..=10), and non-empty
 //! objects and arrays. Input values win over step outputs; among steps, the
 //! latest earlier one wins.
+//!
+//! A step depends on the steps its arguments refer to (typed by the caller
+//! or proposed), nothing else: calls that did not pass data stay parallel
+//! in the definition, unless the caller asks to keep the recorded order.
+
+mod review;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 use weft_model::{MapScope, Template};
 
+pub use review::{Effect, Review};
+
 /// One recorded step.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RecordedStep {
     /// `get_user_1`.
     pub name: String,
-    /// `tool` steps: the upstream server and tool; `None` for a preset.
+    /// `tool` steps: the upstream server and tool.
     pub tool: Option<(String, String)>,
+    /// `code` steps: the code reference as a definition writes it
+    /// (`{"plugin": "json-select"}`). Neither `tool` nor `code`: a preset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<Value>,
     /// The arguments as the caller wrote them (refs intact).
     pub arguments: Value,
+    /// The arguments as they were sent (refs resolved).
+    #[serde(default)]
+    pub input: Value,
     /// The output that was recorded.
     pub output: Value,
 }
@@ -71,8 +92,9 @@ impl Recording {
         Recording { input, steps: vec![] }
     }
 
-    /// The name the next call of `tool` gets: `<stem>_<n>`, n counting the
-    /// steps of that stem so far (from 1).
+    /// The name the next call of `tool` gets: `<stem>_<n>`, the lowest
+    /// counter not taken (so a call made again after its step was removed
+    /// takes its name back).
     pub fn next_name(&self, tool: &str) -> String {
         let stem = stem(tool);
         let taken: BTreeSet<&str> = self.steps.iter().map(|s| s.name.as_str()).collect();
@@ -85,7 +107,8 @@ impl Recording {
     }
 
     /// `arguments` with every ref resolved against what was recorded; an
-    /// error names a malformed ref or one to a step that does not exist.
+    /// error names a malformed ref, one to a step that does not exist, or
+    /// one that leads nowhere (as it would fail the step in a replay).
     pub fn resolve(&self, arguments: &Value) -> Result<Value, String> {
         let t = Template::compile(arguments.clone()).map_err(|errs| {
             errs.iter().map(|e| format!("at `{}`: {}", e.pointer, e.error)).collect::<Vec<_>>().join("; ")
@@ -93,18 +116,47 @@ impl Recording {
         for dep in t.step_deps() {
             if !self.steps.iter().any(|s| s.name == dep) {
                 let known: Vec<&str> = self.steps.iter().map(|s| s.name.as_str()).collect();
+                let mean =
+                    weft_model::did_you_mean(dep, known.iter().copied()).map(|m| format!("{m} ")).unwrap_or_default();
                 return Err(format!(
-                    "`@{dep}` names no recorded step (recorded so far: {})",
+                    "`@{dep}` names no recorded step ({mean}recorded so far: {})",
                     if known.is_empty() { "none".to_string() } else { known.join(", ") }
                 ));
             }
         }
-        Ok(t.resolve(&self.scope()))
+        t.try_resolve(&self.scope()).map_err(|u| u.message)
     }
 
     /// Appends a step.
     pub fn push(&mut self, step: RecordedStep) {
         self.steps.push(step);
+    }
+
+    /// Removes step `name` (the last one when `None`) and returns it,
+    /// unless a later step's arguments refer to it.
+    pub fn remove(&mut self, name: Option<&str>) -> Result<RecordedStep, String> {
+        let i = match name {
+            None => self.steps.len().checked_sub(1).ok_or("the recording has no steps")?,
+            Some(n) => self.steps.iter().position(|s| s.name == n).ok_or_else(|| {
+                let known: Vec<&str> = self.steps.iter().map(|s| s.name.as_str()).collect();
+                let mean =
+                    weft_model::did_you_mean(n, known.iter().copied()).map(|m| format!("{m} ")).unwrap_or_default();
+                format!("the recording has no step `{n}` ({mean}its steps: {})", known.join(", "))
+            })?,
+        };
+        let gone = self.steps[i].name.clone();
+        let users: Vec<&str> = self.steps[i + 1..]
+            .iter()
+            .filter(|s| Template::compile_lenient(s.arguments.clone()).0.step_deps().contains(gone.as_str()))
+            .map(|s| s.name.as_str())
+            .collect();
+        if !users.is_empty() {
+            return Err(format!(
+                "step `{gone}` is used by {} (their arguments refer to `@{gone}`): remove those first",
+                users.join(", ")
+            ));
+        }
+        Ok(self.steps.remove(i))
     }
 
     /// Every literal argument that equals an input value or an earlier
@@ -131,38 +183,54 @@ impl Recording {
         out
     }
 
+    /// Each step's arguments with the replacements in `accepted` applied.
+    pub fn arguments(&self, accepted: &[Replacement]) -> Vec<(String, Value)> {
+        self.steps
+            .iter()
+            .map(|s| {
+                let mut args = s.arguments.clone();
+                for r in accepted.iter().filter(|r| r.step == s.name) {
+                    if let Some(slot) = args.pointer_mut(&r.path) {
+                        *slot = Value::String(r.reference.clone());
+                    }
+                }
+                (s.name.clone(), args)
+            })
+            .collect()
+    }
+
     /// The workflow definition of this recording, with the replacements in
-    /// `accepted` applied: one step per recorded call, in call order, each
-    /// `after` the previous so a replay keeps the order of side effects. A
-    /// preset (a step with a known output and no tool) becomes a
-    /// `json-select` code step returning that output as a literal. The
-    /// output is the last step's; the `input_schema` lists the recording
-    /// input's keys and types.
-    pub fn definition(&self, name: &str, accepted: &[Replacement]) -> Value {
+    /// `accepted` applied: one step per recorded call, each depending on
+    /// the steps its arguments refer to (with `keep_order`, each also
+    /// `after` the previous, so a replay keeps the order of side effects).
+    /// A plugin call is a code step; a preset (a step with a known output
+    /// and no call) a `json-select` code step returning that output as a
+    /// literal. The output is the last step's; the `input_schema` lists the
+    /// recording input's keys and types, those some step uses required.
+    pub fn definition(&self, name: &str, accepted: &[Replacement], keep_order: bool) -> Value {
+        let args = self.arguments(accepted);
         let mut steps = vec![];
         let mut prev: Option<&str> = None;
-        for s in &self.steps {
-            let mut args = s.arguments.clone();
-            for r in accepted.iter().filter(|r| r.step == s.name) {
-                if let Some(slot) = args.pointer_mut(&r.path) {
-                    *slot = Value::String(r.reference.clone());
-                }
-            }
+        for (s, (_, args)) in self.steps.iter().zip(&args) {
             let mut step = Map::new();
             step.insert("name".into(), json!(s.name));
-            match &s.tool {
-                Some((server, tool)) => {
+            match (&s.tool, &s.code) {
+                (Some((server, tool)), _) => {
                     step.insert("tool".into(), json!({"server": server, "name": tool}));
-                    step.insert("input".into(), args);
+                    step.insert("input".into(), args.clone());
                 }
-                None => {
+                (None, Some(code)) => {
+                    step.insert("code".into(), code.clone());
+                    step.insert("input".into(), args.clone());
+                }
+                (None, None) => {
                     // A preset: its recorded output, as a literal. `json-select`
                     // with an empty path returns its `data` unchanged.
                     step.insert("code".into(), json!({"plugin": "json-select"}));
                     step.insert("input".into(), json!({"data": escape_refs(&s.output), "path": ""}));
                 }
             }
-            if let Some(p) = prev {
+            if let (Some(p), true) = (prev, keep_order) {
                 step.insert("after".into(), json!([p]));
             }
             prev = Some(&s.name);
@@ -172,7 +240,8 @@ impl Recording {
         if let Some(last) = self.steps.last() {
             def["output"] = json!(format!("@{}", last.name));
         }
-        if let Some(schema) = input_schema(&self.input) {
+        let used = review::used_inputs(&args);
+        if let Some(schema) = input_schema(&self.input, &used) {
             def["input_schema"] = schema;
         }
         def
@@ -231,8 +300,8 @@ fn leaves(root: &str, v: &Value, out: &mut Vec<(String, Value)>) {
 }
 
 /// `(pointer, value)` of every literal in an arguments document: strings
-/// that are not refs, numbers, and containers that hold no refs (a
-/// container is offered whole before its parts).
+/// that are not refs, numbers, booleans, and containers that hold no refs
+/// (a container is offered whole before its parts).
 fn literals(at: &str, v: &Value, out: &mut Vec<(String, Value)>) {
     match v {
         Value::String(s) if s.starts_with('@') => {}
@@ -252,8 +321,8 @@ fn literals(at: &str, v: &Value, out: &mut Vec<(String, Value)>) {
                 literals(&format!("{at}/{i}"), x, out);
             }
         }
-        Value::String(_) | Value::Number(_) => out.push((at.to_string(), v.clone())),
-        _ => {}
+        Value::String(_) | Value::Number(_) | Value::Bool(_) => out.push((at.to_string(), v.clone())),
+        Value::Null => {}
     }
 }
 
@@ -283,12 +352,12 @@ fn escape_refs(v: &Value) -> Value {
 }
 
 /// An `input_schema` naming the recording input's top-level keys and
-/// their JSON types (all required), so the template's tool says what it
-/// needs.
-fn input_schema(input: &Value) -> Option<Value> {
+/// their JSON types, those in `used` required (a field no step uses is
+/// not asked for), so the template's tool says what it needs.
+fn input_schema(input: &Value, used: &BTreeSet<String>) -> Option<Value> {
     let m = input.as_object().filter(|m| !m.is_empty())?;
     let props: Map<String, Value> = m.iter().map(|(k, v)| (k.clone(), json!({"type": json_type(v)}))).collect();
-    let required: Vec<&String> = m.keys().collect();
+    let required: Vec<&String> = m.keys().filter(|k| used.contains(*k)).collect();
     Some(json!({"type": "object", "properties": props, "required": required}))
 }
 
@@ -301,85 +370,5 @@ fn json_type(v: &Value) -> &'static str {
         Value::String(_) => "string",
         Value::Array(_) => "array",
         Value::Object(_) => "object",
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rec() -> Recording {
-        let mut r = Recording::new(json!({"message": "hello", "n": 2}));
-        let name = r.next_name("echo");
-        assert_eq!(name, "echo_1");
-        r.push(RecordedStep {
-            name,
-            tool: Some(("everything".into(), "echo".into())),
-            arguments: json!({"message": "hello"}),
-            output: json!("Echo: hello"),
-        });
-        r.push(RecordedStep {
-            name: r.next_name("write_file"),
-            tool: Some(("fs".into(), "write_file".into())),
-            arguments: json!({"path": "/tmp/out.txt", "content": "Echo: hello"}),
-            output: json!({"content": "Successfully wrote to /tmp/out.txt"}),
-        });
-        r
-    }
-
-    #[test]
-    fn names_use_the_tool_with_a_counter() {
-        let mut r = rec();
-        assert_eq!(r.next_name("echo"), "echo_2");
-        assert_eq!(stem("get-user.v2"), "get_user_v2");
-        assert_eq!(stem("3d"), "_3d");
-        r.steps[0].name = "echo_2".into();
-        assert_eq!(r.next_name("echo"), "echo_1", "the lowest free counter");
-    }
-
-    #[test]
-    fn refs_in_arguments_resolve_against_what_was_recorded() {
-        let r = rec();
-        let v = r.resolve(&json!({"text": "@echo_1", "say": "n=@input.n", "lit": "@@home"})).unwrap();
-        assert_eq!(v, json!({"text": "Echo: hello", "say": "n=2", "lit": "@home"}));
-        let e = r.resolve(&json!({"x": "@nope_1.id"})).unwrap_err();
-        assert!(e.contains("nope_1") && e.contains("echo_1"), "{e}");
-    }
-
-    #[test]
-    fn literals_equal_to_input_or_earlier_outputs_are_proposed() {
-        let r = rec();
-        let p = r.propose();
-        let got: Vec<(&str, &str, &str)> =
-            p.iter().map(|x| (x.step.as_str(), x.path.as_str(), x.reference.as_str())).collect();
-        assert_eq!(got, vec![("echo_1", "/message", "@input.message"), ("write_file_1", "/content", "@echo_1")]);
-        assert_eq!(p[0].id, "r1");
-        assert_eq!(p[1].value, json!("Echo: hello"));
-    }
-
-    #[test]
-    fn small_and_unspecific_values_are_not_proposed() {
-        let mut r = Recording::new(json!({"flag": true, "k": 1, "s": "ab"}));
-        r.push(RecordedStep {
-            name: "a_1".into(),
-            tool: Some(("s".into(), "a".into())),
-            arguments: json!({"x": true, "y": 1, "z": "ab"}),
-            output: json!(null),
-        });
-        assert!(r.propose().is_empty());
-    }
-
-    #[test]
-    fn the_definition_applies_accepted_replacements_only() {
-        let r = rec();
-        let p = r.propose();
-        let def = r.definition("greet", &p[1..]);
-        assert_eq!(def["steps"][0]["input"], json!({"message": "hello"}), "r1 refused");
-        assert_eq!(def["steps"][1]["input"]["content"], "@echo_1");
-        assert_eq!(def["steps"][1]["after"], json!(["echo_1"]));
-        assert_eq!(def["output"], "@write_file_1");
-        assert_eq!(def["input_schema"]["properties"]["message"]["type"], "string");
-        let parsed = weft_model::from_value(&def, &weft_model::NoSchemas);
-        assert!(parsed.is_ok(), "{parsed:?}");
     }
 }

@@ -1,0 +1,183 @@
+//! Unit tests of recordings: names, refs, proposals, the definition (its
+//! dependencies inferred from refs), removal, and what a save says.
+
+use serde_json::json;
+
+use super::*;
+
+fn call(name: &str, server: &str, tool: &str, arguments: Value, output: Value) -> RecordedStep {
+    RecordedStep {
+        name: name.into(),
+        tool: Some((server.into(), tool.into())),
+        code: None,
+        input: arguments.clone(),
+        arguments,
+        output,
+    }
+}
+
+fn rec() -> Recording {
+    let mut r = Recording::new(json!({"message": "hello", "n": 2}));
+    let name = r.next_name("echo");
+    assert_eq!(name, "echo_1");
+    r.push(call(&name, "everything", "echo", json!({"message": "hello"}), json!("Echo: hello")));
+    let name = r.next_name("write_file");
+    r.push(call(
+        &name,
+        "fs",
+        "write_file",
+        json!({"path": "/tmp/out.txt", "content": "Echo: hello"}),
+        json!({"content": "Successfully wrote to /tmp/out.txt"}),
+    ));
+    r
+}
+
+#[test]
+fn names_use_the_tool_with_a_counter() {
+    let mut r = rec();
+    assert_eq!(r.next_name("echo"), "echo_2");
+    assert_eq!(stem("get-user.v2"), "get_user_v2");
+    assert_eq!(stem("3d"), "_3d");
+    r.steps[0].name = "echo_2".into();
+    assert_eq!(r.next_name("echo"), "echo_1", "the lowest free counter");
+}
+
+#[test]
+fn refs_in_arguments_resolve_against_what_was_recorded() {
+    let r = rec();
+    let v = r.resolve(&json!({"text": "@echo_1", "say": "n=@input.n", "lit": "@@home"})).unwrap();
+    assert_eq!(v, json!({"text": "Echo: hello", "say": "n=2", "lit": "@home"}));
+    let e = r.resolve(&json!({"x": "@nope_1.id"})).unwrap_err();
+    assert!(e.contains("nope_1") && e.contains("echo_1"), "{e}");
+    let e = r.resolve(&json!({"x": "@echo_2"})).unwrap_err();
+    assert!(e.contains("did you mean `echo_1`"), "{e}");
+    // A ref that leads nowhere is refused now, as a replay would fail.
+    let e = r.resolve(&json!({"x": "@echo_1.text"})).unwrap_err();
+    assert!(e.contains("`@echo_1.text` resolves to nothing") && e.contains("a string"), "{e}");
+    assert_eq!(r.resolve(&json!({"x": "@echo_1.text?"})).unwrap(), json!({"x": null}));
+}
+
+#[test]
+fn literals_equal_to_input_or_earlier_outputs_are_proposed() {
+    let r = rec();
+    let p = r.propose();
+    let got: Vec<(&str, &str, &str)> =
+        p.iter().map(|x| (x.step.as_str(), x.path.as_str(), x.reference.as_str())).collect();
+    assert_eq!(got, vec![("echo_1", "/message", "@input.message"), ("write_file_1", "/content", "@echo_1")]);
+    assert_eq!(p[0].id, "r1");
+    assert_eq!(p[1].value, json!("Echo: hello"));
+}
+
+#[test]
+fn small_and_unspecific_values_are_candidates_not_proposals() {
+    let mut r = Recording::new(json!({"flag": true, "k": 1, "s": "ab", "a": 5, "b": 6}));
+    r.push(call("a_1", "s", "a", json!({"x": true, "y": 1, "z": "ab", "n": 7}), json!(null)));
+    r.push(call("sum_1", "e", "get-sum", json!({"a": 5, "b": 6}), json!("The sum of 5 and 6 is 11.")));
+    let p = r.propose();
+    assert!(p.is_empty(), "{p:?}");
+    let c = r.candidates(&p);
+    let got: Vec<(&str, &str, &str, &str)> =
+        c.iter().map(|x| (x.id.as_str(), x.step.as_str(), x.path.as_str(), x.reference.as_str())).collect();
+    assert_eq!(
+        got,
+        vec![
+            ("c1", "a_1", "/x", "@input.flag"),
+            ("c2", "a_1", "/y", "@input.k"),
+            ("c3", "a_1", "/z", "@input.s"),
+            ("c4", "sum_1", "/a", "@input.a"),
+            ("c5", "sum_1", "/b", "@input.b")
+        ]
+    );
+    // Nothing used: the review says every field is unused, and which
+    // candidates would use it.
+    let review = r.review(&[], &c);
+    assert_eq!(review.unused_input, ["flag", "k", "s", "a", "b"]);
+    assert!(review.warnings.iter().any(|w| w.contains("`a`") && w.contains("c4")), "{:?}", review.warnings);
+    assert!(review.warnings.iter().any(|w| w.contains("no step uses the recording's input")));
+    // Accepting c4 and c5 makes the sum follow the input.
+    let review = r.review(&c[3..], &c[..3]);
+    let a = review.effects.iter().find(|e| e.field == "a").unwrap();
+    assert_eq!(a.changes, ["sum_1"]);
+    assert!(!review.unused_input.contains(&"a".to_string()));
+    let def = r.definition("sum", &c[3..], false);
+    assert_eq!(def["steps"][1]["input"], json!({"a": "@input.a", "b": "@input.b"}));
+    assert_eq!(def["input_schema"]["required"], json!(["a", "b"]), "only the fields some step uses are required");
+}
+
+#[test]
+fn dependencies_come_from_refs_so_independent_calls_stay_parallel() {
+    let mut r = Recording::new(json!({"a": 15, "b": 27}));
+    r.push(call("get_sum_1", "e", "get-sum", json!({"a": 15, "b": 27}), json!("The sum of 15 and 27 is 42.")));
+    r.push(call("echo_1", "e", "echo", json!({"message": "unrelated"}), json!("Echo: unrelated")));
+    r.push(call("echo_2", "e", "echo", json!({"message": "The sum of 15 and 27 is 42."}), json!("Echo: x")));
+    r.push(call("echo_3", "e", "echo", json!({"message": "@echo_1 and @echo_2"}), json!("Echo: y")));
+    let p = r.propose();
+    let def = r.definition("flow", &p, false);
+    let parsed = weft_model::from_value(&def, &weft_model::NoSchemas).unwrap();
+    let g = weft_model::Graph::build(&parsed);
+    let layers = g.layers().unwrap();
+    assert_eq!(layers, [0, 0, 1, 2], "get_sum_1 and echo_1 are independent: {def}");
+    assert!(def["steps"].as_array().unwrap().iter().all(|s| s.get("after").is_none()));
+    let kept = r.definition("flow", &p, true);
+    assert_eq!(kept["steps"][1]["after"], json!(["get_sum_1"]), "keep_order chains the calls");
+    let review = r.review(&p, &[]);
+    let a = review.effects.iter().find(|e| e.field == "a").unwrap();
+    assert_eq!(
+        (a.changes.as_slice(), a.through.as_slice()),
+        (&["get_sum_1".to_string()][..], &["echo_2".to_string(), "echo_3".to_string()][..])
+    );
+}
+
+#[test]
+fn a_step_can_be_removed_unless_another_uses_it() {
+    let mut r = rec();
+    r.push(call("echo_2", "everything", "echo", json!({"message": "@echo_1"}), json!("Echo: Echo: hello")));
+    let e = r.remove(Some("echo_1")).unwrap_err();
+    assert!(e.contains("echo_2"), "{e}");
+    let e = r.remove(Some("ech_1")).unwrap_err();
+    assert!(e.contains("did you mean `echo_1`"), "{e}");
+    assert_eq!(r.remove(None).unwrap().name, "echo_2", "the last step by default");
+    assert_eq!(r.next_name("echo"), "echo_2", "calling again takes the name back");
+    assert_eq!(r.remove(Some("echo_1")).unwrap().name, "echo_1", "nothing uses it any more");
+}
+
+#[test]
+fn the_definition_applies_accepted_replacements_only() {
+    let r = rec();
+    let p = r.propose();
+    let def = r.definition("greet", &p[1..], false);
+    assert_eq!(def["steps"][0]["input"], json!({"message": "hello"}), "r1 refused");
+    assert_eq!(def["steps"][1]["input"]["content"], "@echo_1");
+    assert!(def["steps"][1].get("after").is_none(), "the ref is the dependency");
+    assert_eq!(def["output"], "@write_file_1");
+    assert_eq!(def["input_schema"]["properties"]["message"]["type"], "string");
+    assert_eq!(def["input_schema"]["required"], json!([]), "r1 refused: no step uses `message`");
+    let parsed = weft_model::from_value(&def, &weft_model::NoSchemas);
+    assert!(parsed.is_ok(), "{parsed:?}");
+}
+
+#[test]
+fn code_steps_and_presets_are_steps_too() {
+    let mut r = Recording::new(json!({}));
+    r.push(RecordedStep {
+        name: "preset_1".into(),
+        tool: None,
+        code: None,
+        arguments: Value::Null,
+        input: Value::Null,
+        output: json!({"user": {"name": "ada@example.com"}}),
+    });
+    r.push(RecordedStep {
+        name: "json_select_1".into(),
+        tool: None,
+        code: Some(json!({"plugin": "json-select"})),
+        arguments: json!({"data": "@preset_1", "path": "user.name"}),
+        input: json!({"data": {"user": {"name": "ada@example.com"}}, "path": "user.name"}),
+        output: json!("ada@example.com"),
+    });
+    let def = r.definition("pick", &[], false);
+    assert_eq!(def["steps"][0]["input"]["data"], json!({"user": {"name": "ada@@example.com"}}), "escaped");
+    assert_eq!(def["steps"][1]["code"], json!({"plugin": "json-select"}));
+    assert_eq!(def["steps"][1]["input"]["data"], "@preset_1");
+    assert!(weft_model::from_value(&def, &weft_model::NoSchemas).is_ok(), "{def}");
+}
