@@ -143,6 +143,8 @@ fn apply_global(
             }
             inbox.push(m.clone());
         }
+        // One process owns the store: nobody else takes messages.
+        Write::InboxTake { .. } => {}
         Write::InboxAnswer { id, answer } => match inbox.iter_mut().find(|x| x.id == *id) {
             Some(m) if m.answer.is_none() => m.answer = Some(answer.clone()),
             _ => return conflict(format!("inbox message {id} is not pending")),

@@ -99,6 +99,11 @@ pub enum Write {
     InboxPut(InboxRecord),
     /// A message was handled (refused unless it is pending).
     InboxAnswer { id: String, answer: Value },
+    /// This process handles message `id` now: on a store shared by many
+    /// workers, no other takes it (for the store's lease: if this process
+    /// dies first, another handles it). Nothing on a store one process
+    /// owns whole.
+    InboxTake { id: String },
     /// A new schedule (refused when the name is taken).
     PutSchedule(ScheduleRecord),
     /// Refused when there is no such schedule.
@@ -141,6 +146,7 @@ impl Write {
             Write::OpenWait(w) => Some(&w.run),
             Write::InboxPut(_)
             | Write::InboxAnswer { .. }
+            | Write::InboxTake { .. }
             | Write::PutSchedule(_)
             | Write::DeleteSchedule { .. }
             | Write::ScheduleFired { .. } => None,

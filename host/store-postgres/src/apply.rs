@@ -82,6 +82,7 @@ statements! {
     inbox_put = "INSERT INTO inbox (id, kind, event_id, run, body, at) VALUES ($1, $2, $3, $4, $5, $6)
                  ON CONFLICT DO NOTHING";
     inbox_answer = "UPDATE inbox SET answer = $2 WHERE id = $1 AND answer IS NULL";
+    inbox_take = "UPDATE inbox SET taken_until = now() + $2 * interval '1 millisecond' WHERE id = $1";
     put_schedule = "INSERT INTO schedules (name, body, next_fire_at) VALUES ($1, $2::text::jsonb, $3)
                     ON CONFLICT DO NOTHING";
     delete_schedule = "DELETE FROM schedules WHERE name = $1";
@@ -519,6 +520,13 @@ impl Stmts {
                         p(m.at),
                     ],
                     one(refusal),
+                ));
+            }
+            Write::InboxTake { id } => {
+                self.push(Stmt::new(
+                    Which::inbox_take,
+                    vec![p(id.clone()), p(me.lease_ms() as f64)],
+                    one(format!("no inbox message {id}")),
                 ));
             }
             Write::InboxAnswer { id, answer } => {

@@ -57,6 +57,8 @@ pub struct Stats {
 #[derive(Debug, Default)]
 pub(crate) struct Me {
     epoch: AtomicI64,
+    /// The lease of a worker, in ms (how long a message it takes is its).
+    lease_ms: AtomicU64,
     /// Runs this worker claimed or created (a claim needs no round trip).
     mine: std::sync::Mutex<std::collections::HashSet<RunId>>,
 }
@@ -64,6 +66,10 @@ pub(crate) struct Me {
 impl Me {
     pub fn epoch(&self) -> i64 {
         self.epoch.load(Ordering::Acquire)
+    }
+
+    pub fn lease_ms(&self) -> u64 {
+        self.lease_ms.load(Ordering::Relaxed)
     }
 
     /// The owner of a run this process creates: itself when a worker.
@@ -215,6 +221,7 @@ impl PgStore {
             .build()
             .map_err(|e| StoreError::Other(e.to_string()))?;
         let me = Arc::new(Me::default());
+        me.lease_ms.store(opts.lease.as_millis().min(u64::MAX as u128) as u64, Ordering::Relaxed);
         let stats = Arc::new(Stats::default());
         let writer = write::Writer::start(connect.clone(), me.clone(), stats.clone());
         Ok(PgStore {

@@ -65,6 +65,8 @@ pub(crate) fn apply(c: &Connection, w: &Write) -> Result<bool, StoreError> {
                 }));
             }
         }
+        // One process owns the store: nobody else takes messages.
+        Write::InboxTake { .. } => {}
         Write::InboxAnswer { id, answer } => {
             let n = c
                 .prepare_cached("UPDATE inbox SET answer = ?2 WHERE id = ?1 AND answer IS NULL")

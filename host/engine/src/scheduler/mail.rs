@@ -159,7 +159,11 @@ impl Engine {
     pub async fn emit(&self, name: &str, data: Value, id: Option<String>) -> Result<EmitAnswer, EngineError> {
         super::over(&data, self.sh.config.caps.max_input_bytes, "/data", "the event's data", "max_input_bytes")?;
         let msg = self.event_message(name, data, id);
-        match self.sh.commit(Batch { writes: vec![Write::InboxPut(msg.clone())] }).await {
+        // Taken as it is stored: on a store shared by many workers, none
+        // of them handles it too (two handlers would each answer what they
+        // delivered).
+        let take = Write::InboxTake { id: msg.id.clone() };
+        match self.sh.commit(Batch { writes: vec![Write::InboxPut(msg.clone()), take] }).await {
             Ok(()) => {}
             Err(StoreError::Conflict(_)) => return self.duplicate(&msg).await,
             Err(e) => return Err(e.into()),

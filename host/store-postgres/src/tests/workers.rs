@@ -135,6 +135,11 @@ async fn messages_go_to_the_owner_of_their_run() {
     assert_eq!(ids(b.inbox_pending().await.unwrap()), vec!["m2", "m3"], "not the other worker's run's");
     assert_eq!(ids(a.inbox_pending().await.unwrap()), vec!["m1"], "its own run's; the rest is taken");
     assert!(a.inbox_pending().await.unwrap().is_empty(), "taken messages are not handed out twice");
+    // A message taken as it is stored (an event its emitter handles) is
+    // handed to no worker.
+    let taken = msg("m4", InboxKind::Event { event: "e".into(), id: "e2".into() });
+    a.commit(batch(vec![Write::InboxPut(taken), Write::InboxTake { id: "m4".into() }])).await.unwrap();
+    assert!(b.inbox_pending().await.unwrap().is_empty() && a.inbox_pending().await.unwrap().is_empty());
     b.commit(batch(vec![Write::InboxAnswer { id: "m2".into(), answer: json!({"state": "canceled"}) }])).await.unwrap();
     assert_eq!(b.inbox_get("m2", false).await.unwrap().unwrap().answer, Some(json!({"state": "canceled"})));
 }
