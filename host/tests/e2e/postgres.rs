@@ -479,3 +479,83 @@ fn signals_and_cancels_reach_the_worker_that_drives_the_run() {
     signal(&worker, "-TERM");
     worker.wait().unwrap();
 }
+
+/// With three workers, the runs of one concurrency key still execute one
+/// at a time, in the order they were created (each starts after the one
+/// before ended), while runs without a key go alongside; a parent whose
+/// worker is SIGKILLed while its child runs is taken over with the child,
+/// and both complete.
+#[test]
+fn queues_and_child_runs_hold_across_three_workers() {
+    let w = Weft::postgres();
+    let db = Db::open(w.database.as_deref().unwrap());
+    let nap = json!({"name": "nap", "version": 1, "steps": [
+        {"name": "a", "code": {"plugin": "text-template"}, "input": {"template": "x", "values": {}}},
+        {"name": "nap", "sleep": {"ms": 150}, "after": ["a"]}]});
+    let f = w.write_def("nap", &nap);
+    w.run(&["templates", "save", f.to_str().unwrap()]).expect_code(0);
+    let parent = json!({"name": "parent", "version": 1, "steps": [
+        {"name": "child", "workflow": {"template": "slow"}, "input": {}},
+        {"name": "after", "code": {"plugin": "json-select"}, "input": {"data": "@child", "path": ""}}]});
+    let slow = json!({"name": "slow", "version": 1, "steps": [{"name": "nap", "sleep": {"ms": 1500}}]});
+    for (name, def) in [("slow", &slow), ("parent", &parent)] {
+        let f = w.write_def(name, def);
+        w.run(&["templates", "save", f.to_str().unwrap()]).expect_code(0);
+    }
+    let mut keyed = vec![];
+    for _ in 0..6 {
+        let out = w.run(&["run", "nap", "--key", "k", "--detach"]);
+        out.expect_code(0);
+        keyed.push(out.stdout.trim().to_string());
+    }
+    for _ in 0..4 {
+        w.run(&["run", "nap", "--detach"]).expect_code(0);
+    }
+    let p = w.run(&["run", "parent", "--detach"]);
+    p.expect_code(0);
+    let parent_id = p.stdout.trim().to_string();
+    let log = w.dir.path().join("workers.log");
+    let mut workers: Vec<Child> = (0..3).map(|_| spawn_worker(&w, &log)).collect();
+    // Kill the worker that drives the parent while its child sleeps.
+    let t0 = Instant::now();
+    let owner = loop {
+        let row = db.rows(&format!(
+            "SELECT r.owner FROM runs r WHERE r.parent = '{parent_id}' AND r.state = 'working' AND r.owner IS NOT NULL"
+        ));
+        if let Some(r) = row.first() {
+            break r.get::<_, i64>(0);
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "the child never started:\n{}", read(&log));
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let pids: Vec<u32> = workers.iter().map(Child::id).collect();
+    let victim = pids.iter().position(|pid| epoch_of(&db, *pid) == Some(owner)).expect("a worker owns the child");
+    signal(&workers[victim], "-KILL");
+    workers[victim].wait().unwrap();
+    let t1 = Instant::now();
+    while db.count(UNFINISHED) > 0 {
+        assert!(t1.elapsed() < Duration::from_secs(60), "{} unfinished:\n{}", db.count(UNFINISHED), read(&log));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for (i, c) in workers.iter_mut().enumerate() {
+        if i != victim {
+            signal(c, "-TERM");
+            c.wait().unwrap();
+        }
+    }
+    assert_eq!(db.count("SELECT count(*) FROM runs WHERE state <> 'completed'"), 0, "every run completed");
+    // One at a time, in order: each keyed run started after the previous ended.
+    let mut spans = vec![];
+    for id in &keyed {
+        let r = w.show(id);
+        let start = r["steps"][0]["started_at"].as_str().unwrap().to_string();
+        let end = r["updated_at"].as_str().unwrap().to_string();
+        spans.push((start, end));
+    }
+    for pair in spans.windows(2) {
+        assert!(pair[1].0 >= pair[0].1, "keyed runs overlapped: {spans:?}");
+    }
+    let child = db.rows(&format!("SELECT id FROM runs WHERE parent = '{parent_id}'"));
+    assert_eq!(child.len(), 1, "one child, created once");
+    assert_eq!(w.show(&parent_id)["state"], "completed");
+}
