@@ -35,9 +35,10 @@ const MIGRATIONS: &[&str] = &[
         deadline_at BIGINT,
         last_seq BIGINT NOT NULL DEFAULT 0,
         owner BIGINT
-    );
-    CREATE INDEX runs_unowned ON runs(id) WHERE owner IS NULL AND state IN ('submitted', 'working', 'input-required', 'auth-required');
-    CREATE INDEX runs_owner ON runs(owner) WHERE owner IS NOT NULL AND state IN ('submitted', 'working', 'input-required', 'auth-required');
+    ) WITH (fillfactor = 70);
+    -- No index has `owner`: a claim or a takeover changes no indexed
+    -- column (a heap-only update), and the runs it looks among are the
+    -- unfinished ones, found through `runs_state`.
     CREATE INDEX runs_template ON runs(template, id);
     CREATE INDEX runs_state ON runs(state, id);
     CREATE INDEX runs_queue ON runs(concurrency_key, created_at, id)
@@ -66,7 +67,7 @@ const MIGRATIONS: &[&str] = &[
         ended_at BIGINT,
         next_attempt_at BIGINT,
         PRIMARY KEY (run_id, name)
-    );
+    ) WITH (fillfactor = 70);
     -- item is -1 for a step without for_each
     CREATE TABLE attempts (
         run_id TEXT NOT NULL,
@@ -84,7 +85,7 @@ const MIGRATIONS: &[&str] = &[
         fuel BIGINT,
         input TEXT,
         PRIMARY KEY (run_id, step, item, attempt)
-    );
+    ) WITH (fillfactor = 80);
     CREATE TABLE events (
         run_id TEXT NOT NULL,
         seq BIGINT NOT NULL,
