@@ -10,9 +10,11 @@ use crate::map_err;
 
 /// Each entry brings the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
-    // 1: what the SQLite store holds (its migration 9, folded), plus who
+    // 1: what the SQLite store holds (its migrations 1 to 10, folded), plus who
     // drives which run: `workers` (a lease each, renewed by heartbeat;
-    // `epoch` is the fencing token) and `runs.owner`.
+    // `epoch` is the fencing token) and `runs.owner`. The tables updated in
+    // place as a run goes (runs, steps, attempts) leave room in their pages
+    // for heap-only updates.
     r#"
     CREATE TABLE workers (
         epoch BIGSERIAL PRIMARY KEY,
