@@ -122,10 +122,17 @@ async fn commit_group(c: &crate::Conn, me: &Me, group: &[Msg]) -> Vec<Result<u32
         match in_one(c, me, group).await {
             Ok(Some(results)) => return results.into_iter().map(Ok).collect(),
             Ok(None) => {} // a batch was refused: again, each in a savepoint
-            Err(e) => return group.iter().map(|_| Err(e.clone())).collect(),
+            Err(e) => {
+                abandon(c).await;
+                return group.iter().map(|_| Err(e.clone())).collect();
+            }
         }
     }
-    match in_savepoints(c, me, group, &fenced).await {
+    let done = in_savepoints(c, me, group, &fenced).await;
+    if done.is_err() {
+        abandon(c).await;
+    }
+    match done {
         Ok(results) => results
             .into_iter()
             .map(|o| match o {
@@ -323,6 +330,18 @@ async fn in_savepoints(
     }
     c.client.batch_execute("COMMIT").await.map_err(map_err)?;
     Ok(out)
+}
+
+/// After a failed group (a deadlock, a lost lease, a broken statement):
+/// whatever transaction is still open on the connection is rolled back, so
+/// the next group does not start inside an aborted one ("current
+/// transaction is aborted", which no retry would cure). Outside a
+/// transaction `ROLLBACK` only warns; a broken connection is replaced at
+/// the next group.
+async fn abandon(c: &crate::Conn) {
+    if !c.client.is_closed() {
+        let _ = c.client.batch_execute("ROLLBACK").await;
+    }
 }
 
 async fn rollback(c: &crate::Conn) -> Result<(), StoreError> {

@@ -481,7 +481,8 @@ impl Engine {
         let generation = self.sh.generation.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let parked = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let ended = Arc::new(std::sync::OnceLock::new());
-        let link = driver::Link { mail: mail_rx, parked: parked.clone(), generation, ended: ended.clone() };
+        let link =
+            driver::Link { mail: mail_rx, parked: parked.clone(), generation, ended: ended.clone(), restarts: 0 };
         let task = tokio::spawn(async move {
             if let Err(e) = driver::drive(sh.clone(), run.clone(), def, c, link).await {
                 tracing::error!(run = %run, error = %e, "run driver stopped");

@@ -186,3 +186,51 @@ async fn concurrent_openers_migrate_once_and_a_newer_schema_is_refused() {
     }
     let _ = Arc::new(());
 }
+
+/// A group the database aborts midway (here its statement is canceled while
+/// it waits for a row another session locked, as a deadlock would abort
+/// it) is refused as retryable, and the writer's next group commits: it
+/// does not start inside the aborted transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_the_database_aborts_leaves_the_writer_usable() {
+    let url = tokio::task::spawn_blocking(weft_test_postgres::database).await.unwrap();
+    let s = Arc::new(PgStore::connect(&url, Options::default()).await.unwrap());
+    let id = rid(1);
+    s.commit(batch(vec![create(&id, &["s"]), event(&id, 1, "run.submitted")])).await.unwrap();
+    let (other, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    other.batch_execute("BEGIN").await.unwrap();
+    other.execute("SELECT 1 FROM runs WHERE id = $1 FOR UPDATE", &[&id.as_str()]).await.unwrap();
+    let blocked = {
+        let s = s.clone();
+        let id = id.clone();
+        tokio::spawn(async move { s.commit(batch(vec![working(&id), event(&id, 2, "run.working")])).await })
+    };
+    // Cancel the writer's statement once it waits for the lock.
+    let mut canceled = false;
+    for _ in 0..500 {
+        let n = other
+            .query(
+                "SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .len();
+        if n > 0 {
+            canceled = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(canceled, "the writer never waited for the locked row");
+    let e = blocked.await.unwrap().unwrap_err();
+    assert!(e.is_retryable(), "a canceled group may be tried again: {e:?}");
+    other.batch_execute("ROLLBACK").await.unwrap();
+    s.commit(batch(vec![working(&id), event(&id, 2, "run.working")]))
+        .await
+        .expect("the next group commits on the same writer");
+    let r = s.run(&id).await.unwrap().unwrap();
+    assert_eq!((r.state, r.last_seq.0), (RunState::Working, 2));
+}

@@ -206,6 +206,8 @@ pub(super) struct Link {
     pub generation: u64,
     /// The run's record once it ended, for `Engine::wait` (see [`mirror`]).
     pub ended: Arc<std::sync::OnceLock<RunRecord>>,
+    /// How many times this driver started again after a store error.
+    pub restarts: u32,
 }
 
 struct Driver {
@@ -343,6 +345,25 @@ pub(super) async fn drive(
         return Box::pin(drive(sh, id, Some(Known { def, rec: None, create: None }), cancel, link)).await;
     }
     d.stop_inflight().await;
+    if let Err(EngineError::Store(e)) = &r
+        && !matches!(e, crate::store::StoreError::Closed)
+        && !d.state.is_terminal()
+        && !(creating && !d.committed)
+    {
+        // A write the store refused for good (a state changed under the
+        // run, a transaction the database aborted): the run is not failed
+        // for it, and not left half-driven either. Its driver starts again
+        // from what the store holds, after a pause that grows with each
+        // restart; a run another worker drives now is left to it (the
+        // claim at the start refuses it).
+        let mut link = d.into_link();
+        link.restarts += 1;
+        let pause = std::time::Duration::from_millis((100u64 << link.restarts.min(9)).min(30_000));
+        tracing::warn!(run = %id, error = %e, restarts = link.restarts,
+            "the run's driver stopped on a store error; it starts again from the stored run in {pause:?}");
+        tokio::time::sleep(pause).await;
+        return Box::pin(drive(sh, id, Some(Known { def, rec: None, create: None }), cancel, link)).await;
+    }
     if r.is_ok()
         && let Some(rec) = std::mem::replace(&mut d.mirror, mirror::Mirror::off()).ended()
     {
