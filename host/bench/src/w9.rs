@@ -135,7 +135,7 @@ where
 
 /// CPU time (user + system) of process `pid` so far, in µs (Linux; 0
 /// elsewhere).
-fn cpu_us(pid: u32) -> f64 {
+pub(crate) fn cpu_us(pid: u32) -> f64 {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0.0 };
     // Fields after the command (which may hold spaces) in parentheses.
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");

@@ -453,6 +453,18 @@ pub trait Store: Send + Sync + 'static {
     /// A run with its steps and attempts.
     async fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError>;
 
+    /// The records of runs `ids` that exist, in any order: a store that can
+    /// read many at once (a worker starting the runs it claimed) does.
+    async fn runs(&self, ids: &[RunId]) -> Result<Vec<RunRecord>, StoreError> {
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(r) = self.run(id).await? {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
+
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError>;
 
     /// Events of a run with `seq > after`, in order, at most `limit`.

@@ -223,12 +223,8 @@ impl Poller {
             // as many as there is room for; cancels reach its runs as
             // messages.
             let room = CLAIM_BATCH.saturating_sub(engine.active_runs());
-            let claimed = store.claim_runs(room).await?;
-            let fresh = claimed.len();
+            let fresh = engine.claim(room).await?.len();
             self.full = room > 0 && fresh >= room;
-            for id in claimed {
-                engine.start(&id);
-            }
             return Ok(fresh);
         }
         let unfinished: HashSet<RunId> = store.unfinished_runs().await?.into_iter().collect();

@@ -340,6 +340,10 @@ impl Store for PgStore {
         read::run(&self.reader().await?, id).await
     }
 
+    async fn runs(&self, ids: &[RunId]) -> Result<Vec<RunRecord>, StoreError> {
+        read::runs(&self.reader().await?, ids).await
+    }
+
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
         read::list_runs(&self.reader().await?, filter).await
     }

@@ -69,113 +69,146 @@ async fn query<C: GenericClient>(
 }
 
 pub async fn run<C: GenericClient>(c: &C, run_id: &RunId) -> Result<Option<RunRecord>, StoreError> {
-    let rid = run_id.as_str();
-    let by_run: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&rid];
-    let (head, steps, attempts, waits, artifacts) = futures::try_join!(
+    Ok(runs(c, std::slice::from_ref(run_id)).await?.pop())
+}
+
+/// The records of runs `ids` (those that exist, in no particular order):
+/// five queries, pipelined, however many runs — a worker reads the runs it
+/// just claimed at once instead of one by one.
+pub async fn runs<C: GenericClient>(c: &C, ids: &[RunId]) -> Result<Vec<RunRecord>, StoreError> {
+    use std::collections::HashMap;
+    if ids.is_empty() {
+        return Ok(vec![]);
+    }
+    let list: Vec<&str> = ids.iter().map(|i| i.as_str()).collect();
+    let by_run: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&list];
+    let (heads, steps, attempts, waits, artifacts) = futures::try_join!(
         query(
             c,
-            "SELECT r.template, r.version, r.state, pl.definition, ri.input, r.output, r.error, r.parent, r.depth,
-                    r.concurrency_key, r.created_at, GREATEST(r.updated_at, COALESCE(e.at, 0)), r.deadline_at,
-                    GREATEST(r.last_seq, COALESCE(e.seq, 0))
+            "SELECT r.id, r.template, r.version, r.state, pl.definition, ri.input, r.output, r.error, r.parent,
+                    r.depth, r.concurrency_key, r.created_at, GREATEST(r.updated_at, COALESCE(e.at, 0)),
+                    r.deadline_at, GREATEST(r.last_seq, COALESCE(e.seq, 0)), pl.sha256
              FROM runs r JOIN run_inputs ri ON ri.id = r.id JOIN plans pl ON pl.sha256 = ri.plan
              LEFT JOIN LATERAL (SELECT at, seq FROM events WHERE run_id = r.id ORDER BY seq DESC LIMIT 1) e ON true
-             WHERE r.id = $1",
+             WHERE r.id = ANY($1)",
             &by_run,
         ),
         query(
             c,
-            "SELECT s.name, s.state, (SELECT COUNT(*) FROM attempts a WHERE a.run_id = s.run_id AND a.step = s.name),
+            "SELECT s.run_id, s.name, s.state,
+                    (SELECT COUNT(*) FROM attempts a WHERE a.run_id = s.run_id AND a.step = s.name),
                     s.output, s.error, s.started_at, s.ended_at, s.next_attempt_at
-             FROM steps s WHERE s.run_id = $1 ORDER BY s.idx",
+             FROM steps s WHERE s.run_id = ANY($1) ORDER BY s.run_id, s.idx",
             &by_run,
         ),
         query(
             c,
-            "SELECT step, item, attempt, state, lease_until, started_at, ended_at, output, error, interruptions,
-                    fuel, blame, input
-             FROM attempts WHERE run_id = $1 ORDER BY step, item, attempt",
+            "SELECT run_id, step, item, attempt, state, lease_until, started_at, ended_at, output, error,
+                    interruptions, fuel, blame, input
+             FROM attempts WHERE run_id = ANY($1) ORDER BY run_id, step, item, attempt",
             &by_run,
         ),
         query(
             c,
-            "SELECT w.step, w.spec, w.until, w.since FROM waits w
-             JOIN steps s ON s.run_id = w.run_id AND s.name = w.step WHERE w.run_id = $1 ORDER BY s.idx",
+            "SELECT w.run_id, w.step, w.spec, w.until, w.since FROM waits w
+             JOIN steps s ON s.run_id = w.run_id AND s.name = w.step WHERE w.run_id = ANY($1)
+             ORDER BY w.run_id, s.idx",
             &by_run,
         ),
-        artifact_rows(c, run_id, None),
+        query(
+            c,
+            "SELECT run_id, name, mime, size, sha256, step, item, attempt, created_at FROM artifacts
+             WHERE run_id = ANY($1) ORDER BY run_id, name",
+            &by_run,
+        ),
     )?;
-    let Some(h) = head.first() else { return Ok(None) };
-    let steps = steps
-        .iter()
-        .map(|r| {
-            Ok(StepRecord {
-                name: r.get(0),
-                state: parse(r.get(1))?,
-                attempts: r.get::<_, i64>(2) as u32,
-                output: json(r.get(3))?,
-                error: error(r.get(4))?,
-                started_at: r.get(5),
-                ended_at: r.get(6),
-                next_attempt_at: r.get(7),
-            })
-        })
-        .collect::<Result<Vec<_>, StoreError>>()?;
-    let mut attempts = attempts
-        .iter()
-        .map(|r| {
-            Ok(AttemptRecord {
-                step: r.get(0),
-                item: item(r.get(1)),
-                attempt: attempt_no(r.get(2))?,
-                state: parse(r.get(3))?,
-                lease_until: r.get(4),
-                started_at: r.get(5),
-                ended_at: r.get(6),
-                output: json(r.get(7))?,
-                error: error(r.get(8))?,
-                interruptions: r.get::<_, i32>(9).max(0) as u32,
-                fuel: r.get::<_, Option<i64>>(10).map(|f| f.max(0) as u64),
-                blame: r.get::<_, i32>(11).max(0) as u32,
-                input: json(r.get(12))?,
-            })
-        })
-        .collect::<Result<Vec<_>, StoreError>>()?;
-    let position: std::collections::HashMap<&str, usize> =
-        steps.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
-    attempts.sort_by_key(|a| position.get(a.step.as_str()).copied().unwrap_or(usize::MAX));
-    let waits = waits
-        .iter()
-        .map(|r| {
-            Ok(WaitRecord {
-                run: run_id.clone(),
-                step: r.get(0),
-                kind: from_json(r.get(1))?,
-                until: r.get(2),
-                since: r.get(3),
-            })
-        })
-        .collect::<Result<Vec<_>, StoreError>>()?;
-    Ok(Some(RunRecord {
-        id: run_id.clone(),
-        template: h.get(0),
-        version: h.get::<_, Option<i32>>(1).map(|v| v.max(0) as u32),
-        state: parse(h.get(2))?,
-        definition: std::sync::Arc::new(value(h.get(3))?),
-        input: value(h.get(4))?,
-        output: json(h.get(5))?,
-        error: error(h.get(6))?,
-        parent: h.get::<_, Option<String>>(7).map(id).transpose()?,
-        depth: h.get::<_, i32>(8).max(0) as u32,
-        concurrency_key: h.get(9),
-        created_at: h.get(10),
-        updated_at: h.get(11),
-        deadline_at: h.get(12),
-        steps,
-        attempts,
-        last_seq: Seq(h.get::<_, i64>(13).max(0) as u64),
-        waits,
-        artifacts,
-    }))
+    let mut steps_of: HashMap<String, Vec<StepRecord>> = HashMap::new();
+    for r in &steps {
+        steps_of.entry(r.get(0)).or_default().push(StepRecord {
+            name: r.get(1),
+            state: parse(r.get(2))?,
+            attempts: r.get::<_, i64>(3) as u32,
+            output: json(r.get(4))?,
+            error: error(r.get(5))?,
+            started_at: r.get(6),
+            ended_at: r.get(7),
+            next_attempt_at: r.get(8),
+        });
+    }
+    let mut attempts_of: HashMap<String, Vec<AttemptRecord>> = HashMap::new();
+    for r in &attempts {
+        attempts_of.entry(r.get(0)).or_default().push(AttemptRecord {
+            step: r.get(1),
+            item: item(r.get(2)),
+            attempt: attempt_no(r.get(3))?,
+            state: parse(r.get(4))?,
+            lease_until: r.get(5),
+            started_at: r.get(6),
+            ended_at: r.get(7),
+            output: json(r.get(8))?,
+            error: error(r.get(9))?,
+            interruptions: r.get::<_, i32>(10).max(0) as u32,
+            fuel: r.get::<_, Option<i64>>(11).map(|f| f.max(0) as u64),
+            blame: r.get::<_, i32>(12).max(0) as u32,
+            input: json(r.get(13))?,
+        });
+    }
+    let mut waits_of: HashMap<String, Vec<WaitRecord>> = HashMap::new();
+    for r in &waits {
+        let run = id(r.get(0))?;
+        waits_of.entry(r.get(0)).or_default().push(WaitRecord {
+            run,
+            step: r.get(1),
+            kind: from_json(r.get(2))?,
+            until: r.get(3),
+            since: r.get(4),
+        });
+    }
+    let mut artifacts_of: HashMap<String, Vec<ArtifactRecord>> = HashMap::new();
+    for r in &artifacts {
+        artifacts_of.entry(r.get(0)).or_default().push(artifact_of(&id(r.get(0))?, r, 1)?);
+    }
+    // Runs of one plan share its parsed definition.
+    let mut plans: HashMap<String, std::sync::Arc<serde_json::Value>> = HashMap::new();
+    let mut out = Vec::with_capacity(heads.len());
+    for h in &heads {
+        let rid: String = h.get(0);
+        let sha: String = h.get(15);
+        let definition = match plans.get(&sha) {
+            Some(d) => d.clone(),
+            None => {
+                let d = std::sync::Arc::new(value(h.get(4))?);
+                plans.insert(sha, d.clone());
+                d
+            }
+        };
+        let steps = steps_of.remove(&rid).unwrap_or_default();
+        let mut attempts = attempts_of.remove(&rid).unwrap_or_default();
+        let position: HashMap<&str, usize> = steps.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
+        attempts.sort_by_key(|a| position.get(a.step.as_str()).copied().unwrap_or(usize::MAX));
+        out.push(RunRecord {
+            id: id(rid.clone())?,
+            template: h.get(1),
+            version: h.get::<_, Option<i32>>(2).map(|v| v.max(0) as u32),
+            state: parse(h.get(3))?,
+            definition,
+            input: value(h.get(5))?,
+            output: json(h.get(6))?,
+            error: error(h.get(7))?,
+            parent: h.get::<_, Option<String>>(8).map(id).transpose()?,
+            depth: h.get::<_, i32>(9).max(0) as u32,
+            concurrency_key: h.get(10),
+            created_at: h.get(11),
+            updated_at: h.get(12),
+            deadline_at: h.get(13),
+            steps,
+            attempts,
+            last_seq: Seq(h.get::<_, i64>(14).max(0) as u64),
+            waits: waits_of.remove(&rid).unwrap_or_default(),
+            artifacts: artifacts_of.remove(&rid).unwrap_or_default(),
+        });
+    }
+    Ok(out)
 }
 
 /// A run's state, or `None` when there is no such run.
@@ -402,21 +435,23 @@ pub async fn artifact_rows<C: GenericClient>(
         &[&run.as_str(), &name],
     )
     .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(ArtifactRecord {
-                run: run.clone(),
-                name: r.get(0),
-                mime: r.get(1),
-                size: r.get::<_, i64>(2).max(0) as u64,
-                sha256: r.get(3),
-                step: r.get(4),
-                item: item(r.get(5)),
-                attempt: attempt_no(r.get(6))?,
-                created_at: r.get(7),
-            })
-        })
-        .collect()
+    rows.iter().map(|r| artifact_of(run, r, 0)).collect()
+}
+
+/// An artifact from a row whose columns from `at` on are name, mime, size,
+/// sha256, step, item, attempt, created_at.
+fn artifact_of(run: &RunId, r: &Row, at: usize) -> Result<ArtifactRecord, StoreError> {
+    Ok(ArtifactRecord {
+        run: run.clone(),
+        name: r.get(at),
+        mime: r.get(at + 1),
+        size: r.get::<_, i64>(at + 2).max(0) as u64,
+        sha256: r.get(at + 3),
+        step: r.get(at + 4),
+        item: item(r.get(at + 5)),
+        attempt: attempt_no(r.get(at + 6))?,
+        created_at: r.get(at + 7),
+    })
 }
 
 pub async fn artifacts<C: GenericClient>(

@@ -154,6 +154,14 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX artifacts_blob ON artifacts(sha256);
     "#,
+    // 2: the runs nobody drives, as claims look for them (its predicate is
+    // the claim's own): a claim reads only those, not the whole history of
+    // runs. A claim or takeover now updates this index too (no longer a
+    // heap-only update); measured, a claim went from ~3.6 ms to tens of µs.
+    r#"
+    CREATE INDEX runs_free ON runs(id)
+        WHERE owner IS NULL AND state IN ('submitted', 'working', 'input-required', 'auth-required');
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -74,10 +74,11 @@ fn three_workers_one_killed_one_paused_complete_every_run_once() {
     let w = Weft::postgres();
     let db = Db::open(w.database.as_deref().unwrap());
     let hostile = weft_test_artifacts::HOSTILE;
-    // Side-effect steps (no retry policy, default settings): two short
-    // computations and an echo of the idempotency key, W3-like.
+    // Side-effect steps (no retry policy, default settings): a computation
+    // of 10 ms (long enough that a kill or a pause finds attempts
+    // running), an echo of the idempotency key, a short computation.
     let def = json!({"name": "side", "steps": [
-        {"name": "a", "code": {"path": hostile}, "input": {"mode": "fib", "n": 24}},
+        {"name": "a", "code": {"path": hostile}, "input": {"mode": "busy", "n": 10}},
         {"name": "b", "code": {"path": hostile}, "input": {"mode": "ok", "echo": "@a"}},
         {"name": "c", "code": {"path": hostile}, "input": {"mode": "fib", "n": 24, "prev": "@b"}}]});
     let file = w.write_def("side", &def);

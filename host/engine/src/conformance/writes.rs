@@ -55,8 +55,15 @@ pub async fn every_write_kind_round_trips_like_the_reference(store: Arc<dyn Stor
     assert!(sql.unfinished_runs().await.unwrap().is_empty());
     assert!(sql.expired_leases(i64::MAX).await.unwrap().is_empty());
     let r = sql.run(&id).await.unwrap().unwrap();
-    assert_eq!(r.error.unwrap().kind, ErrorKind::Deadline);
+    assert_eq!(r.error.as_ref().unwrap().kind, ErrorKind::Deadline);
     assert_eq!(r.updated_at, 400);
+    // Many runs read at once are the runs read one by one.
+    let other = rid(2);
+    apply_all(sql, &life(&other)[..2]).await;
+    let mut many = sql.runs(&[other.clone(), rid(99), id.clone()]).await.unwrap();
+    many.sort_by(|x, y| x.id.cmp(&y.id));
+    assert_eq!(many, vec![r, sql.run(&other).await.unwrap().unwrap()], "runs() differs from run()");
+    assert_eq!(many[1].attempts.len(), 1, "{:?}", many[1].attempts);
 }
 
 pub async fn refused_writes_match_the_reference(store: Arc<dyn Store>) {

@@ -454,6 +454,34 @@ impl Engine {
         let _ = self.start_with(id, None);
     }
 
+    /// Drives runs this process claimed from a shared store
+    /// ([`Store::claim_runs`]), read at once ([`Store::runs`]): each
+    /// driver starts from its record, without claiming or reading it again.
+    /// A run whose plan does not load starts as [`Engine::start`] starts it.
+    pub fn start_claimed(&self, claimed: Vec<RunRecord>) {
+        for rec in claimed {
+            let id = rec.id.clone();
+            match self.sh.plans.get(&rec) {
+                Ok(def) => {
+                    let _ = self.start_with(&id, Some(driver::Known { def, rec: Some(rec), create: None }));
+                }
+                Err(_) => self.start(&id),
+            }
+        }
+    }
+
+    /// Claims at most `limit` runs nobody drives on a shared store and
+    /// drives them ([`Engine::start_claimed`]): their ids.
+    pub async fn claim(&self, limit: usize) -> Result<Vec<RunId>, StoreError> {
+        let ids = self.sh.store.claim_runs(limit).await?;
+        if ids.is_empty() {
+            return Ok(ids);
+        }
+        let recs = self.sh.store.runs(&ids).await?;
+        self.start_claimed(recs);
+        Ok(ids)
+    }
+
     fn start_with(&self, id: &RunId, def: Option<driver::Known>) -> Option<EndWatch> {
         let mut runs = self.sh.active.lock().unwrap();
         if runs.hibernated.contains_key(id) {
@@ -514,13 +542,13 @@ impl Engine {
         // shared store, its own, the runs of dead workers and a share of
         // the new.
         let mut ids = self.sh.store.owned_runs().await?;
-        for id in self.sh.store.claim_runs(self.sh.config.claim_batch).await? {
+        for id in &ids {
+            self.start(id);
+        }
+        for id in self.claim(self.sh.config.claim_batch).await? {
             if !ids.contains(&id) {
                 ids.push(id);
             }
-        }
-        for id in &ids {
-            self.start(id);
         }
         Ok(ids)
     }
