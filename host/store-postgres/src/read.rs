@@ -76,7 +76,7 @@ pub async fn run<C: GenericClient>(c: &C, run_id: &RunId) -> Result<Option<RunRe
             c,
             "SELECT r.template, r.version, r.state, pl.definition, ri.input, r.output, r.error, r.parent, r.depth,
                     r.concurrency_key, r.created_at, GREATEST(r.updated_at, COALESCE(e.at, 0)), r.deadline_at,
-                    GREATEST(r.last_seq, COALESCE(e.seq, 0))
+                    GREATEST(r.last_seq, COALESCE(e.seq, 0)), ri.traceparent
              FROM runs r JOIN run_inputs ri ON ri.id = r.id JOIN plans pl ON pl.sha256 = ri.plan
              LEFT JOIN LATERAL (SELECT at, seq FROM events WHERE run_id = r.id ORDER BY seq DESC LIMIT 1) e ON true
              WHERE r.id = $1",
@@ -170,6 +170,7 @@ pub async fn run<C: GenericClient>(c: &C, run_id: &RunId) -> Result<Option<RunRe
         created_at: h.get(10),
         updated_at: h.get(11),
         deadline_at: h.get(12),
+        traceparent: h.get(14),
         steps,
         attempts,
         last_seq: Seq(h.get::<_, i64>(13).max(0) as u64),

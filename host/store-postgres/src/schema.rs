@@ -154,6 +154,11 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX artifacts_blob ON artifacts(sha256);
     "#,
+    // 2: the W3C traceparent a run was started under (docs/observability.md),
+    // beside its input: written once, with the run.
+    r#"
+    ALTER TABLE run_inputs ADD COLUMN traceparent TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -29,6 +29,7 @@ use weft_model::type_name;
 
 mod flush;
 mod mirror;
+mod observe;
 mod outcome;
 mod ready;
 mod undriven;
@@ -211,6 +212,11 @@ pub(super) struct Link {
 struct Driver {
     sh: Arc<Shared>,
     id: RunId,
+    /// The run's template, creation time and stored `traceparent` (see
+    /// [`observe`]).
+    template: Arc<str>,
+    created_at: i64,
+    trace: Option<Arc<str>>,
     def: Arc<Definition>,
     graph: Graph,
     topo: Vec<usize>,
@@ -393,6 +399,9 @@ impl Driver {
         let mut d = Driver {
             sh,
             id: rec.id.clone(),
+            template: rec.template.as_str().into(),
+            created_at: rec.created_at,
+            trace: rec.traceparent.as_deref().map(Into::into),
             def,
             graph,
             topo,
@@ -748,6 +757,7 @@ impl Driver {
             error: error.clone(),
             at,
         });
+        self.observe_run(self.state, to);
         self.state = to;
         let mut data = json!({"state": to});
         if let Some(e) = error {
