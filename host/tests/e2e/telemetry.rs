@@ -239,6 +239,7 @@ fn metrics_count_the_runs_and_steps_executed() {
     assert_eq!(value("weft_runs_finished_total", &[("template", "pair"), ("state", "completed")]), 3.0, "{text}");
     assert_eq!(value("weft_runs_finished_total", &[("template", "broken"), ("state", "failed")]), 1.0, "{text}");
     assert_eq!(value("weft_step_attempts_total", &[("kind", "code"), ("outcome", "succeeded")]), 6.0, "{text}");
+    assert_eq!(value("weft_step_attempts_total", &[("kind", "code"), ("outcome", "guest_error")]), 1.0, "{text}");
     let durations = scrape
         .samples
         .iter()
@@ -246,7 +247,8 @@ fn metrics_count_the_runs_and_steps_executed() {
         .unwrap_or_else(|| panic!("no step durations: {text}"));
     match &durations.value {
         prometheus_parse::Value::Histogram(h) => {
-            assert_eq!(h.iter().map(|b| b.count).fold(0.0, f64::max), 6.0, "{text}")
+            // Every code attempt: six that succeeded, the one that failed.
+            assert_eq!(h.iter().map(|b| b.count).fold(0.0, f64::max), 7.0, "{text}")
         }
         other => panic!("weft_step_duration_seconds is a histogram, not {other:?}"),
     }
