@@ -212,11 +212,7 @@ pub(super) struct Link {
 struct Driver {
     sh: Arc<Shared>,
     id: RunId,
-    /// The run's template, creation time and stored `traceparent` (see
-    /// [`observe`]).
-    template: Arc<str>,
-    created_at: i64,
-    trace: Option<Arc<str>>,
+    info: observe::RunInfo,
     def: Arc<Definition>,
     graph: Graph,
     topo: Vec<usize>,
@@ -399,9 +395,7 @@ impl Driver {
         let mut d = Driver {
             sh,
             id: rec.id.clone(),
-            template: rec.template.as_str().into(),
-            created_at: rec.created_at,
-            trace: rec.traceparent.as_deref().map(Into::into),
+            info: observe::RunInfo::of(&rec),
             def,
             graph,
             topo,

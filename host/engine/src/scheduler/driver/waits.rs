@@ -110,7 +110,7 @@ impl Driver {
             template: w.template.clone(),
             version: w.version,
             input,
-            traceparent: crate::trace::RunTrace::of(&self.id, self.trace.as_deref()).child_traceparent(),
+            traceparent: crate::trace::RunTrace::of(&self.id, self.info.trace.as_deref()).child_traceparent(),
         }
     }
 
