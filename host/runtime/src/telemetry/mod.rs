@@ -237,6 +237,27 @@ mod tests {
     }
 
     #[test]
+    fn both_otlp_protocols_build_and_others_are_refused() {
+        if env("OTEL_EXPORTER_OTLP_PROTOCOL").is_some() || env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL").is_some() {
+            eprintln!("SKIPPED: OTEL_EXPORTER_OTLP_PROTOCOL is set in this environment");
+            return;
+        }
+        for p in ["grpc", "http/protobuf"] {
+            let cfg = TelemetryConfig {
+                protocol: Some(p.into()),
+                endpoint: Some("http://127.0.0.1:9".into()),
+                ..Default::default()
+            };
+            let (provider, grpc) = provider(&cfg).unwrap_or_else(|e| panic!("{p}: {e}"));
+            assert_eq!(grpc.is_some(), p == "grpc", "gRPC's channel gets a runtime of its own");
+            let _ = provider.shutdown();
+        }
+        let bad = TelemetryConfig { protocol: Some("carrier-pigeon".into()), ..Default::default() };
+        let e = provider(&bad).err().expect("refused").to_string();
+        assert!(e.contains("\"carrier-pigeon\"") && e.contains("`http/protobuf` or `grpc`"), "{e}");
+    }
+
+    #[test]
     fn traces_are_off_unless_asked_for() {
         // The test process sets no OTEL_* variable.
         if env("OTEL_EXPORTER_OTLP_ENDPOINT").is_some() || env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_some() {
