@@ -1,8 +1,9 @@
-//! A real OTLP/HTTP trace receiver for the tests: an HTTP server (axum)
-//! that accepts `POST /v1/traces` with a protobuf
-//! `ExportTraceServiceRequest` (decoded with `opentelemetry-proto`, the
-//! OpenTelemetry project's own message types) and keeps every span it was
-//! sent, with its service's name, for the tests to assert on.
+//! Real OTLP trace receivers for the tests: over HTTP, an axum server that
+//! accepts `POST /v1/traces` with a protobuf `ExportTraceServiceRequest`;
+//! over gRPC, tonic's server with the `TraceService` that
+//! `opentelemetry-proto` (the OpenTelemetry project's own message and
+//! service types) generates. Both keep every span they were sent, with its
+//! service's name, for the tests to assert on.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -12,6 +13,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
 use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
 use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value::Value as Any};
 use prost::Message as _;
@@ -70,6 +72,25 @@ async fn traces(State(spans): State<Spans>, body: Bytes) -> impl IntoResponse {
     let Ok(req) = ExportTraceServiceRequest::decode(body) else {
         return (StatusCode::BAD_REQUEST, Vec::new());
     };
+    keep(&spans, req);
+    (StatusCode::OK, ExportTraceServiceResponse::default().encode_to_vec())
+}
+
+/// The gRPC service.
+struct Grpc(Spans);
+
+#[tonic::async_trait]
+impl TraceService for Grpc {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        keep(&self.0, request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+fn keep(spans: &Spans, req: ExportTraceServiceRequest) {
     let mut got = spans.lock().unwrap();
     for rs in req.resource_spans {
         let service = rs.resource.as_ref().map(|r| text(&r.attributes)).unwrap_or_default();
@@ -90,7 +111,6 @@ async fn traces(State(spans): State<Spans>, body: Bytes) -> impl IntoResponse {
             }
         }
     }
-    (StatusCode::OK, ExportTraceServiceResponse::default().encode_to_vec())
 }
 
 impl Receiver {
@@ -101,6 +121,18 @@ impl Receiver {
         let url = format!("http://{}", listener.local_addr().unwrap());
         let app = axum::Router::new().route("/v1/traces", axum::routing::post(traces)).with_state(spans.clone());
         rt.spawn(async move { axum::serve(listener, app).await });
+        Receiver { url, spans, _rt: rt }
+    }
+
+    /// The same over gRPC (`url` is then the gRPC endpoint).
+    pub fn start_grpc() -> Receiver {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let spans: Spans = Arc::default();
+        let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let service = TraceServiceServer::new(Grpc(spans.clone()));
+        let incoming = tonic::transport::server::TcpIncoming::from(listener);
+        rt.spawn(tonic::transport::Server::builder().add_service(service).serve_with_incoming(incoming));
         Receiver { url, spans, _rt: rt }
     }
 

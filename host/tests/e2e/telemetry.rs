@@ -198,6 +198,32 @@ fn a_run_started_over_http_keeps_its_trace_after_a_crash() {
     assert!(run_span.start_ns <= after.start_ns && run_span.end_ns - run_span.start_ns >= 1_400_000_000);
 }
 
+/// `OTEL_EXPORTER_OTLP_PROTOCOL=grpc`: the same spans over gRPC, sent as
+/// a foreground `weft run` ends.
+#[test]
+fn traces_go_over_grpc_too() {
+    let receiver = Receiver::start_grpc();
+    let w = Weft::new();
+    let file = w.dir.path().join("solo.json");
+    let def = json!({"name": "solo", "steps": [
+        {"name": "a", "code": {"plugin": "json-select"}, "input": {"data": {"x": 1}, "path": "x"}}]});
+    std::fs::write(&file, def.to_string()).unwrap();
+    let out = w
+        .cmd()
+        .args(["run", file.to_str().unwrap(), "--json"])
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.url)
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .env("TRACEPARENT", format!("00-{TRACE}-{CALLER_SPAN}-01"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let spans = receiver.wait_for(Duration::from_secs(10), |s| s.iter().any(|x| x.name == "run solo"));
+    let run_span = one(&spans, "weft", "run solo");
+    assert_eq!((run_span.trace_id.as_str(), run_span.parent.as_str()), (TRACE, CALLER_SPAN), "{run_span:?}");
+    let step = one(&spans, "weft", "step a");
+    assert_eq!(step.parent, run_span.span_id);
+}
+
 #[test]
 fn metrics_count_the_runs_and_steps_executed() {
     let w = Weft::new();
