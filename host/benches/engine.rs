@@ -370,6 +370,7 @@ fn w1_floor(report: &mut Report) {
         run_fuel_left: None,
         transform: None,
         events: Arc::new(weft_engine::runner::NoEvents),
+        trace: None,
     };
     let us: Vec<f64> = rt.block_on(async {
         let mut out = vec![];

@@ -110,6 +110,7 @@ pub fn run(rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
             idempotency_key: Some(format!("r/s/{i}")),
             timeout: Some(Duration::from_secs(10)),
             progress: None,
+            traceparent: None,
         };
         for i in 0..CALLS {
             ups.call(call(i), std::future::pending()).await?;
@@ -152,6 +153,7 @@ pub fn run(rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
             run_fuel_left: None,
             transform: None,
             events: Arc::new(weft_engine::runner::NoEvents),
+            trace: None,
         };
         let mut out = vec![];
         for _ in 0..rounds {

@@ -9,6 +9,7 @@
 //! - [`scheduler`]: the [`Engine`] that creates, drives, recovers and cancels runs.
 //! - [`view`]: the `runs show --json` shape.
 //! - [`compare`]: two runs side by side, step by step (`runs diff`, `run_compare`).
+//! - [`trace`]: a run's W3C trace context (stored with it) and the metrics switch.
 
 pub mod cancel;
 pub mod caps;
@@ -29,6 +30,7 @@ pub mod scheduler;
 pub mod state;
 pub mod store;
 pub mod stored;
+pub mod trace;
 pub mod view;
 
 pub use cancel::CancelToken;

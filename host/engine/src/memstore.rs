@@ -583,6 +583,7 @@ mod tests {
                 concurrency_key: None,
                 created_at: 10,
                 deadline_at: None,
+                traceparent: None,
             },
             steps: vec!["a".into(), "b".into()],
         }

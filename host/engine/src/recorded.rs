@@ -161,6 +161,7 @@ mod tests {
             concurrency_key: None,
             created_at: 1_000,
             deadline_at: None,
+            traceparent: None,
         };
         let steps = [
             DoneStep {

@@ -54,6 +54,8 @@ pub struct StepRequest {
     /// Tool steps: a code step applied to the tool's output (pinned).
     pub transform: Option<CodeRef>,
     pub events: Arc<dyn EventSink>,
+    /// The run's stored `traceparent` (see [`crate::trace::RunTrace`]).
+    pub trace: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for StepRequest {

@@ -36,6 +36,11 @@ pub struct NewRun {
     pub created_at: i64,
     /// The whole-run deadline (ms since epoch), from `timeout_ms`.
     pub deadline_at: Option<i64>,
+    /// The W3C `traceparent` the run was started under (an MCP request's
+    /// `_meta`, an HTTP header, the parent run's span): its trace goes on
+    /// after a crash or a takeover (see [`crate::trace`]).
+    #[serde(default)]
+    pub traceparent: Option<String>,
 }
 
 /// One write of a batch.
@@ -211,6 +216,9 @@ pub struct RunRecord {
     /// last event (every transition writes an event).
     pub updated_at: i64,
     pub deadline_at: Option<i64>,
+    /// See [`NewRun::traceparent`].
+    #[serde(default)]
+    pub traceparent: Option<String>,
     /// In definition order.
     pub steps: Vec<StepRecord>,
     /// Ordered by step (definition order), item, attempt.
@@ -244,6 +252,7 @@ impl RunRecord {
             created_at: run.created_at,
             updated_at: run.created_at,
             deadline_at: run.deadline_at,
+            traceparent: run.traceparent.clone(),
             steps: steps
                 .iter()
                 .map(|n| StepRecord {

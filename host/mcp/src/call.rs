@@ -5,6 +5,10 @@
 //! routed to the caller, and the result mapped to one JSON value:
 //! `structuredContent`, else the text content parsed as JSON, else the
 //! text (workflow.md §2). Failures are classified ([`CallErrorKind`]).
+//! The caller's W3C `traceparent`, when given, travels in `_meta` too
+//! (MCP's trace context, SEP-414). Each call's latency and failures are
+//! recorded per server (`weft_upstream_*` metrics, docs/observability.md)
+//! when a metrics recorder is installed.
 
 use std::future::Future;
 use std::time::Duration;
@@ -21,6 +25,19 @@ use crate::config::DEFAULT_TOOL_TIMEOUT;
 use crate::connection::ProgressFn;
 use crate::error::{CallError, CallErrorKind};
 use crate::pool::Upstreams;
+
+/// Whether a metrics recorder is installed (the process's telemetry sets
+/// it; nothing is measured otherwise).
+static METRICS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn metrics_on() -> bool {
+    METRICS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Records each call's latency and failures from now on (see the module docs).
+pub fn record_metrics(on: bool) {
+    METRICS.store(on, std::sync::atomic::Ordering::Relaxed);
+}
 
 /// The `_meta` key that carries an attempt's idempotency key.
 pub const IDEMPOTENCY_META_KEY: &str = "dev.weft/idempotency-key";
@@ -41,6 +58,8 @@ pub struct ToolCall {
     pub timeout: Option<Duration>,
     /// Receives the upstream's progress notifications for this call.
     pub progress: Option<ProgressFn>,
+    /// The caller's W3C trace context, sent as `_meta.traceparent`.
+    pub traceparent: Option<String>,
 }
 
 impl std::fmt::Debug for ToolCall {
@@ -81,7 +100,22 @@ impl Upstreams {
         cancel: impl Future<Output = ()>,
     ) -> Result<CallToolResult, CallError> {
         let server = call.server.clone();
-        self.call_raw_inner(call, cancel).await.map_err(|e| self.redacted(&server, e))
+        let started = metrics_on().then(std::time::Instant::now);
+        let r = self.call_raw_inner(call, cancel).await.map_err(|e| self.redacted(&server, e));
+        if let Some(t) = started {
+            let outcome = match &r {
+                Ok(res) if res.is_error == Some(true) => CallErrorKind::ToolError.as_str(),
+                Ok(_) => "ok",
+                Err(e) => e.kind.as_str(),
+            };
+            metrics::histogram!("weft_upstream_call_duration_seconds", "server" => server.clone())
+                .record(t.elapsed().as_secs_f64());
+            if outcome != "ok" {
+                metrics::counter!("weft_upstream_call_errors_total", "server" => server, "kind" => outcome)
+                    .increment(1);
+            }
+        }
+        r
     }
 
     async fn call_raw_inner(
@@ -89,7 +123,7 @@ impl Upstreams {
         call: ToolCall,
         cancel: impl Future<Output = ()>,
     ) -> Result<CallToolResult, CallError> {
-        let ToolCall { server, tool, arguments, idempotency_key, timeout, progress } = call;
+        let ToolCall { server, tool, arguments, idempotency_key, timeout, progress, traceparent } = call;
         let cfg = self.upstream_config(&server)?;
         if !cfg.tools.allows(&tool) {
             return Err(CallError::new(
@@ -136,6 +170,9 @@ impl Upstreams {
         let mut meta = RequestMetaObject::new();
         if let Some(key) = idempotency_key {
             meta.0.0.insert(IDEMPOTENCY_META_KEY.to_string(), Value::String(key));
+        }
+        if let Some(t) = traceparent {
+            meta.set_traceparent(t);
         }
         let request = ClientRequest::CallToolRequest(rmcp::model::Request::new(
             CallToolRequestParams::new(tool.clone()).with_arguments(arguments),

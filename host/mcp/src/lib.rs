@@ -15,7 +15,7 @@ mod error;
 mod pool;
 pub mod redact;
 
-pub use call::{IDEMPOTENCY_META_KEY, ToolCall, ToolOutput, map_result};
+pub use call::{IDEMPOTENCY_META_KEY, ToolCall, ToolOutput, map_result, record_metrics};
 pub use config::{DEFAULT_TOOL_TIMEOUT, ServerConfig, ToolFilter, Transport};
 pub use connection::{Progress, ProgressFn};
 pub use error::{CallError, CallErrorKind};

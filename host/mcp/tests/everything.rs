@@ -19,6 +19,7 @@ fn call(server: &str, tool: &str, args: serde_json::Value) -> ToolCall {
         idempotency_key: Some("r_test/step/1".into()),
         timeout: Some(Duration::from_secs(20)),
         progress: None,
+        traceparent: None,
     }
 }
 

@@ -37,6 +37,9 @@ pub struct ConfigFile {
     /// Where guests may come from.
     #[serde(default)]
     pub guests: GuestsConfig,
+    /// `[telemetry]`: logs, traces (docs/observability.md).
+    #[serde(default)]
+    pub telemetry: crate::telemetry::TelemetryConfig,
 }
 
 /// `[guests]`.

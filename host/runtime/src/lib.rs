@@ -13,7 +13,8 @@
 //! | [`app`] | an open store, its scheduler lock, and an engine over it |
 //! | [`owner`] | the one loop of a store's owner: inbox, runs created elsewhere, cancels |
 //! | [`runner`], [`tool_runner`] | the engine's `StepRunner`s: code (sandbox) and tools (MCP) |
-//! | [`logging`] | tracing to stderr with secrets redacted |
+//! | [`logging`] | log lines to stderr with secrets redacted |
+//! | [`telemetry`] | logs (text, JSON), OpenTelemetry traces over OTLP, the Prometheus recorder |
 //! | [`error`] | [`RuntimeError`]: the user's to fix, or not |
 //!
 //! The way a run travels: a front end calls [`pipeline::prepare`] (which
@@ -42,6 +43,7 @@ pub mod reader;
 pub mod retention;
 pub mod runner;
 pub mod servers;
+pub mod telemetry;
 pub mod tool_runner;
 
 pub use error::RuntimeError;

@@ -1,7 +1,8 @@
 //! weft's log lines go to stderr through one writer that replaces every
 //! secret of the configuration (the values `${VAR}`s expanded to, URL
 //! credentials: `weft_mcp::redact`) — including in what libraries log
-//! (rmcp logs the failing request's URL, query string and all).
+//! (rmcp logs the failing request's URL, query string and all). The
+//! subscriber that writes through it is set up by [`crate::telemetry::init`].
 
 use std::io::Write;
 use std::sync::RwLock;
@@ -9,16 +10,6 @@ use std::sync::RwLock;
 use weft_mcp::Secrets;
 
 static SECRETS: RwLock<Vec<Secrets>> = RwLock::new(Vec::new());
-
-/// Logs to stderr through [`Redacting`], filtered by `$WEFT_LOG` (default:
-/// warnings).
-pub fn init() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("WEFT_LOG")
-        // rmcp warns when a closing upstream outlives its grace period;
-        // weft kills it then, so that is not news for the user.
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp=error"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(Redacting).try_init();
-}
 
 /// Redacts these secrets from every log line from now on.
 pub fn add_secrets(s: Secrets) {

@@ -29,6 +29,7 @@ use weft_engine::clock::system_now_ms as now_ms;
 
 use futures::FutureExt;
 use serde_json::json;
+use tracing::Instrument as _;
 use weft_engine::{CancelToken, ErrorKind, EventSink, StepError, StepFailure, StepOutput, StepRequest, StepRunner};
 use weft_model::{Action, CodeRef};
 use weft_sandbox::registry::Registry;
@@ -181,6 +182,7 @@ impl Inner {
             }
             None => now + limits.timeout.as_millis() as i64,
         };
+        let span = crate::telemetry::guest_span(req, &guest.digest().hex());
         let inv = Invocation {
             ctx: StepContext {
                 run_id: req.run.to_string(),
@@ -188,15 +190,23 @@ impl Inner {
                 attempt: req.attempt.get(),
                 idempotency_key: req.idempotency_key.clone(),
                 deadline_ms: deadline_ms.max(0) as u64,
+                traceparent: span.in_scope(|| crate::telemetry::traceparent_here(req.trace.as_deref())),
             },
             input: req.input.to_string(),
             limits,
             cancel,
             observer: Some(Arc::new(ToEvents(req.events.clone()))),
         };
-        let result = self.sandbox.invoke_async(&guest, &inv).await;
+        let result = self.sandbox.invoke_async(&guest, &inv).instrument(span.clone()).await;
         if let Some(used) = result.fuel_used {
             req.events.fuel(used);
+            span.record("fuel", used);
+        }
+        if weft_engine::trace::metrics_on() {
+            if let Some(used) = result.fuel_used {
+                metrics::histogram!("weft_guest_fuel").record(used as f64);
+            }
+            metrics::histogram!("weft_guest_duration_seconds").record(result.elapsed.as_secs_f64());
         }
         if run_budget_binds && matches!(&result.outcome, Err(e) if e.kind == GuestErrorKind::FuelExhausted) {
             return Err(run_budget_spent(req.run_fuel_left.unwrap_or(0)));
@@ -410,6 +420,7 @@ mod tests {
             run_fuel_left: None,
             transform: None,
             events,
+            trace: None,
         }
     }
 

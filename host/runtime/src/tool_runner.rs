@@ -13,6 +13,7 @@ use std::time::Duration;
 use weft_engine::clock::system_now_ms as now_ms;
 
 use serde_json::{Value, json};
+use tracing::Instrument as _;
 use weft_engine::{CancelToken, ErrorKind, StepError, StepFailure, StepOutput, StepRequest, StepRunner};
 use weft_mcp::{CallError, CallErrorKind, ToolCall, Upstreams};
 use weft_model::{Action, ToolRef};
@@ -49,6 +50,8 @@ impl ToolRunner {
             None => None,
         };
         let events = req.events.clone();
+        let span = crate::telemetry::tool_span(req, &tool.server, &tool.name);
+        let traceparent = span.in_scope(|| crate::telemetry::traceparent_here(req.trace.as_deref()));
         let call = ToolCall {
             server: tool.server.clone(),
             tool: tool.name.clone(),
@@ -58,8 +61,10 @@ impl ToolRunner {
             progress: Some(Arc::new(move |p| {
                 events.progress(json!({"progress": p.progress, "total": p.total, "message": p.message}));
             })),
+            traceparent,
         };
-        self.upstreams.call(call, cancel.canceled()).await.map(|out| out.value).map_err(to_step_error)
+        let call = self.upstreams.call(call, cancel.canceled());
+        call.instrument(span).await.map(|out| out.value).map_err(to_step_error)
     }
 }
 
@@ -127,6 +132,30 @@ impl StepRunner for Runners {
     }
 
     async fn run(&self, req: StepRequest, cancel: CancelToken) -> Result<StepOutput, StepFailure> {
+        let span = crate::telemetry::attempt_span(&req);
+        let measured = weft_engine::trace::metrics_on()
+            .then(|| (std::time::Instant::now(), crate::telemetry::step_kind(&req.action)));
+        if span.is_disabled() && measured.is_none() {
+            return self.attempt(req, cancel).await;
+        }
+        let r = self.attempt(req, cancel).instrument(span.clone()).await;
+        let (outcome, error) = match &r {
+            Ok(StepOutput::Done(_)) => ("succeeded", None),
+            Ok(StepOutput::Reject(_)) => ("rejected", None),
+            Err(e) => (e.kind.as_str(), Some(e.message.as_str())),
+        };
+        crate::telemetry::attempt_ended(&span, outcome, error);
+        if let Some((started, kind)) = measured {
+            metrics::counter!("weft_step_attempts_total", "kind" => kind, "outcome" => outcome).increment(1);
+            metrics::histogram!("weft_step_duration_seconds", "kind" => kind).record(started.elapsed().as_secs_f64());
+        }
+        r
+    }
+}
+
+impl Runners {
+    /// One attempt: a tool call (and its transform) or a guest.
+    async fn attempt(&self, req: StepRequest, cancel: CancelToken) -> Result<StepOutput, StepFailure> {
         let tool = match &req.action {
             Action::Tool(t) => t.clone(),
             _ => return self.code.run(req, cancel).await,

@@ -65,6 +65,7 @@ impl CommandGuest {
             .env("WEFT_ATTEMPT", inv.ctx.attempt.to_string())
             .env("WEFT_IDEMPOTENCY_KEY", &inv.ctx.idempotency_key)
             .env("WEFT_DEADLINE_MS", inv.ctx.deadline_ms.to_string())
+            .envs(inv.ctx.traceparent.as_ref().map(|t| ("TRACEPARENT", t)).as_slice())
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false);

@@ -72,6 +72,7 @@ impl ComponentGuest {
         let wasi = wasmtime_wasi::WasiCtxBuilder::new()
             .stdout(out.clone())
             .stderr(out.clone())
+            .envs(inv.ctx.traceparent.as_ref().map(|t| ("TRACEPARENT", t)).as_slice())
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)

@@ -27,6 +27,10 @@ pub struct StepContext {
     pub idempotency_key: String,
     /// Deadline of the attempt, ms since the Unix epoch.
     pub deadline_ms: u64,
+    /// The W3C trace context of the attempt, given to the guest as the
+    /// environment variable `TRACEPARENT` (so its own logs can name the
+    /// trace); the WIT `context` record is unchanged.
+    pub traceparent: Option<String>,
 }
 
 /// One invocation's inputs.

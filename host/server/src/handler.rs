@@ -124,6 +124,47 @@ impl WeftServer {
     }
 }
 
+impl WeftServer {
+    /// Answers a `tools/call`: a built-in tool, or an extra source's.
+    async fn dispatch_call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if self.core.router().has_route(&request.name) {
+            let tcc = ToolCallContext::new(self, request, context);
+            return self.core.router().call(tcc).await;
+        }
+        // Dispatch to the extra tool sources (templates, the proxy).
+        if let Some(source) = self.core.sources().iter().find(|s| s.owns(&request.name)) {
+            let call = SourceCall {
+                server: self.clone(),
+                name: request.name.to_string(),
+                arguments: request.arguments.unwrap_or_default(),
+                context,
+                input_responses: request.input_responses,
+                request_state: request.request_state,
+            };
+            return source.call(call).await;
+        }
+        // A name no one owns: say which one was meant.
+        let mut names: Vec<String> = self.core.router().list_all().iter().map(|t| t.name.to_string()).collect();
+        for source in self.core.sources() {
+            names.extend(source.list(&self.core).await.iter().map(|t| t.name.to_string()));
+        }
+        let mean = weft_model::did_you_mean(&request.name, names.iter().map(String::as_str))
+            .map(|m| format!("{m} "))
+            .unwrap_or_default();
+        Err(ErrorData::invalid_params(
+            format!(
+                "no tool `{}` ({mean}tools/list shows the tools; saved templates are `wf_<name>`, upstream tools `<server>__<tool>`)",
+                request.name
+            ),
+            None,
+        ))
+    }
+}
+
 const INSTRUCTIONS: &str = "weft runs durable workflows. Read the resource weft://guide first (or the prompt \
 workflow_guide): the definition format in a few screens with complete examples; its JSON Schema is \
 weft://schema/definition. A definition is a JSON object with a `name` and `steps`; steps call MCP tools (the proxied \
@@ -188,37 +229,10 @@ impl ServerHandler for WeftServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if self.core.router().has_route(&request.name) {
-            let tcc = ToolCallContext::new(self, request, context);
-            return self.core.router().call(tcc).await;
-        }
-        // Dispatch to the extra tool sources (templates, the proxy).
-        if let Some(source) = self.core.sources().iter().find(|s| s.owns(&request.name)) {
-            let call = SourceCall {
-                server: self.clone(),
-                name: request.name.to_string(),
-                arguments: request.arguments.unwrap_or_default(),
-                context,
-                input_responses: request.input_responses,
-                request_state: request.request_state,
-            };
-            return source.call(call).await;
-        }
-        // A name no one owns: say which one was meant.
-        let mut names: Vec<String> = self.core.router().list_all().iter().map(|t| t.name.to_string()).collect();
-        for source in self.core.sources() {
-            names.extend(source.list(&self.core).await.iter().map(|t| t.name.to_string()));
-        }
-        let mean = weft_model::did_you_mean(&request.name, names.iter().map(String::as_str))
-            .map(|m| format!("{m} "))
-            .unwrap_or_default();
-        Err(ErrorData::invalid_params(
-            format!(
-                "no tool `{}` ({mean}tools/list shows the tools; saved templates are `wf_<name>`, upstream tools `<server>__<tool>`)",
-                request.name
-            ),
-            None,
-        ))
+        // The caller's trace context: the parent of the runs this call starts.
+        let traceparent = crate::trace_context::from_meta(&context.meta)
+            .or_else(|| request.meta.as_ref().and_then(crate::trace_context::from_meta));
+        crate::trace_context::scope(traceparent, self.dispatch_call(request, context)).await
     }
 
     async fn list_prompts(

@@ -24,9 +24,11 @@
 //! | `resources.rs` | runs as resources `weft://runs/{id}` |
 //! | `guide.rs`, `guide.md` | the guide (`weft://guide`, the prompt `workflow_guide`) and the definition schema (`weft://schema/definition`) |
 //! | `tools_compare.rs` | `run_compare`: a run beside its recording or another run, step by step |
+//! | `metrics_http.rs` | `GET /metrics` (Prometheus), and the listener of `weft worker --metrics ADDR` |
 //! | `http.rs` | streamable HTTP with axum (MCP at `/mcp`, the API), the bearer token check |
 //! | `api/` | the HTTP JSON API at `/api/v1` (docs/api.md) and its OpenAPI document |
 //! | `web/` | the web view at `/`: one embedded page over the API and its event streams |
+//! | `trace_context.rs` | the W3C trace context of an MCP call's `_meta` or an HTTP `traceparent`, for the runs it starts |
 //! | `errors.rs` | [`ToolError`]: `isError` results that say what, where and how to fix; [`ServeError`] |
 //!
 //! Sessions: over stdio the one client is one session; over HTTP each
@@ -39,6 +41,7 @@ mod errors;
 mod guide;
 mod handler;
 mod http;
+mod metrics_http;
 mod prepare;
 pub mod proxy;
 mod proxy_tools;
@@ -52,6 +55,7 @@ mod tools_recording;
 mod tools_runs;
 mod tools_templates;
 mod tools_waits;
+mod trace_context;
 mod views;
 mod web;
 mod wf_tools;
@@ -69,6 +73,7 @@ use weft_sandbox::Sandbox;
 pub use errors::{ProblemOut, ServeError, ToolError};
 pub use handler::{Session, SourceCall, ToolSource, WeftServer};
 pub use http::{HttpOptions, is_loopback_only, serve_http};
+pub use metrics_http::serve_metrics;
 pub use proxy_tools::ProxyTools;
 pub use views::{RunStartOut, RunView, WaitView};
 

@@ -136,7 +136,15 @@ pub async fn for_template(core: &Arc<Core>, doc: Value) -> Result<Saving, ToolEr
 
 /// Validates `source` (with `opts` naming its template, if any) and
 /// `input`, and pins the code: the pipeline `weft run` goes through too.
-pub async fn for_run(core: &Arc<Core>, source: Source, input: Value, opts: RunOptions) -> Result<Prepared, ToolError> {
+pub async fn for_run(
+    core: &Arc<Core>,
+    source: Source,
+    input: Value,
+    mut opts: RunOptions,
+) -> Result<Prepared, ToolError> {
+    if opts.traceparent.is_none() {
+        opts.traceparent = crate::trace_context::incoming();
+    }
     let template = opts.template.clone();
     let p = core.pipeline.prepare_source(source, input, opts).await.map_err(|r| refused(r, template.as_deref()))?;
     for w in &p.warnings {

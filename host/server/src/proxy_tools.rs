@@ -103,11 +103,13 @@ impl ToolSource for ProxyTools {
             }) as ProgressFn
         });
         let ct = call.context.ct.clone();
+        // The caller's trace context goes on upstream (a proxied call is one hop).
+        let traceparent = call.context.meta.get_traceparent().map(str::to_string);
         let recording = call.server.session.recording.clone();
         let mut active = recording.lock().await;
         let Some(rec) = active.as_mut() else {
             drop(active);
-            let c = ToolCall { server, tool, arguments, idempotency_key: None, timeout: None, progress };
+            let c = ToolCall { server, tool, arguments, idempotency_key: None, timeout: None, progress, traceparent };
             return Ok(forwarded(core.upstreams.call_raw(c, ct.cancelled()).await).into());
         };
         // Recording: resolve refs, forward, record what succeeded.
@@ -129,6 +131,7 @@ impl ToolSource for ProxyTools {
             idempotency_key: Some(format!("{}/{step}/1", rec.id)),
             timeout: None,
             progress,
+            traceparent,
         };
         let started = weft_engine::clock::system_now_ms();
         let outcome = core.upstreams.call_raw(c, ct.cancelled()).await;

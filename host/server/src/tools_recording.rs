@@ -92,6 +92,7 @@ impl Active {
             concurrency_key: None,
             created_at: self.started_at,
             deadline_at: None,
+            traceparent: None,
         };
         let steps: Vec<DoneStep> = self
             .recording
@@ -142,6 +143,7 @@ impl Core {
             run_fuel_left: None,
             transform: None,
             events: Arc::new(weft_engine::runner::NoEvents),
+            trace: None,
         };
         match self.code.run(req, CancelToken::new()).await {
             Ok(StepOutput::Done(v)) => Ok(v),

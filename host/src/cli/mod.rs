@@ -52,6 +52,10 @@ pub struct Cli {
     /// Data directory (default: $WEFT_DATA_DIR, else the config's data_dir, else .weft).
     #[arg(long, global = true, value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// Log lines as `text` or `json` (default: $WEFT_LOG_FORMAT, else [telemetry] log_format, else text);
+    /// filtered by $WEFT_LOG or $RUST_LOG.
+    #[arg(long, global = true, value_name = "FORMAT", env = "WEFT_LOG_FORMAT")]
+    log_format: Option<weft_runtime::telemetry::LogFormat>,
     #[command(subcommand)]
     command: Command,
 }
@@ -131,7 +135,6 @@ impl From<Exit> for ExitCode {
 /// Parses the process's arguments and runs the command.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    weft_runtime::logging::init();
     match run(cli) {
         Ok(exit) => exit.into(),
         Err(e) => {
@@ -145,6 +148,9 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<Exit> {
     let settings = Settings::load(cli.config.as_deref(), cli.data_dir.as_deref()).map_err(bad)?;
+    // Logs, and traces when asked for (docs/observability.md); spans not
+    // yet sent leave when it is dropped, as the command ends.
+    let _telemetry = weft_runtime::telemetry::init(&settings.file.telemetry, cli.log_format).map_err(bad)?;
     for s in settings.servers.iter() {
         weft_runtime::logging::add_secrets(s.secrets.clone());
     }

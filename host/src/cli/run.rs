@@ -15,6 +15,9 @@
 //!    the run's output (or, when it did not complete, its error object), or
 //!    with `--json` the whole `runs show --json` object. Exit code 0
 //!    completed, 1 failed/rejected/canceled, 3 waiting for input.
+//!
+//! `$TRACEPARENT`, when set to a W3C trace context, is the run's parent
+//! span (docs/observability.md).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -103,7 +106,10 @@ fn is_file(target: &str) -> bool {
 pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
     let input = read_input(args.input.as_deref(), args.input_file.as_deref())?;
     let presets = parse_presets(&args.preset)?;
-    let mut opts = RunOptions { presets, ..Default::default() };
+    // A caller's trace (a CI job, a script under a traced parent) by the
+    // environment variable's convention; an invalid one is ignored.
+    let traceparent = std::env::var("TRACEPARENT").ok();
+    let mut opts = RunOptions { presets, traceparent, ..Default::default() };
     if let Some(k) = &args.key {
         if k.trim().is_empty() {
             return Err(bad(anyhow::anyhow!("--key: the concurrency key is empty")));

@@ -12,6 +12,8 @@
 //!   (exit 2 otherwise); with a token every request needs
 //!   `Authorization: Bearer TOKEN`. Prints `weft serve: listening on
 //!   http://HOST:PORT/mcp` on stderr once bound (port 0 picks a free port).
+//!   `GET /metrics` there is the Prometheus text format
+//!   (docs/observability.md).
 //! - SIGINT / SIGTERM: stops; runs in flight get up to 3 s, then are left
 //!   to the next owner (like a crash, which the store survives).
 
@@ -46,8 +48,8 @@ pub struct ServeArgs {
     token: Option<String>,
 }
 
-/// Parses `--http ADDR` (`HOST:PORT`, `:PORT` or `PORT`).
-fn parse_addr(text: &str) -> anyhow::Result<SocketAddr> {
+/// Parses `FLAG ADDR` (`HOST:PORT`, `:PORT` or `PORT`).
+pub fn parse_addr(text: &str, flag: &str) -> anyhow::Result<SocketAddr> {
     let t = text.trim();
     let with_host = if let Some(port) = t.strip_prefix(':') {
         format!("127.0.0.1:{port}")
@@ -57,9 +59,9 @@ fn parse_addr(text: &str) -> anyhow::Result<SocketAddr> {
         t.to_string()
     };
     let mut addrs = with_host.to_socket_addrs().map_err(|e| {
-        bad(anyhow::anyhow!("--http {text:?} is not an address to listen on ({e}); use HOST:PORT, e.g. {DEFAULT_HTTP}"))
+        bad(anyhow::anyhow!("{flag} {text:?} is not an address to listen on ({e}); use HOST:PORT, e.g. {DEFAULT_HTTP}"))
     })?;
-    addrs.next().ok_or_else(|| bad(anyhow::anyhow!("--http {text:?} resolves to no address")))
+    addrs.next().ok_or_else(|| bad(anyhow::anyhow!("{flag} {text:?} resolves to no address")))
 }
 
 pub fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<Exit> {
@@ -67,7 +69,7 @@ pub fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<Exit> {
     let http = match &args.http {
         None => None,
         Some(a) => {
-            let addr = parse_addr(a)?;
+            let addr = parse_addr(a, "--http")?;
             let token = args.token.clone().filter(|t| !t.is_empty());
             if args.token.as_deref() == Some("") {
                 return Err(bad(anyhow::anyhow!("the token is empty: give a non-empty --token or WEFT_TOKEN")));
@@ -92,6 +94,10 @@ pub fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<Exit> {
         }
     };
     let _rt = app.rt.enter();
+    if http.is_some() {
+        // `GET /metrics` beside the API.
+        weft_runtime::telemetry::metrics::install();
+    }
     let engine = app.engine()?;
     // Extra tool sources (`weft_server::ToolSource`) besides the templates' own:
     // the proxy's `<server>__<tool>` tools.
@@ -169,9 +175,9 @@ mod tests {
 
     #[test]
     fn addresses_default_to_loopback() {
-        assert_eq!(parse_addr(":8080").unwrap(), "127.0.0.1:8080".parse().unwrap());
-        assert_eq!(parse_addr("9000").unwrap(), "127.0.0.1:9000".parse().unwrap());
-        assert_eq!(parse_addr("0.0.0.0:1").unwrap(), "0.0.0.0:1".parse().unwrap());
-        assert!(parse_addr("not an address").is_err());
+        assert_eq!(parse_addr(":8080", "--http").unwrap(), "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(parse_addr("9000", "--http").unwrap(), "127.0.0.1:9000".parse().unwrap());
+        assert_eq!(parse_addr("0.0.0.0:1", "--http").unwrap(), "0.0.0.0:1".parse().unwrap());
+        assert!(parse_addr("not an address", "--http").is_err());
     }
 }

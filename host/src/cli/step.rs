@@ -132,6 +132,7 @@ fn run_step(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
             attempt: 1,
             idempotency_key: format!("adhoc/{}/1", found.name),
             deadline_ms: now_ms + limits.timeout.as_millis() as u64,
+            traceparent: None,
         },
         input,
         limits,

@@ -15,6 +15,9 @@
 //!   them). A second signal stops at once.
 //! - A run canceled by another process has its attempts here interrupted
 //!   within ~20 ms.
+//! - `--metrics ADDR`: serves `GET /metrics` (Prometheus text format) and
+//!   `GET /healthz` at `http://ADDR/`; prints `weft worker: metrics at
+//!   http://HOST:PORT/metrics` once bound.
 
 use std::time::{Duration, Instant};
 
@@ -32,12 +35,16 @@ pub struct WorkerArgs {
     /// Exit once every run is finished or waits for outside input.
     #[arg(long)]
     until_idle: bool,
+    /// Serve Prometheus metrics at http://ADDR/metrics (ADDR: HOST:PORT, :PORT or PORT).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
 }
 
 /// How long runs in flight get to finish after SIGINT/SIGTERM.
 const GRACE: Duration = Duration::from_secs(3);
 
 pub fn run(settings: &Settings, args: WorkerArgs) -> anyhow::Result<Exit> {
+    let metrics_addr = args.metrics.as_deref().map(|a| super::serve::parse_addr(a, "--metrics")).transpose()?;
     let app = App::open(settings)?;
     let owner = match app.lock_for_good()? {
         Ok(l) => l,
@@ -62,6 +69,25 @@ pub fn run(settings: &Settings, args: WorkerArgs) -> anyhow::Result<Exit> {
         let schedules = tokio::spawn(engine.clone().run_schedules());
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let stop = CancellationToken::new();
+        if let Some(addr) = metrics_addr {
+            let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
+            let served = weft_server::serve_metrics(addr, engine.clone(), stop.clone(), |a| {
+                let _ = bound_tx.send(a);
+            });
+            let task = tokio::spawn(served);
+            match bound_rx.await {
+                Ok(a) => eprintln!("weft worker: metrics at http://{a}/metrics"),
+                Err(_) => {
+                    // The listener ended before it was bound: its error says why.
+                    let why = match task.await {
+                        Ok(Err(e)) => anyhow::Error::from(e),
+                        Ok(Ok(())) => anyhow::anyhow!("the metrics listener stopped"),
+                        Err(e) => e.into(),
+                    };
+                    return Err(super::bad(why));
+                }
+            }
+        }
         let retention = if args.until_idle { None } else { app::retention(settings) };
         let how = Owning { until_idle: args.until_idle, outlive_errors: false, retention };
         let owned = owner::own_store(&engine, store.as_ref(), recovered, how, &stop, &mut tenure);

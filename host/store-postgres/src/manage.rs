@@ -115,7 +115,10 @@ async fn import(c: &Conn, e: &RunExport) -> Result<(), StoreError> {
         .await
         .map_err(map_err)?;
     c.client
-        .execute("INSERT INTO run_inputs (id, plan, input) VALUES ($1, $2, $3)", &[&id, &sha, &r.input.to_string()])
+        .execute(
+            "INSERT INTO run_inputs (id, plan, input, traceparent) VALUES ($1, $2, $3, $4)",
+            &[&id, &sha, &r.input.to_string(), &r.traceparent],
+        )
         .await
         .map_err(map_err)?;
     for (i, s) in r.steps.iter().enumerate() {

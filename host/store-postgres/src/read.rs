@@ -87,7 +87,7 @@ pub async fn runs<C: GenericClient>(c: &C, ids: &[RunId]) -> Result<Vec<RunRecor
             c,
             "SELECT r.id, r.template, r.version, r.state, pl.definition, ri.input, r.output, r.error, r.parent,
                     r.depth, r.concurrency_key, r.created_at, GREATEST(r.updated_at, COALESCE(e.at, 0)),
-                    r.deadline_at, GREATEST(r.last_seq, COALESCE(e.seq, 0)), pl.sha256
+                    r.deadline_at, GREATEST(r.last_seq, COALESCE(e.seq, 0)), pl.sha256, ri.traceparent
              FROM runs r JOIN run_inputs ri ON ri.id = r.id JOIN plans pl ON pl.sha256 = ri.plan
              LEFT JOIN LATERAL (SELECT at, seq FROM events WHERE run_id = r.id ORDER BY seq DESC LIMIT 1) e ON true
              WHERE r.id = ANY($1)",
@@ -201,6 +201,7 @@ pub async fn runs<C: GenericClient>(c: &C, ids: &[RunId]) -> Result<Vec<RunRecor
             created_at: h.get(11),
             updated_at: h.get(12),
             deadline_at: h.get(13),
+            traceparent: h.get(16),
             steps,
             attempts,
             last_seq: Seq(h.get::<_, i64>(14).max(0) as u64),

@@ -198,6 +198,9 @@ pub(crate) async fn take_over<C: GenericClient>(c: &C, me: &Me, orphans: bool) -
     }
     if !ids.is_empty() {
         tracing::warn!(epoch, "took over {} run(s) of a worker whose lease ran out", ids.len());
+        if weft_engine::trace::metrics_on() {
+            metrics::counter!("weft_lease_takeovers_total").increment(ids.len() as u64);
+        }
     }
     Ok(ids)
 }

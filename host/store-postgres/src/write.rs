@@ -86,7 +86,11 @@ async fn run(connect: crate::Connect, me: Arc<Me>, stats: Arc<crate::Stats>, mut
             }
         }
         let c = conn.as_ref().expect("connected");
+        let started = weft_engine::trace::metrics_on().then(std::time::Instant::now);
         let results = commit_group(c, &me, &group).await;
+        if let Some(t) = started {
+            weft_engine::trace::record_commit(group.len(), t.elapsed());
+        }
         stats.transactions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         stats.batches.fetch_add(group.len() as u64, std::sync::atomic::Ordering::Relaxed);
         for (m, r) in group.into_iter().zip(results) {

@@ -34,6 +34,7 @@ fn batch(rng: &SeededRng, n: &AtomicU64) -> Batch {
                     concurrency_key: None,
                     created_at: t,
                     deadline_at: None,
+                    traceparent: None,
                 },
                 steps: vec!["a".into(), "b".into(), "c".into()],
             },

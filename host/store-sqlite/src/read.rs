@@ -52,7 +52,7 @@ pub fn run(c: &Connection, run_id: &RunId) -> Result<Option<RunRecord>, StoreErr
         .prepare_cached(
             "SELECT r.template, r.version, r.state, p.definition, p.input, r.output, r.error, r.parent, r.depth,
                     r.concurrency_key, r.created_at, MAX(r.updated_at, COALESCE(e.at, 0)), r.deadline_at,
-                    MAX(r.last_seq, COALESCE(e.seq, 0))
+                    MAX(r.last_seq, COALESCE(e.seq, 0)), p.traceparent
              FROM runs r JOIN run_plans p ON p.id = r.id
              LEFT JOIN events e ON e.run_id = r.id AND e.seq = (SELECT MAX(seq) FROM events WHERE run_id = r.id)
              WHERE r.id = ?1",
@@ -71,6 +71,7 @@ pub fn run(c: &Connection, run_id: &RunId) -> Result<Option<RunRecord>, StoreErr
                     r.get::<_, u32>(8)?,
                     r.get::<_, Option<String>>(9)?,
                     (r.get::<_, i64>(10)?, r.get::<_, i64>(11)?, r.get::<_, Option<i64>>(12)?, r.get::<_, i64>(13)?),
+                    r.get::<_, Option<String>>(14)?,
                 ))
             })
             .optional()
@@ -88,6 +89,7 @@ pub fn run(c: &Connection, run_id: &RunId) -> Result<Option<RunRecord>, StoreErr
         depth,
         ckey,
         (created, updated, deadline, last_seq),
+        traceparent,
     )) = row
     else {
         return Ok(None);
@@ -216,6 +218,7 @@ pub fn run(c: &Connection, run_id: &RunId) -> Result<Option<RunRecord>, StoreErr
         created_at: created,
         updated_at: updated,
         deadline_at: deadline,
+        traceparent,
         steps,
         attempts,
         last_seq: Seq(last_seq as u64),

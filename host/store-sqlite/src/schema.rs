@@ -184,6 +184,11 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE attempts ADD COLUMN input TEXT;
     "#,
+    // 11: the W3C traceparent a run was started under (docs/observability.md),
+    // beside the plan: written once, with the run.
+    r#"
+    ALTER TABLE run_plans ADD COLUMN traceparent TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.
@@ -234,6 +239,10 @@ mod tests {
         let state: String = c.query_row("SELECT state FROM runs WHERE id = 'r_1'", [], |r| r.get(0)).unwrap();
         assert_eq!(state, "working");
         assert!(c.prepare("SELECT definition FROM runs").is_err(), "the column moved");
+        // Version 11: runs stored before have no trace context.
+        let tp: Option<String> =
+            c.query_row("SELECT traceparent FROM run_plans WHERE id = 'r_1'", [], |r| r.get(0)).unwrap();
+        assert_eq!(tp, None);
     }
 
     /// Version 4 drops the lease index, version 6 the index of running

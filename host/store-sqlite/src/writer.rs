@@ -90,7 +90,11 @@ impl Writer {
             if group.is_empty() {
                 return;
             }
+            let started = weft_engine::trace::metrics_on().then(std::time::Instant::now);
             let results = commit_group(conn, &group);
+            if let Some(t) = started {
+                weft_engine::trace::record_commit(group.len(), t.elapsed());
+            }
             self.stats.transactions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.stats.batches.fetch_add(group.len() as u64, std::sync::atomic::Ordering::Relaxed);
             for (m, r) in group.into_iter().zip(results) {
@@ -306,8 +310,10 @@ fn apply_write<'a>(c: &Connection, w: &'a Write, found: &mut Found<'a>) -> Resul
                 return Err(conflict(format!("run {} exists", run.id)));
             }
             plan_text(&run.definition, |definition| {
-                c.prepare_cached("INSERT INTO run_plans (id, definition, input) VALUES (?1, ?2, ?3)")
-                    .and_then(|mut s| s.execute(params![run.id.as_str(), definition, run.input.to_string()]))
+                c.prepare_cached("INSERT INTO run_plans (id, definition, input, traceparent) VALUES (?1, ?2, ?3, ?4)")
+                    .and_then(|mut s| {
+                        s.execute(params![run.id.as_str(), definition, run.input.to_string(), run.traceparent])
+                    })
             })
             .map_err(map_err)?;
             let mut s = c

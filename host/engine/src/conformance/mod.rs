@@ -92,6 +92,7 @@ pub fn create(id: &RunId, steps: &[&str]) -> Write {
             concurrency_key: Some("k".into()),
             created_at: 100,
             deadline_at: Some(9_999),
+            traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
         },
         steps: steps.iter().map(|s| s.to_string()).collect(),
     }

@@ -61,6 +61,8 @@ pub(crate) struct ChildSpec {
     pub template: String,
     pub version: Option<u32>,
     pub input: Value,
+    /// The parent run's span: the child's trace goes on under it.
+    pub traceparent: String,
 }
 
 /// Creates the child unless it exists, drives it, and waits for its end.
@@ -93,6 +95,7 @@ async fn run_child_inner(sh: Arc<Shared>, c: ChildSpec) -> Result<RunRecord, Ste
             version: Some(t.version),
             parent: Some(c.parent.clone()),
             depth: c.depth,
+            traceparent: Some(c.traceparent.clone()),
             ..Default::default()
         };
         match engine.create_run(&def, c.input.clone(), opts).await {

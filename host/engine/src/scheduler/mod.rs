@@ -139,6 +139,9 @@ pub struct RunOptions {
     /// Steps whose output is given instead of computed (mock a step, inject
     /// known data, resume a recording): committed `succeeded` with the run.
     pub presets: Vec<(String, Value)>,
+    /// The W3C `traceparent` of whoever started the run (see
+    /// [`crate::trace`]); ignored unless it parses.
+    pub traceparent: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -331,6 +334,7 @@ impl Engine {
             concurrency_key: opts.concurrency_key,
             created_at: now,
             deadline_at: def.timeout_ms.map(|t| now.saturating_add(t.min(i64::MAX as u64) as i64)),
+            traceparent: opts.traceparent.filter(|t| crate::trace::TraceParent::parse(t).is_some()),
         };
         for (name, _) in &opts.presets {
             let Some(step) = def.steps.iter().find(|s| &s.name == name) else {

@@ -23,6 +23,7 @@ mod stream;
 use std::sync::Arc;
 
 use axum::Json;
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -35,6 +36,7 @@ use super::Core;
 
 /// The API's routes, under `/api/v1`, and `/healthz`.
 pub fn router(core: Arc<Core>) -> axum::Router {
+    let core_for_metrics = core.clone();
     let v1 = axum::Router::new()
         .route("/runs", get(runs::list).post(runs::start))
         .route("/runs/{id}", get(runs::get_one))
@@ -54,7 +56,15 @@ pub fn router(core: Arc<Core>) -> axum::Router {
         .route("/openapi.json", get(openapi::document))
         .fallback(not_found)
         .with_state(core);
-    axum::Router::new().nest("/api/v1", v1).route("/healthz", get(healthz))
+    axum::Router::new()
+        .nest("/api/v1", v1)
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics).with_state(core_for_metrics))
+}
+
+/// `GET /metrics`: the Prometheus text format (docs/observability.md).
+async fn metrics(State(core): State<Arc<Core>>) -> Response {
+    crate::metrics_http::answer(&core.engine)
 }
 
 async fn healthz() -> &'static str {

@@ -129,8 +129,17 @@ pub struct StartBody {
     pub wait_ms: Option<u64>,
 }
 
-pub(super) async fn start(State(core): State<Arc<Core>>, Body(b): Body<StartBody>) -> Result<Response, ApiError> {
-    let mut opts = RunOptions { presets: b.presets.into_iter().collect(), ..Default::default() };
+pub(super) async fn start(
+    State(core): State<Arc<Core>>,
+    headers: axum::http::HeaderMap,
+    Body(b): Body<StartBody>,
+) -> Result<Response, ApiError> {
+    let mut opts = RunOptions {
+        presets: b.presets.into_iter().collect(),
+        // The caller's trace context (W3C `traceparent`): the run's parent span.
+        traceparent: crate::trace_context::from_header(&headers),
+        ..Default::default()
+    };
     if let Some(k) = b.key {
         if k.trim().is_empty() {
             return Err(ApiError::invalid("`key` is empty").at("/key").hint("give a non-empty key, or leave it out"));

@@ -29,6 +29,7 @@ use weft_model::type_name;
 
 mod flush;
 mod mirror;
+mod observe;
 mod outcome;
 mod ready;
 mod undriven;
@@ -213,6 +214,7 @@ pub(super) struct Link {
 struct Driver {
     sh: Arc<Shared>,
     id: RunId,
+    info: observe::RunInfo,
     def: Arc<Definition>,
     graph: Graph,
     topo: Vec<usize>,
@@ -414,6 +416,7 @@ impl Driver {
         let mut d = Driver {
             sh,
             id: rec.id.clone(),
+            info: observe::RunInfo::of(&rec),
             def,
             graph,
             topo,
@@ -769,6 +772,7 @@ impl Driver {
             error: error.clone(),
             at,
         });
+        self.observe_run(self.state, to);
         self.state = to;
         let mut data = json!({"state": to});
         if let Some(e) = error {

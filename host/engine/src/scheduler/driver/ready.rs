@@ -368,6 +368,7 @@ impl Driver {
             run_fuel_left: self.def.limits.and_then(|l| l.run_fuel).map(|b| b.saturating_sub(self.fuel_used)),
             transform: self.def.steps[i].transform.clone(),
             events: Arc::new(Sink { tx: self.sink_tx.clone(), step: i, item }),
+            trace: self.info.trace.clone(),
         };
         self.to_launch.push(Launch { step: i, unit: u, req, token, timeout_at, timeout_ms, permit });
         Ok(())

@@ -110,6 +110,7 @@ impl Driver {
             template: w.template.clone(),
             version: w.version,
             input,
+            traceparent: crate::trace::RunTrace::of(&self.id, self.info.trace.as_deref()).child_traceparent(),
         }
     }
 
