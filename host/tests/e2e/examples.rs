@@ -99,7 +99,7 @@ fn build_now(example: &str, tools: &[&str], program: &str, args: &[&str]) -> Opt
 
 /// Builds `examples/<example>` with `weft guest build` (see [`build`]).
 pub(crate) fn weft_build(example: &'static str, tools: &[&str]) -> Option<PathBuf> {
-    build(example, tools, env!("CARGO_BIN_EXE_weft"), &["guest", "build"])
+    build(example, tools, &crate::common::weft_bin().to_string_lossy(), &["guest", "build"])
 }
 
 /// `weft step run GUEST --input INPUT` with a generous timeout (the JS and
