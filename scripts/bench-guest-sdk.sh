@@ -5,7 +5,7 @@
 # inputs, in one run of the sandbox's invoke bench (per-invocation cost and
 # load from the compiled-artifact cache), so A and B share the same minutes.
 #
-#   scripts/bench-guest-sdk.sh [criterion args...]
+#   [WEFT=path/to/weft] scripts/bench-guest-sdk.sh [criterion filter]
 #
 # Needs node/npm and python3 (scripts/setup.sh); the SDK builds install the
 # pinned toolchains on first use, and the hand-written builds use the same ones.
@@ -14,7 +14,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 hand=${HAND:-df08df7}
 work="$root/target/bench-guest-sdk"
-weft() { cargo run --quiet --release -p weft -- "$@"; }
+# `weft` is $WEFT when set, else a release build.
+if [ -n "${WEFT:-}" ]; then weft() { "$WEFT" "$@"; }; else weft() { cargo run --quiet --release -p weft -- "$@"; }; fi
 
 # The SDK builds (these also install the toolchains when missing).
 js_sdk=$(weft guest build examples/js-guest)
