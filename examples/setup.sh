@@ -3,11 +3,13 @@
 # Idempotent and quiet on success; prints the failing step's output otherwise.
 #
 #   C:          clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32 (apt)
-#   JavaScript: node + npm (apt if missing), then `npm ci` in js-guest
-#               (@bytecodealliance/componentize-js, pinned in package-lock.json)
-#   Python:     componentize-py from python-guest/requirements.txt; if it is
-#               not already on PATH at that version, into python-guest/.venv
-#               (Debian's python3 refuses a system-wide pip install).
+#   JavaScript: node + npm (apt if missing), then `npm ci` in guest-sdk/js
+#               (zod, pinned in package-lock.json)
+#   Python:     python3 with venv (apt if missing)
+# The build toolchains themselves (esbuild + componentize-js, pinned in
+# guest-sdk/js/toolchain; componentize-py, pinned in
+# guest-sdk/python/toolchain.txt) are installed by the first
+# `weft guest build` into weft's cache.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 log=$(mktemp)
@@ -29,9 +31,8 @@ missing=""
 for pkg in $want; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing="$missing $pkg"
 done
-# A venv is needed when componentize-py is not on PATH.
-if ! command -v componentize-py >/dev/null 2>&1 && [ ! -x "$here/python-guest/.venv/bin/componentize-py" ] \
-    && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+# `weft guest build` makes a virtual environment for componentize-py.
+if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
     missing="$missing python3-venv"
 fi
 if [ -n "$missing" ]; then
@@ -41,23 +42,8 @@ if [ -n "$missing" ]; then
     quietly apt-get install -y -q --no-install-recommends $missing
 fi
 
-# --- JavaScript: componentize-js ---
-js="$here/js-guest"
+# --- JavaScript: the SDK's dependencies (its native tests import zod) ---
+js="$here/../guest-sdk/js"
 if [ ! -f "$js/node_modules/.package-lock.json" ] || [ "$js/package-lock.json" -nt "$js/node_modules/.package-lock.json" ]; then
-    # `npm ci` refuses a lock file that lacks other platforms' optional
-    # binaries (the registry mirror used to write it did not have them);
-    # `npm install --no-save` then installs the same locked versions.
-    (cd "$js" && { npm ci --no-audit --no-fund >/dev/null 2>&1 || quietly npm install --no-save --no-audit --no-fund; })
-fi
-
-# --- Python: componentize-py ---
-py="$here/python-guest"
-pin=$(sed -n 's/^componentize-py==//p' "$py/requirements.txt")
-if command -v componentize-py >/dev/null 2>&1 && [ "$(componentize-py --version | awk '{print $2}')" = "$pin" ]; then
-    :
-elif [ -x "$py/.venv/bin/componentize-py" ] && [ "$("$py/.venv/bin/componentize-py" --version | awk '{print $2}')" = "$pin" ]; then
-    :
-else
-    [ -x "$py/.venv/bin/pip" ] || quietly python3 -m venv "$py/.venv"
-    quietly "$py/.venv/bin/pip" install -q -r "$py/requirements.txt"
+    (cd "$js" && quietly npm ci --no-audit --no-fund)
 fi

@@ -5,9 +5,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 "$root/scripts/setup.sh"
-"$root/examples/build-all.sh"
 cargo build --release --quiet -p weft
 weft="$root/target/release/weft"
+WEFT="$weft" "$root/examples/build-all.sh"
 export WEFT_DATA_DIR=${WEFT_DATA_DIR:-$(mktemp -d)/weft}
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
@@ -25,11 +25,11 @@ say "a Rust guest built with the SDK (examples/rust-guest)"
 cargo build --quiet -p weft-example-rust-guest --target wasm32-wasip2 --profile guest
 "$weft" step run target/wasm32-wasip2/guest/weft_example_rust_guest.wasm --input '{"text": "the cat and the hat and the bat", "top": 2}'
 
-say "a JavaScript guest (componentize-js)"
-"$weft" step run examples/js-guest/build/guest.wasm --input '{"text": "Héllo, Wörld!"}'
+say "a JavaScript guest on the JS SDK (weft guest build: esbuild + componentize-js)"
+"$weft" step run examples/js-guest/build/slugify.wasm --input '{"text": "Héllo, Wörld!"}'
 
-say "a Python guest (componentize-py)"
-"$weft" step run examples/python-guest/build/guest.wasm --input '{"numbers": [2, 4, 4, 4, 5, 5, 7, 9]}'
+say "a Python guest on the Python SDK (weft guest build: componentize-py)"
+"$weft" step run examples/python-guest/build/stats.wasm --input '{"numbers": [2, 4, 4, 4, 5, 5, 7, 9]}'
 
 say "a C WASI-command guest"
 "$weft" step run examples/c-guest/build/guest.wasm --input '{"text": "stressed"}'

@@ -1,8 +1,11 @@
 //! Per-invocation cost of a code step: a fresh store, instantiation from a
 //! prepared `InstancePre`, and one call, with the pooling allocator and the
 //! default limits (fuel + epoch + memory limiter). Rust and C guests are
-//! built by the test build; the JS and Python guests by
-//! `examples/build-all.sh` (skipped, loudly, when missing).
+//! built by the test build; the JS and Python guests (on the SDKs) by
+//! `examples/build-all.sh` (skipped, loudly, when missing). More guests, for
+//! an A/B of two builds in the same minutes: `WEFT_BENCH_GUESTS` =
+//! `name=path=input` entries separated by `;` (see
+//! `scripts/bench-guest-sdk.sh`).
 //!
 //! Also measures loading a big guest from the compiled-artifact cache in a
 //! fresh sandbox (what a new `weft` process pays) against compiling it.
@@ -19,18 +22,26 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn guests() -> Vec<(&'static str, PathBuf, &'static str)> {
-    vec![
-        ("rust-trivial", PathBuf::from(weft_test_artifacts::HOSTILE), r#"{"mode": "ok"}"#),
+fn guests() -> Vec<(&'static str, PathBuf, String)> {
+    let mut list: Vec<(&'static str, PathBuf, String)> = vec![
+        ("rust-trivial", PathBuf::from(weft_test_artifacts::HOSTILE), r#"{"mode": "ok"}"#.into()),
         (
             "rust",
             PathBuf::from(weft_test_artifacts::EXAMPLE_RUST_GUEST),
-            r#"{"text": "the cat and the hat", "top": 2}"#,
+            r#"{"text": "the cat and the hat", "top": 2}"#.into(),
         ),
-        ("c", repo().join("examples/c-guest/build/guest.wasm"), r#"{"text": "hello"}"#),
-        ("js", repo().join("examples/js-guest/build/guest.wasm"), r#"{"text": "Hello World"}"#),
-        ("python", repo().join("examples/python-guest/build/guest.wasm"), r#"{"numbers": [1, 2, 3]}"#),
-    ]
+        ("c", repo().join("examples/c-guest/build/guest.wasm"), r#"{"text": "hello"}"#.into()),
+        ("js", repo().join("examples/js-guest/build/slugify.wasm"), r#"{"text": "Hello World"}"#.into()),
+        ("python", repo().join("examples/python-guest/build/stats.wasm"), r#"{"numbers": [1, 2, 3]}"#.into()),
+    ];
+    for entry in std::env::var("WEFT_BENCH_GUESTS").unwrap_or_default().split(';').filter(|e| !e.trim().is_empty()) {
+        let mut parts = entry.splitn(3, '=');
+        let (Some(name), Some(path), Some(input)) = (parts.next(), parts.next(), parts.next()) else {
+            panic!("WEFT_BENCH_GUESTS: `{entry}` is not name=path=input");
+        };
+        list.push((name.trim().to_string().leak(), PathBuf::from(path.trim()), input.to_string()));
+    }
+    list
 }
 
 fn invoke(c: &mut Criterion) {
@@ -44,7 +55,7 @@ fn invoke(c: &mut Criterion) {
             continue;
         };
         let guest = sandbox.load(&bytes).unwrap();
-        let inv = Invocation::new(input);
+        let inv = Invocation::new(&input);
         let first = sandbox.invoke(&guest, &inv);
         assert!(first.outcome.is_ok(), "{name}: {:?}", first.outcome);
         group.bench_function(name, |b| b.iter(|| sandbox.invoke(&guest, &inv)));

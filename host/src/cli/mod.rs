@@ -18,6 +18,7 @@ mod artifacts;
 mod bench;
 mod diff;
 mod graph;
+mod guest;
 mod output;
 mod plugin;
 mod prepare;
@@ -65,6 +66,9 @@ enum Command {
     /// Run or inspect a single code step (a guest) outside any workflow.
     #[command(subcommand)]
     Step(step::StepCommand),
+    /// Write a code step in Rust, TypeScript, JavaScript, Python or C: new, build, test.
+    #[command(subcommand)]
+    Guest(guest::GuestCommand),
     /// Register, list and inspect code plugins.
     #[command(subcommand)]
     Plugin(plugin::PluginCommand),
@@ -147,6 +151,11 @@ pub fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<Exit> {
+    // Making and building a guest needs no configuration or store.
+    let command = match cli.command {
+        Command::Guest(c) => return guest::run(c),
+        other => other,
+    };
     let settings = Settings::load(cli.config.as_deref(), cli.data_dir.as_deref()).map_err(bad)?;
     // Logs, and traces when asked for (docs/observability.md); spans not
     // yet sent leave when it is dropped, as the command ends.
@@ -154,7 +163,8 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
     for s in settings.servers.iter() {
         weft_runtime::logging::add_secrets(s.secrets.clone());
     }
-    match cli.command {
+    match command {
+        Command::Guest(_) => unreachable!("handled above"),
         Command::Step(c) => step::run(&settings, c),
         Command::Plugin(c) => plugin::run(&settings, c),
         Command::Validate(a) => validate::run(&settings, a),

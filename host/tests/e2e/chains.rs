@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common::{Outcome, Weft};
-use crate::examples::build;
+use crate::examples::{build, weft_build};
 
 /// Steps in a chain (the report: 15).
 const CHAIN: usize = 15;
@@ -141,7 +141,7 @@ fn rust_component_chains_and_fan_outs_finish_every_time() {
 
 #[test]
 fn js_component_chains_and_fan_outs_finish_every_time() {
-    let Some(guest) = build("js-guest", &["node", "npm"], "node", &["build.mjs"]) else {
+    let Some(guest) = weft_build("js-guest", &["node", "npm"]) else {
         return;
     };
     let k = Kind {
@@ -161,7 +161,7 @@ fn js_component_chains_and_fan_outs_finish_every_time() {
 
 #[test]
 fn python_component_chains_and_fan_outs_finish_every_time() {
-    let Some(guest) = build("python-guest", &["python3"], "sh", &["build.sh"]) else {
+    let Some(guest) = weft_build("python-guest", &["python3"]) else {
         return;
     };
     let k = Kind {

@@ -13,6 +13,13 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("host/ has a parent").to_path_buf()
 }
 
+/// The `weft` binary under test: cargo's, or `$WEFT_TEST_BIN` when set (a
+/// copy of it, safe from another build rewriting a shared target folder
+/// while the tests run).
+pub fn weft_bin() -> PathBuf {
+    std::env::var_os("WEFT_TEST_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_weft")))
+}
+
 /// What one `weft` invocation did.
 #[derive(Debug)]
 pub struct Outcome {
@@ -65,7 +72,7 @@ impl Weft {
     /// A `weft` command with the data directory set and the working
     /// directory in the temp dir (so no stray `weft.toml` is picked up).
     pub fn cmd(&self) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
+        let mut cmd = Command::new(weft_bin());
         cmd.env("WEFT_DATA_DIR", self.data_dir())
             .env_remove("WEFT_CONFIG")
             // One compiled-artifact cache for the whole suite: big guests

@@ -1,10 +1,13 @@
 //! The guests in examples/, built from source and run through `weft`.
 //!
-//! Building is part of the test: each test runs the example's own build
-//! script (which does nothing when its output is newer than its sources).
-//! When the example's toolchain is missing (node/npm, componentize-py,
-//! clang-19) the test prints `SKIPPED: <reason>` and passes; the build
-//! scripts say so with exit status 77. `examples/setup.sh` installs them all.
+//! Building is part of the test: the JavaScript and Python examples are
+//! built with `weft guest build` (the SDKs in guest-sdk/js and
+//! guest-sdk/python; the pinned toolchains are installed on first use into
+//! weft's cache, `~/.cache/weft/toolchains`), the C one with its build script (which does
+//! nothing when its output is newer than its sources). When the example's
+//! toolchain is missing (node/npm, python3, clang-19) the test prints
+//! `SKIPPED: <reason>` and passes; the build script says so with exit status
+//! 77. `examples/setup.sh` installs them all.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -42,7 +45,8 @@ fn skip(example: &str, reason: &str) {
 }
 
 /// Builds `examples/<example>` with `program args...` (run in the example's
-/// folder) and returns its `build/guest.wasm`; `None` after printing
+/// folder) and returns the file it printed last on stdout (`weft guest
+/// build`), else its `build/guest.wasm`; `None` after printing
 /// `SKIPPED` when a tool in `tools` is not on PATH or the script exits 77.
 /// Builds run one at a time: two tests must not write the same output, and
 /// the machine's cores are better spent on one build at once.
@@ -83,10 +87,19 @@ fn build_now(example: &str, tools: &[&str], program: &str, args: &[&str]) -> Opt
         out.status,
         String::from_utf8_lossy(&out.stdout),
     );
-    let wasm = dir.join("build/guest.wasm");
-    assert!(wasm.is_file(), "examples/{example}: the build wrote no {}", wasm.display());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let wasm = match stdout.lines().rev().find(|l| !l.trim().is_empty()) {
+        Some(printed) => PathBuf::from(printed.trim()),
+        None => dir.join("build/guest.wasm"),
+    };
+    assert!(wasm.is_file(), "examples/{example}: the build wrote no {}\n--- stderr\n{stderr}", wasm.display());
     eprintln!("examples/{example}: built in {:.1?}", started.elapsed());
     Some(wasm)
+}
+
+/// Builds `examples/<example>` with `weft guest build` (see [`build`]).
+pub(crate) fn weft_build(example: &'static str, tools: &[&str]) -> Option<PathBuf> {
+    build(example, tools, &crate::common::weft_bin().to_string_lossy(), &["guest", "build"])
 }
 
 /// `weft step run GUEST --input INPUT` with a generous timeout (the JS and
@@ -143,7 +156,7 @@ fn rust_guest_counts_words() {
 
 #[test]
 fn js_guest_slugifies() {
-    let Some(guest) = build("js-guest", &["node", "npm"], "node", &["build.mjs"]) else {
+    let Some(guest) = weft_build("js-guest", &["node", "npm"]) else {
         return;
     };
     let weft = Weft::new();
@@ -157,13 +170,22 @@ fn js_guest_slugifies() {
     out.expect_code(0);
     assert_eq!(out.json(), json!({"slug": "a_very", "title": "A Very Long Title Indeed", "words": 5}));
 
-    // A thrown step-error record is the guest's own error.
-    assert_step_error(&run(&weft, &guest, &json!({"text": 5})), "guest_error", "\"text\" must be a string");
-    assert_step_error(&run(&weft, &guest, &json!([1])), "guest_error", "must be a JSON object");
+    // The SDK checks the input against the zod schema, naming the field.
+    assert_step_error(
+        &run(&weft, &guest, &json!({"text": 5})),
+        "guest_error",
+        "input.text: expected string, got number",
+    );
+    assert_step_error(&run(&weft, &guest, &json!([1])), "guest_error", "input: expected object, got array");
     assert_step_error(
         &run(&weft, &guest, &json!({"text": "x", "sep": "_"})),
         "guest_error",
-        "unknown input field(s): sep",
+        "input: unknown field(s): sep",
+    );
+    let invalid = run(&weft, &guest, &json!({"text": 5}));
+    assert_eq!(
+        (invalid.json()["code"].as_str(), invalid.json()["retryable"].as_bool()),
+        (Some("invalid_input"), Some(false))
     );
 }
 
@@ -171,7 +193,7 @@ fn js_guest_slugifies() {
 
 #[test]
 fn python_guest_summarises_numbers() {
-    let Some(guest) = build("python-guest", &["python3"], "sh", &["build.sh"]) else {
+    let Some(guest) = weft_build("python-guest", &["python3"]) else {
         return;
     };
     let weft = Weft::new();
@@ -197,12 +219,21 @@ fn python_guest_summarises_numbers() {
     out.expect_code(0);
     assert_eq!((out.json()["mean"].as_i64(), out.json()["stdev"].is_null()), (Some(3), true));
 
-    // Raising Err(StepError) is the guest's own error.
-    assert_step_error(&run(&weft, &guest, &json!({"numbers": []})), "guest_error", "non-empty array");
+    // The SDK checks the input against the type hints, naming the field.
+    assert_step_error(
+        &run(&weft, &guest, &json!({"numbers": []})),
+        "guest_error",
+        "input.numbers: must have at least 1 item",
+    );
     assert_step_error(
         &run(&weft, &guest, &json!({"numbers": [1, "two"]})),
         "guest_error",
-        "[1] is not a finite number",
+        "input.numbers[1]: expected number, got string",
+    );
+    let invalid = run(&weft, &guest, &json!({"numbers": []}));
+    assert_eq!(
+        (invalid.json()["code"].as_str(), invalid.json()["retryable"].as_bool()),
+        (Some("invalid_input"), Some(false))
     );
 }
 

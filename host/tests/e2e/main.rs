@@ -14,6 +14,7 @@ mod client_paths;
 mod defaults;
 mod disk_full;
 mod examples;
+mod guest_sdk;
 mod otlp;
 mod plugins;
 mod postgres;

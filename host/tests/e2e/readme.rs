@@ -35,7 +35,7 @@ fn the_readme_quick_start_builds_and_runs() {
     std::fs::copy(root.join("rust-toolchain.toml"), krate.join("rust-toolchain.toml")).unwrap();
     std::fs::copy(root.join("Cargo.lock"), krate.join("Cargo.lock")).unwrap();
 
-    let target_dir = root.join("target/readme-quickstart");
+    let target_dir = root.join("target/guest-projects");
     let status = Command::new("cargo")
         .args(["build", "--release", "--target", "wasm32-wasip2"])
         .current_dir(&krate)

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# What the guest SDKs cost: the JavaScript and Python examples built on the
+# SDKs (examples/js-guest, examples/python-guest) beside the hand-written
+# guests they replaced (taken from git at $HAND, default df08df7), same
+# inputs, in one run of the sandbox's invoke bench (per-invocation cost and
+# load from the compiled-artifact cache), so A and B share the same minutes.
+#
+#   [WEFT=path/to/weft] scripts/bench-guest-sdk.sh [criterion filter]
+#
+# Needs node/npm and python3 (scripts/setup.sh); the SDK builds install the
+# pinned toolchains on first use, and the hand-written builds use the same ones.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+hand=${HAND:-df08df7}
+work="$root/target/bench-guest-sdk"
+# `weft` is $WEFT when set, else a release build.
+if [ -n "${WEFT:-}" ]; then weft() { "$WEFT" "$@"; }; else weft() { cargo run --quiet --release -p weft -- "$@"; }; fi
+
+# The SDK builds (these also install the toolchains when missing).
+js_sdk=$(weft guest build examples/js-guest)
+py_sdk=$(weft guest build examples/python-guest)
+
+# The hand-written guests, from git, built with the same toolchains.
+toolchains=${WEFT_TOOLCHAIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/weft/toolchains}
+js_tools=$(ls -td "$toolchains"/js-*/ | head -1)
+py_tools=$(ls -td "$toolchains"/python-*/ | head -1)
+rm -rf "$work" && mkdir -p "$work"
+git archive "$hand" examples/js-guest examples/python-guest wit | tar -x -C "$work"
+ln -s "$js_tools/node_modules" "$work/examples/js-guest/node_modules"
+(cd "$work/examples/js-guest" && node build.mjs)
+COMPONENTIZE_PY="$py_tools/bin/componentize-py" sh "$work/examples/python-guest/build.sh"
+js_hand="$work/examples/js-guest/build/guest.wasm"
+py_hand="$work/examples/python-guest/build/guest.wasm"
+ls -l "$js_sdk" "$js_hand" "$py_sdk" "$py_hand" >&2
+
+export WEFT_BENCH_GUESTS="js-hand=$js_hand={\"text\": \"Hello World\"};python-hand=$py_hand={\"numbers\": [1, 2, 3]}"
+cargo bench -p weft-sandbox --bench invoke -- "${@:-(invoke|load-cached)/(js|python)}"
