@@ -97,7 +97,7 @@ pub fn parse_database(text: &str) -> Database {
 /// on PostgreSQL (given back when dropped, or by [`Owner::leave`]).
 pub enum Owner {
     Lock(SchedulerLock),
-    Lease(Lease),
+    Lease(Box<Lease>),
 }
 
 impl Owner {
@@ -229,7 +229,7 @@ impl App {
         let lease = self
             .block_on(pg.join(&worker_name()))
             .map_err(RuntimeError::store(format!("cannot join the workers of {}", self.store_name)))?;
-        Ok(Owner::Lease(lease))
+        Ok(Owner::Lease(Box::new(lease)))
     }
 
     fn locked(r: std::result::Result<SchedulerLock, StoreError>) -> Result<std::result::Result<Owner, Option<u32>>> {

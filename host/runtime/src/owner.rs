@@ -85,7 +85,7 @@ impl Tenure {
         loop {
             match pg.join(&crate::app::worker_name()).await {
                 Ok(l) => {
-                    self.owner = Owner::Lease(l);
+                    self.owner = Owner::Lease(Box::new(l));
                     return true;
                 }
                 Err(e) => tracing::error!(error = %e, "cannot join the workers again; trying again in a second"),

@@ -207,6 +207,9 @@ impl Inner {
                 metrics::histogram!("weft_guest_fuel").record(used as f64);
             }
             metrics::histogram!("weft_guest_duration_seconds").record(result.elapsed.as_secs_f64());
+            if let Some(peak) = result.memory_peak {
+                metrics::histogram!("weft_guest_memory_bytes").record(peak as f64);
+            }
         }
         if run_budget_binds && matches!(&result.outcome, Err(e) if e.kind == GuestErrorKind::FuelExhausted) {
             return Err(run_budget_spent(req.run_fuel_left.unwrap_or(0)));

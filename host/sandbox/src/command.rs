@@ -7,7 +7,7 @@
 //! (`WEFT_RUN_ID`, `WEFT_STEP`, `WEFT_ATTEMPT`, `WEFT_IDEMPOTENCY_KEY`,
 //! `WEFT_DEADLINE_MS`).
 
-use wasmtime::{Engine, InstancePre, Linker, Module, Store, StoreLimits};
+use wasmtime::{Engine, InstancePre, Linker, Module, Store};
 use wasmtime_wasi::I32Exit;
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
@@ -21,7 +21,7 @@ use crate::{GuestOutcome, envelope};
 /// What a command guest's store holds.
 pub(crate) struct CommandState {
     wasi: WasiP1Ctx,
-    limits: StoreLimits,
+    limits: invoke::Limiter,
 }
 
 /// The linker shared by every command guest: WASI preview 1 only, with
@@ -77,6 +77,7 @@ impl CommandGuest {
         let (err_text, err_overflow) = stderr.take();
         let mut collector = Collector::new(inv.limits.log_bytes, inv.limits.artifact_bytes, inv.observer.clone());
         collector.fuel_used = invoke::fuel_used(&store, inv);
+        collector.memory_peak = Some(store.data().limits.peak as u64);
         collector.log_text(Level::Info, &err_text);
         if err_overflow {
             collector.log(Level::Warn, crate::report::TRUNCATED_MARKER.to_string());

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Engine, Store, StoreLimits};
+use wasmtime::{Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::bindings::{asynk, sync};
@@ -22,7 +22,7 @@ use crate::{GuestOutcome, Metadata};
 pub(crate) struct ComponentState {
     wasi: WasiCtx,
     table: ResourceTable,
-    pub(crate) limits: StoreLimits,
+    pub(crate) limits: invoke::Limiter,
     pub(crate) collector: Collector,
 }
 
@@ -122,6 +122,7 @@ impl ComponentGuest {
         let (text, _) = out.take();
         let mut collector = std::mem::replace(&mut store.data_mut().collector, Collector::new(0, 0, None));
         collector.fuel_used = invoke::fuel_used(&store, inv);
+        collector.memory_peak = Some(store.data().limits.peak as u64);
         collector.log_text(Level::Info, &text);
         (result, collector)
     }

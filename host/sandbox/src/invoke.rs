@@ -75,9 +75,54 @@ pub(crate) fn fuel_used<T>(store: &Store<T>, inv: &Invocation) -> Option<u64> {
     store.get_fuel().ok().map(|left| inv.limits.fuel.unwrap_or(u64::MAX).saturating_sub(left))
 }
 
+/// The memory limiter of one store: wasmtime's limits, plus the largest
+/// linear memory the guest grew to (reported as the invocation's
+/// `memory_peak`, for the `weft_guest_memory_bytes` metric).
+pub(crate) struct Limiter {
+    limits: StoreLimits,
+    pub peak: usize,
+}
+
+impl wasmtime::ResourceLimiter for Limiter {
+    fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let ok = self.limits.memory_growing(current, desired, maximum)?;
+        if ok {
+            self.peak = self.peak.max(desired);
+        }
+        Ok(ok)
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.limits.memory_grow_failed(error)
+    }
+
+    fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        self.limits.table_growing(current, desired, maximum)
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.limits.table_grow_failed(error)
+    }
+
+    fn instances(&self) -> usize {
+        self.limits.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.limits.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.limits.memories()
+    }
+}
+
 /// The memory limiter of one store.
-pub(crate) fn store_limits(limits: &Limits) -> StoreLimits {
-    StoreLimitsBuilder::new().memory_size(limits.memory_bytes).trap_on_grow_failure(true).build()
+pub(crate) fn store_limits(limits: &Limits) -> Limiter {
+    Limiter {
+        limits: StoreLimitsBuilder::new().memory_size(limits.memory_bytes).trap_on_grow_failure(true).build(),
+        peak: 0,
+    }
 }
 
 /// A store armed with an invocation's limits; classifies what went wrong.

@@ -144,6 +144,9 @@ pub struct InvokeResult {
     pub elapsed: Duration,
     /// Fuel the guest used (`None` when the sandbox meters no fuel).
     pub fuel_used: Option<u64>,
+    /// The largest linear memory the guest grew to, in bytes (`None` when
+    /// it never ran).
+    pub memory_peak: Option<u64>,
 }
 
 /// One wasmtime engine with what goes with it: its linkers and its
@@ -280,6 +283,7 @@ impl Sandbox {
                     report: Report::default(),
                     elapsed: start.elapsed(),
                     fuel_used: None,
+                    memory_peak: None,
                 };
             }
         };
@@ -287,8 +291,8 @@ impl Sandbox {
             Kind::Component(c) => c.invoke(engine, inv).await,
             Kind::Command(c) => c.invoke(engine, inv).await,
         };
-        let fuel_used = collector.fuel_used;
-        InvokeResult { outcome, report: collector.report, elapsed: start.elapsed(), fuel_used }
+        let (fuel_used, memory_peak) = (collector.fuel_used, collector.memory_peak);
+        InvokeResult { outcome, report: collector.report, elapsed: start.elapsed(), fuel_used, memory_peak }
     }
 
     /// [`Sandbox::invoke_async`] for synchronous callers (the CLI, tests,

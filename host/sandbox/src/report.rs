@@ -90,6 +90,8 @@ pub(crate) struct Collector {
     observer: Option<Arc<dyn Observer>>,
     /// Fuel the guest used, set once the call ended.
     pub(crate) fuel_used: Option<u64>,
+    /// The largest linear memory the guest grew to, in bytes.
+    pub(crate) memory_peak: Option<u64>,
 }
 
 impl Collector {
@@ -102,6 +104,7 @@ impl Collector {
             artifact_cap,
             observer,
             fuel_used: None,
+            memory_peak: None,
         }
     }
 

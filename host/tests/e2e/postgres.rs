@@ -155,7 +155,7 @@ fn three_workers_one_killed_one_paused_complete_every_run_once() {
         signal(c, "-TERM");
         c.wait().unwrap();
     }
-    assert_eq!(db.count("SELECT count(*) FROM runs"), runs as i64 + 0);
+    assert_eq!(db.count("SELECT count(*) FROM runs"), runs as i64);
     assert_eq!(db.count("SELECT count(*) FROM runs WHERE state = 'completed'"), runs as i64, "every run completed");
     // The journal: one success per (run, step), the last attempt started;
     // nothing left running; no success logged twice.

@@ -280,6 +280,20 @@ fn metrics_count_the_runs_and_steps_executed() {
     }
     assert!(value("weft_commit_duration_seconds_count", &[]) > 0.0 || text.contains("weft_commit_duration_seconds"));
     assert!(text.contains("weft_queue_runs{queue=\"busy\"}"), "{text}");
+    // Every guest invocation's memory peak: seven, each at least a page.
+    let memory = scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == "weft_guest_memory_bytes")
+        .unwrap_or_else(|| panic!("no guest memory peaks: {text}"));
+    match &memory.value {
+        prometheus_parse::Value::Histogram(h) => {
+            assert_eq!(h.iter().map(|b| b.count).fold(0.0, f64::max), 7.0, "{text}");
+            let under_a_page = h.iter().find(|b| b.less_than == 65_536.0).map(|b| b.count).unwrap_or(0.0);
+            assert_eq!(under_a_page, 0.0, "a guest's memory is at least one 64 KiB page: {text}");
+        }
+        other => panic!("weft_guest_memory_bytes is a histogram, not {other:?}"),
+    }
     // Every metric served is documented.
     let doc = std::fs::read_to_string(crate::common::repo_root().join("docs/observability.md")).unwrap();
     for s in &scrape.samples {

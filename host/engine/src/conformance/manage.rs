@@ -101,7 +101,11 @@ pub async fn retention_deletes_finished_runs_only(store: Arc<dyn Store>) {
         assert_eq!(data, b"shared");
         assert_eq!(s.run(&live).await.unwrap().unwrap().waits.len(), 1, "the live run keeps its waits");
         assert_eq!(s.count_runs(&RunFilter::default()).await.unwrap(), 3);
-        assert_eq!(s.delete_runs(&[old.clone()]).await.unwrap(), Vec::<RunId>::new(), "deleting twice deletes nothing");
+        assert_eq!(
+            s.delete_runs(std::slice::from_ref(&old)).await.unwrap(),
+            Vec::<RunId>::new(),
+            "deleting twice deletes nothing"
+        );
     }
     for id in [&newer, &failed, &live] {
         assert_eq!(store.run(id).await.unwrap(), mem.run(id).await.unwrap());

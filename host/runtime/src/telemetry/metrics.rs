@@ -19,6 +19,9 @@ const SECONDS: &[f64] = &[
 const COUNTS: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 5000.0];
 /// Buckets of guest fuel (instructions, roughly).
 const FUEL: &[f64] = &[1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10];
+/// Buckets of a guest's linear memory, in bytes (64 KiB pages up to the
+/// default cap of 64 MiB and beyond).
+const MEMORY: &[f64] = &[65_536.0, 1_048_576.0, 4_194_304.0, 16_777_216.0, 67_108_864.0, 268_435_456.0];
 
 /// Installs the recorder (once per process) and turns weft's metrics on;
 /// `None` when another recorder was installed first.
@@ -29,6 +32,7 @@ pub fn install() -> Option<&'static PrometheusHandle> {
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS)
                 .and_then(|b| b.set_buckets_for_metric(Matcher::Full("weft_commit_group_batches".into()), COUNTS))
                 .and_then(|b| b.set_buckets_for_metric(Matcher::Full("weft_guest_fuel".into()), FUEL))
+                .and_then(|b| b.set_buckets_for_metric(Matcher::Full("weft_guest_memory_bytes".into()), MEMORY))
                 .ok()?;
             let handle = match builder.install_recorder() {
                 Ok(h) => h,
@@ -84,6 +88,7 @@ fn describe() {
     describe_histogram!("weft_commit_duration_seconds", Unit::Seconds, "Latency of store commits.");
     describe_histogram!("weft_guest_fuel", "Fuel used per guest invocation.");
     describe_histogram!("weft_guest_duration_seconds", Unit::Seconds, "Wall time of guest invocations.");
+    describe_histogram!("weft_guest_memory_bytes", Unit::Bytes, "Largest linear memory per guest invocation.");
     describe_histogram!(
         "weft_upstream_call_duration_seconds",
         Unit::Seconds,

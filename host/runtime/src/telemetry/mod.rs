@@ -253,7 +253,8 @@ mod tests {
             let _ = provider.shutdown();
         }
         let bad = TelemetryConfig { protocol: Some("carrier-pigeon".into()), ..Default::default() };
-        let e = provider(&bad).err().expect("refused").to_string();
+        let Err(e) = provider(&bad) else { panic!("refused") };
+        let e = e.to_string();
         assert!(e.contains("\"carrier-pigeon\"") && e.contains("`http/protobuf` or `grpc`"), "{e}");
     }
 
