@@ -353,9 +353,13 @@ impl Engine {
         for _ in 0..20 {
             if let Some(tx) = self.mailbox(run) {
                 let (reply, rx) = oneshot::channel();
-                if tx.send(mail(reply)).is_ok()
-                    && let Ok(a) = rx.await
-                {
+                let sent = tx.send(mail(reply)).is_ok();
+                // Not held while the answer is awaited: a message sent just
+                // as the driver hibernated (its receiver dropped, its queue
+                // drained) is freed, with its reply, only when the last
+                // sender goes; holding this one would wait for ever.
+                drop(tx);
+                if sent && let Ok(a) = rx.await {
                     return Ok(Some(a));
                 }
                 // The driver stopped meanwhile: ask again.
