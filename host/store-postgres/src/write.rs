@@ -263,11 +263,9 @@ async fn in_one(c: &crate::Conn, me: &Me, group: &[Msg]) -> Result<Option<Vec<u3
     stmts.notify(group.iter().map(|m| &m.op), me);
     let values = match send(c, &stmts).await? {
         Ok(v) => v,
-        // Only the lease check refuses that way: nothing may commit.
-        Err(e @ StoreError::Fenced(_)) => {
-            rollback(c).await?;
-            return Err(e);
-        }
+        // Only the lease check refuses that way: nothing may commit (the
+        // caller rolls the group back).
+        Err(e @ StoreError::Fenced(_)) => return Err(e),
         Err(_) => {
             rollback(c).await?;
             return Ok(None);
@@ -278,7 +276,8 @@ async fn in_one(c: &crate::Conn, me: &Me, group: &[Msg]) -> Result<Option<Vec<u3
 }
 
 /// Each message in a savepoint of one transaction: a refused one is rolled
-/// back alone. Fenced messages are refused without being sent.
+/// back alone. Fenced messages are refused without being sent. On an error
+/// the caller rolls the transaction back ([`abandon`]).
 async fn in_savepoints(
     c: &crate::Conn,
     me: &Me,
@@ -288,10 +287,7 @@ async fn in_savepoints(
     let mut head = Stmts::default();
     head.push(Stmt::begin());
     head.lease(me);
-    if let Err(e) = send(c, &head).await? {
-        rollback(c).await?;
-        return Err(e);
-    }
+    send(c, &head).await??;
     let mut out = Vec::with_capacity(group.len());
     let mut any = false;
     for (m, f) in group.iter().zip(fenced) {
@@ -327,10 +323,7 @@ async fn in_savepoints(
     if any {
         let mut tail = Stmts::default();
         tail.notify(group.iter().zip(&out).filter(|(_, o)| matches!(o, Outcome::Applied(_))).map(|(m, _)| &m.op), me);
-        if let Err(e) = send(c, &tail).await? {
-            rollback(c).await?;
-            return Err(e);
-        }
+        send(c, &tail).await??;
     }
     c.client.batch_execute("COMMIT").await.map_err(map_err)?;
     Ok(out)
