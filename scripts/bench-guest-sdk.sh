@@ -7,6 +7,9 @@
 #
 #   [WEFT=path/to/weft] scripts/bench-guest-sdk.sh [criterion filter]
 #
+# WEFT_BENCH_MORE adds guests to the same run (`name=path=input;...`, as
+# WEFT_BENCH_GUESTS), such as builds on an earlier SDK.
+#
 # Needs node/npm and python3 (scripts/setup.sh); the SDK builds install the
 # pinned toolchains on first use, and the hand-written builds use the same ones.
 set -euo pipefail
@@ -34,5 +37,5 @@ js_hand="$work/examples/js-guest/build/guest.wasm"
 py_hand="$work/examples/python-guest/build/guest.wasm"
 ls -l "$js_sdk" "$js_hand" "$py_sdk" "$py_hand" >&2
 
-export WEFT_BENCH_GUESTS="js-hand=$js_hand={\"text\": \"Hello World\"};python-hand=$py_hand={\"numbers\": [1, 2, 3]}"
+export WEFT_BENCH_GUESTS="js-hand=$js_hand={\"text\": \"Hello World\"};python-hand=$py_hand={\"numbers\": [1, 2, 3]}${WEFT_BENCH_MORE:+;$WEFT_BENCH_MORE}"
 cargo bench -p weft-sandbox --bench invoke -- "${@:-(invoke|load-cached)/(js|python)}"

@@ -12,6 +12,8 @@
 
 import { z } from 'zod';
 
+import { FAIL, fastParser } from './fast.js';
+
 export { z };
 
 const LEVELS = ['trace', 'debug', 'info', 'warn', 'error'];
@@ -120,6 +122,10 @@ export function step(spec, fn) {
     outputSchema: output === undefined ? undefined : JSON.stringify(z.toJSONSchema(output, { io: 'output' })),
   };
 
+  // zod decides, but a fast parser made once answers first (see fast.js).
+  const fastInput = fastParser(input);
+  const fastOutput = output === undefined ? undefined : fastParser(output);
+
   /** One invocation over JSON text, as the host makes it. */
   function call(text, ctx = testContext()) {
     const trimmed = String(text).trim();
@@ -131,11 +137,15 @@ export function step(spec, fn) {
         throw StepError.invalidInput(`input is not JSON: ${e.message}`);
       }
     }
-    const parsed = input.safeParse(value);
-    if (!parsed.success) throw StepError.invalidInput(describeIssues('input', parsed.error.issues));
+    let data = fastInput(value);
+    if (data === FAIL) {
+      const parsed = input.safeParse(value);
+      if (!parsed.success) throw StepError.invalidInput(describeIssues('input', parsed.error.issues));
+      data = parsed.data;
+    }
     let out;
     try {
-      out = fn(parsed.data, ctx);
+      out = fn(data, ctx);
     } catch (e) {
       if (e instanceof Rejection) return { tag: 'reject', val: e.reason };
       if (e instanceof StepError) throw e;
@@ -145,9 +155,13 @@ export function step(spec, fn) {
       throw new StepError('internal', `step ${name} returned a Promise: a step function must be synchronous`);
     }
     if (output !== undefined) {
-      const checked = output.safeParse(out);
-      if (!checked.success) throw new StepError('invalid_output', describeIssues('output', checked.error.issues));
-      out = checked.data;
+      const fast = fastOutput(out);
+      if (fast !== FAIL) out = fast;
+      else {
+        const checked = output.safeParse(out);
+        if (!checked.success) throw new StepError('invalid_output', describeIssues('output', checked.error.issues));
+        out = checked.data;
+      }
     }
     let json;
     try {

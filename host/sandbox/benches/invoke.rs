@@ -7,6 +7,8 @@
 //! `name=path=input` entries separated by `;` (see
 //! `scripts/bench-guest-sdk.sh`).
 //!
+//! Prints the fuel one call of each guest burns (`fuel/<name>: N`).
+//!
 //! Also measures loading a big guest from the compiled-artifact cache in a
 //! fresh sandbox (what a new `weft` process pays) against compiling it.
 //!
@@ -58,6 +60,13 @@ fn invoke(c: &mut Criterion) {
         let inv = Invocation::new(&input);
         let first = sandbox.invoke(&guest, &inv);
         assert!(first.outcome.is_ok(), "{name}: {:?}", first.outcome);
+        // The fuel one call burns (deterministic, unlike the times): with a
+        // budget set, the sandbox meters.
+        let mut metered = Invocation::new(&input);
+        metered.limits.fuel = Some(u64::MAX / 4);
+        if let Some(fuel) = sandbox.invoke(&guest, &metered).fuel_used {
+            eprintln!("fuel/{name}: {fuel}");
+        }
         group.bench_function(name, |b| b.iter(|| sandbox.invoke(&guest, &inv)));
     }
     // The fixed costs inside an invocation, for reading the figures above.

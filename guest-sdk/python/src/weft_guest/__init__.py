@@ -170,6 +170,12 @@ def _reject_nan(constant: str) -> NoReturn:
     raise ValueError(f"{constant} is not JSON")
 
 
+# Made once: json.loads and json.dumps with options build a new decoder or
+# encoder on every call.
+_DECODER = json.JSONDecoder(parse_constant=_reject_nan)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 class Step:
     """A code step made by :func:`step`; calling it calls the function itself."""
 
@@ -209,7 +215,7 @@ class Step:
         ctx = ctx or Context()
         text = text.strip()
         try:
-            value = json.loads(text, parse_constant=_reject_nan) if text else None
+            value = _DECODER.decode(text) if text else None
         except ValueError as e:
             raise StepError.invalid_input(f"input is not JSON: {e}") from None
         try:
@@ -227,7 +233,7 @@ class Step:
         try:
             if self._encode is not None:
                 out = self._encode(out, "output")
-            return Done(json.dumps(out, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
+            return Done(_ENCODER.encode(out))
         except _types.Invalid as e:
             raise StepError("invalid_output", str(e)) from None
         except (TypeError, ValueError) as e:
