@@ -1,6 +1,6 @@
 //! Per-invocation cost of a code step: a fresh store, instantiation from a
 //! prepared `InstancePre`, and one call, with the pooling allocator and the
-//! default limits (fuel + epoch + memory limiter). Rust and C guests are
+//! default limits (epoch + memory limiter; no fuel metering). Rust and C guests are
 //! built by the test build; the JS and Python guests (on the SDKs) by
 //! `examples/build-all.sh` (skipped, loudly, when missing). More guests, for
 //! an A/B of two builds in the same minutes: `WEFT_BENCH_GUESTS` =
