@@ -122,9 +122,9 @@ export function step(spec, fn) {
     outputSchema: output === undefined ? undefined : JSON.stringify(z.toJSONSchema(output, { io: 'output' })),
   };
 
-  // zod decides, but a fast parser made once answers first (see fast.js).
-  const fastInput = fastParser(input);
-  const fastOutput = output === undefined ? undefined : fastParser(output);
+  const parseInput = parser(input, (issues) => StepError.invalidInput(describeIssues('input', issues)));
+  const parseOutput =
+    output === undefined ? undefined : parser(output, (issues) => new StepError('invalid_output', describeIssues('output', issues)));
 
   /** One invocation over JSON text, as the host makes it. */
   function call(text, ctx = testContext()) {
@@ -137,12 +137,7 @@ export function step(spec, fn) {
         throw StepError.invalidInput(`input is not JSON: ${e.message}`);
       }
     }
-    let data = fastInput(value);
-    if (data === FAIL) {
-      const parsed = input.safeParse(value);
-      if (!parsed.success) throw StepError.invalidInput(describeIssues('input', parsed.error.issues));
-      data = parsed.data;
-    }
+    const data = parseInput(value);
     let out;
     try {
       out = fn(data, ctx);
@@ -154,15 +149,7 @@ export function step(spec, fn) {
     if (out !== null && typeof out === 'object' && typeof out.then === 'function') {
       throw new StepError('internal', `step ${name} returned a Promise: a step function must be synchronous`);
     }
-    if (output !== undefined) {
-      const fast = fastOutput(out);
-      if (fast !== FAIL) out = fast;
-      else {
-        const checked = output.safeParse(out);
-        if (!checked.success) throw new StepError('invalid_output', describeIssues('output', checked.error.issues));
-        out = checked.data;
-      }
-    }
+    if (output !== undefined) out = parseOutput(out);
     let json;
     try {
       json = JSON.stringify(out);
@@ -180,6 +167,21 @@ export function step(spec, fn) {
   }
 
   return Object.freeze({ [IS_STEP]: true, name, metadata, fn, call, callJson });
+}
+
+/**
+ * `value` parsed by `schema`, or throws `failure(issues)`: a fast parser made
+ * once answers first, and zod decides every failure (see fast.js).
+ */
+function parser(schema, failure) {
+  const fast = fastParser(schema);
+  return (value) => {
+    const data = fast(value);
+    if (data !== FAIL) return data;
+    const parsed = schema.safeParse(value);
+    if (!parsed.success) throw failure(parsed.error.issues);
+    return parsed.data;
+  };
 }
 
 function isSchema(s) {

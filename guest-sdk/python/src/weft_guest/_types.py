@@ -366,7 +366,7 @@ class _Plain:
     base: type
     nullable: bool = False
     item: "_Plain | None" = None  # for a list: its items
-    bounds: tuple = ()  # (keyword, operator that means "out of bounds", limit)
+    bounds: tuple = ()  # (operator that means "out of bounds", limit)
 
 
 def _plain(tp: Any, meta: dict | None = None) -> _Plain | None:
@@ -400,7 +400,7 @@ def _plain(tp: Any, meta: dict | None = None) -> _Plain | None:
         return None
     if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in keywords.values()):
         return None
-    bounds = tuple((k, allowed[k], v) for k, v in keywords.items())
+    bounds = tuple((allowed[k], v) for k, v in keywords.items())
     return _Plain(base, nullable, item, bounds)
 
 
@@ -428,7 +428,7 @@ def _inline(var: str, plan: _Plain, decode: bool, miss: str, depth: int = 0) -> 
         ]
     else:
         lines = [f"if type({var}) is not {tp.__name__}: {miss}"]
-    for _, op, limit in plan.bounds:
+    for op, limit in plan.bounds:
         measured = var if tp in (int, float) else f"len({var})"
         lines.append(f"if {measured} {op} {limit!r}: {miss}")
     if plan.nullable:
@@ -596,6 +596,7 @@ def _dataclass_coder(cls: type, decode: bool, memo: dict) -> Code:
     memo[key] = None
     hints = _hints(cls)
     fields = []
+    plans = []
     for f in dataclasses.fields(cls):
         if not f.init:
             continue
@@ -604,23 +605,25 @@ def _dataclass_coder(cls: type, decode: bool, memo: dict) -> Code:
         c = _with(meta, _coder(tp, decode, memo))
         has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
         fields.append((f.name, c, has_default, _describe(tp)))
+        plans.append(_plain(tp, meta))
     names = frozenset(name for name, *_ in fields)
     required = frozenset(name for name, _, has_default, _ in fields if not has_default)
-    coders = [(name, c) for name, c, _, _ in fields]
 
-    def fields_in_order(v: dict) -> dict:
+    def fields_in_order(v: Any, read: Callable[[Any, str], Any], present: Callable[[Any, str], bool]) -> dict:
         """The fields of ``v`` one by one: the first problem in field order (missing or wrong) is raised."""
         out = {}
         for name, c, has_default, what in fields:
-            if name in v:
+            if present(v, name):
                 try:
-                    out[name] = c(v[name])
+                    out[name] = c(read(v, name))
                 except _Miss as e:
                     raise e.under(name)
             elif not has_default:
                 raise _Miss(f"missing (expected {what})").under(name)
         return out
 
+    # The precise path: what the generated one below hands over when it
+    # cannot tell (a problem, a subclass), and the errors' wording.
     def obj(v):
         if decode:
             if not isinstance(v, dict):
@@ -629,31 +632,13 @@ def _dataclass_coder(cls: type, decode: bool, memo: dict) -> Code:
                 unknown = [k for k in v if k not in names]
                 expected = ", ".join(n for n, *_ in fields) or "none"
                 raise _Miss(f"unknown field(s): {', '.join(unknown)} (expected: {expected})")
-            if not required.issubset(v):
-                fields_in_order(v)  # raises
-            kwargs = {}
-            name = None
-            try:
-                for name, c in coders:
-                    if name in v:
-                        kwargs[name] = c(v[name])
-            except _Miss as e:
-                raise e.under(name)
-            return cls(**kwargs)
+            return cls(**fields_in_order(v, dict.__getitem__, dict.__contains__))
         if isinstance(v, cls):
-            out = {}
-            name = None
-            try:
-                for name, c in coders:
-                    out[name] = c(getattr(v, name))
-            except _Miss as e:
-                raise e.under(name)
-            return out
+            return fields_in_order(v, getattr, lambda v, name: True)  # every field, as the instance has them
         if isinstance(v, dict):
-            return fields_in_order(v)
+            return fields_in_order(v, dict.__getitem__, dict.__contains__)
         raise _Miss(f"expected {cls.__name__}, got {type(v).__name__}")
 
-    plans = [_plain(hints[f.name], dict(f.metadata)) for f in dataclasses.fields(cls) if f.init]
     fast = _fast_dataclass(cls, decode, fields, plans, names, required, obj)
     memo[key] = fast
     return fast
@@ -691,6 +676,4 @@ def _fast_dataclass(cls: type, decode: bool, fields: list, plans: list, names: f
         lines += ["    " + line for line in body]
         outs.append(f"{name!r}: {x}")
     lines.append("    return cls(**kw)" if decode else "    return {" + ", ".join(outs) + "}")
-    if not all(n.isidentifier() for n, *_ in fields):
-        return slow
     return _generate("fast", lines, env)
