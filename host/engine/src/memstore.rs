@@ -26,6 +26,9 @@ struct Inner {
 /// An artifact's record and bytes.
 type StoredArtifact = (crate::store::ArtifactRecord, std::sync::Arc<[u8]>);
 
+/// What a test runs after each committed batch (see [`MemStore::after_commit`]).
+type AfterCommit = std::sync::Arc<dyn Fn(&Batch) -> Option<crate::clock::BoxFuture<'static, ()>> + Send + Sync>;
+
 /// See the module docs.
 #[derive(Default)]
 pub struct MemStore {
@@ -34,6 +37,7 @@ pub struct MemStore {
     run_reads: AtomicU64,
     /// The next commits fail with this error, this many times.
     fail_next: Mutex<Option<(StoreError, u32)>>,
+    after_commit: Mutex<Option<AfterCommit>>,
 }
 
 impl MemStore {
@@ -59,6 +63,24 @@ impl MemStore {
     /// Make the next `n` commits fail with `err` (a full disk, say).
     pub fn fail_next_commits(&self, err: StoreError, n: u32) {
         *self.fail_next.lock().unwrap() = (n > 0).then_some((err, n));
+    }
+
+    /// Calls `hook` with every batch once it is committed, before its
+    /// `commit` returns, and awaits the future it gives (if any): what
+    /// another task of the process does when a commit wakes it, at the
+    /// worst moment for the committer.
+    pub fn after_commit(
+        &self,
+        hook: impl Fn(&Batch) -> Option<crate::clock::BoxFuture<'static, ()>> + Send + Sync + 'static,
+    ) {
+        *self.after_commit.lock().unwrap() = Some(std::sync::Arc::new(hook));
+    }
+
+    async fn committed(&self, batch: &Batch) {
+        let hook = self.after_commit.lock().unwrap().clone();
+        if let Some(then) = hook.and_then(|h| h(batch)) {
+            then.await;
+        }
     }
 
     /// Every write of every committed batch, for assertions.
@@ -345,11 +367,15 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut impl EventLog,
 #[async_trait::async_trait]
 impl Store for MemStore {
     async fn commit(&self, batch: Batch) -> Result<(), StoreError> {
-        self.commit_ref(&batch)
+        self.commit_ref(&batch)?;
+        self.committed(&batch).await;
+        Ok(())
     }
 
     async fn commit_shared(&self, batch: std::sync::Arc<Batch>) -> Result<(), StoreError> {
-        self.commit_ref(&batch)
+        self.commit_ref(&batch)?;
+        self.committed(&batch).await;
+        Ok(())
     }
 
     async fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {

@@ -159,16 +159,22 @@ impl Engine {
     pub async fn emit(&self, name: &str, data: Value, id: Option<String>) -> Result<EmitAnswer, EngineError> {
         super::over(&data, self.sh.config.caps.max_input_bytes, "/data", "the event's data", "max_input_bytes")?;
         let msg = self.event_message(name, data, id);
-        // Taken as it is stored: on a store shared by many workers, none
-        // of them handles it too (two handlers would each answer what they
-        // delivered).
+        // Handled by this call alone, and answered before the message can
+        // be seen pending. On a store shared by many workers, no other
+        // worker takes it: it is taken as it is stored. In this process,
+        // `process_inbox` reads the pending messages under the inbox lock,
+        // which is held from before the message is stored until it is
+        // answered. (Taken after the commit, the owner's poll, which this
+        // very commit wakes, could read the message pending and handle it
+        // first: this call then found the waits it resolved closed and
+        // answered `delivered: []`.)
+        let _g = self.sh.inbox.lock().await;
         let take = Write::InboxTake { id: msg.id.clone() };
         match self.sh.commit(Batch { writes: vec![Write::InboxPut(msg.clone()), take] }).await {
             Ok(()) => {}
             Err(StoreError::Conflict(_)) => return self.duplicate(&msg).await,
             Err(e) => return Err(e.into()),
         }
-        let _g = self.sh.inbox.lock().await;
         self.handle_event(&msg).await
     }
 

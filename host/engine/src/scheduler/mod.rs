@@ -221,7 +221,8 @@ pub(crate) struct Shared {
     active: Mutex<hibernate::Runs>,
     generation: std::sync::atomic::AtomicU64,
     planner: std::sync::OnceLock<Arc<dyn Planner>>,
-    /// One inbox message is handled at a time.
+    /// One inbox message is handled at a time; an event [`Engine::emit`]
+    /// stores is stored under it too, so no poll sees it pending.
     inbox: tokio::sync::Mutex<()>,
     /// Wakes the schedule loop when a schedule changes in this process.
     schedules_changed: tokio::sync::Notify,

@@ -3,7 +3,8 @@
 //! path for runs no driver drives.
 
 use super::*;
-use crate::scheduler::{EmitAnswer, SignalAnswer};
+use crate::scheduler::{Delivered, EmitAnswer, SignalAnswer};
+use crate::store::Write;
 
 fn approval() -> Value {
     json!({"name": "approve-flow", "steps": [
@@ -144,6 +145,39 @@ async fn events_match_their_fields_and_an_id_resolves_once() {
     let fresh = h.engine.emit("chat.reply", json!({"channel": "c2", "reply_to": 7}), Some("e3".into())).await.unwrap();
     assert_eq!(fresh.delivered.len(), 1);
     assert_eq!(h.wait(&b).await.state, RunState::Completed);
+}
+
+/// An event `emit` stores is delivered by that call, which answers what it
+/// resolved. The owner's poll (`process_inbox`), which the very commit that
+/// stores the event wakes, must not handle it first: the `emit` then found
+/// the wait closed and answered `delivered: []` (seen once as a flaky
+/// end-to-end test: `serve_waits`, run B of `waits_check.py`).
+#[tokio::test]
+async fn an_emit_answers_what_it_delivered_though_the_inbox_poll_runs_meanwhile() {
+    let h = harness();
+    let d = json!({"name": "paid", "output": "@paid",
+        "steps": [{"name": "paid", "wait": {"event": "order.paid", "match": {"order": "@input.order"}}}]});
+    let b = h.engine.submit(&def(d), json!({"order": "B"}), RunOptions::default()).await.unwrap();
+    waiting(&h, &b, "paid").await;
+    // As soon as an event is stored, the poll runs: at once if it can take
+    // the inbox, else (as it does) after whoever holds it.
+    let sh = Arc::downgrade(&h.engine.sh);
+    let polled = Arc::new(AtomicUsize::new(0));
+    let p = polled.clone();
+    h.store.after_commit(move |batch| {
+        let event = batch.writes.iter().any(|w| matches!(w, Write::InboxPut(m) if m.kind.event_id().is_some()));
+        let sh = sh.upgrade().filter(|sh| event && sh.inbox.try_lock().is_ok())?;
+        let p = p.clone();
+        Some(Box::pin(async move {
+            p.fetch_add(Engine::from_shared(sh).process_inbox().await.unwrap(), Ordering::SeqCst);
+        }))
+    });
+    let r = h.engine.emit("order.paid", json!({"order": "B", "amount": 4}), None).await.unwrap();
+    assert_eq!(r.delivered, vec![Delivered { run: b.clone(), step: "paid".into() }], "{r:?}");
+    assert_eq!(polled.load(Ordering::SeqCst), 0, "the poll did not handle the emitted event");
+    assert_eq!(h.engine.process_inbox().await.unwrap(), 0, "the event is answered");
+    let rec = h.wait(&b).await;
+    assert_eq!((rec.state, rec.output), (RunState::Completed, Some(json!({"order": "B", "amount": 4}))));
 }
 
 #[tokio::test]
