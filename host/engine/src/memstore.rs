@@ -76,11 +76,14 @@ impl MemStore {
         *self.after_commit.lock().unwrap() = Some(std::sync::Arc::new(hook));
     }
 
-    async fn committed(&self, batch: &Batch) {
+    /// Commits `batch`, then runs the [`MemStore::after_commit`] hook.
+    async fn commit_then_hook(&self, batch: &Batch) -> Result<(), StoreError> {
+        self.commit_ref(batch)?;
         let hook = self.after_commit.lock().unwrap().clone();
         if let Some(then) = hook.and_then(|h| h(batch)) {
             then.await;
         }
+        Ok(())
     }
 
     /// Every write of every committed batch, for assertions.
@@ -367,15 +370,11 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut impl EventLog,
 #[async_trait::async_trait]
 impl Store for MemStore {
     async fn commit(&self, batch: Batch) -> Result<(), StoreError> {
-        self.commit_ref(&batch)?;
-        self.committed(&batch).await;
-        Ok(())
+        self.commit_then_hook(&batch).await
     }
 
     async fn commit_shared(&self, batch: std::sync::Arc<Batch>) -> Result<(), StoreError> {
-        self.commit_ref(&batch)?;
-        self.committed(&batch).await;
-        Ok(())
+        self.commit_then_hook(&batch).await
     }
 
     async fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
