@@ -70,6 +70,14 @@ GREET = {
     "output": {"greeting": "@say.text"},
 }
 
+# GREET after a 300 ms timer: a run that takes a while, so it reports
+# progress (a run that ends within 100 ms is answered without).
+SLOW_GREET = {
+    **GREET,
+    "name": "greet-slow",
+    "steps": [{"name": "pause", "sleep": {"ms": 300}}, {**GREET["steps"][0], "after": ["pause"]}, GREET["steps"][1]],
+}
+
 # Broken twice: an unknown plugin (step 1) and a ref to a step that does not exist (step 0).
 BROKEN = {
     "name": "broken",
@@ -219,32 +227,40 @@ async def check_runs(session: Any, client: Any, seen: Seen, tools_before: dict[s
     r = await call(session, "template_get", {"name": "greet"})
     check(r.structured_content["version"] == version and r.structured_content["definition"]["name"] == "greet", "template_get returns it", r.structured_content)
 
-    # run_start with a wait: the output of the plugin steps, with progress.
+    # run_start with a wait: the output of the plugin steps.
+    profile = {"user": {"name": "Ada"}}
+    r = await call(session, "run_start", {"template": "greet", "input": {"profile": profile}, "wait_ms": 30000})
+    check(not r.is_error, "run_start succeeds", text_of(r))
+    out = r.structured_content
+    check(out["state"] == "completed" and out["finished"] is True, "the run completed within wait_ms", out)
+    check(out["output"] == {"greeting": "Hello Ada!"}, "the run's output", out)
+    run_id = out["run_id"]
+
+    # A run that takes a while reports progress while the call waits.
     progress: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(p: float, total: float | None, message: str | None) -> None:
         progress.append((p, total, message))
 
-    profile = {"user": {"name": "Ada"}}
-    r = await call(session, "run_start", {"template": "greet", "input": {"profile": profile}, "wait_ms": 30000}, progress_callback=on_progress)
-    check(not r.is_error, "run_start succeeds", text_of(r))
-    out = r.structured_content
-    check(out["state"] == "completed" and out["finished"] is True, "the run completed within wait_ms", out)
-    check(out["output"] == {"greeting": "Hello Ada!"}, "the run's output", out)
-    check(len(progress) >= 1 and progress[-1][1] == 2, "progress notifications were sent", progress)
-    run_id = out["run_id"]
+    r = await call(session, "run_start", {"definition": SLOW_GREET, "input": {"profile": profile}, "wait_ms": 30000}, progress_callback=on_progress)
+    check(not r.is_error and r.structured_content["output"] == {"greeting": "Hello Ada!"}, "a slower run_start succeeds", text_of(r))
+    check(len(progress) >= 1 and progress[-1][1] == 3, "progress notifications were sent", progress)
 
     # The template as a tool.
+    r = await call(session, "wf_greet", {"profile": {"user": {"name": "Grace"}}})
+    check(not r.is_error, "wf_greet succeeds", text_of(r))
+    check(r.structured_content["output"] == {"greeting": "Hello Grace!"}, "wf_greet returns the output", r.structured_content)
+    wf_run_id = r.structured_content["run_id"]
     wf_progress: list[tuple[float, float | None, str | None]] = []
 
     async def on_wf_progress(p: float, total: float | None, message: str | None) -> None:
         wf_progress.append((p, total, message))
 
-    r = await call(session, "wf_greet", {"profile": {"user": {"name": "Grace"}}}, progress_callback=on_wf_progress)
-    check(not r.is_error, "wf_greet succeeds", text_of(r))
-    check(r.structured_content["output"] == {"greeting": "Hello Grace!"}, "wf_greet returns the output", r.structured_content)
-    wf_run_id = r.structured_content["run_id"]
-    check(len(wf_progress) >= 1 and wf_progress[0][1] == 2, "wf_greet reports progress too", wf_progress)
+    r = await call(session, "template_save", {"definition": SLOW_GREET})
+    check(not r.is_error, "greet-slow is saved", text_of(r))
+    r = await call(session, "wf_greet-slow", {"profile": {"user": {"name": "Grace"}}}, progress_callback=on_wf_progress)
+    check(not r.is_error and r.structured_content["output"] == {"greeting": "Hello Grace!"}, "wf_greet-slow succeeds", text_of(r))
+    check(len(wf_progress) >= 1 and wf_progress[0][1] == 3, "a template tool reports progress too", wf_progress)
     r = await call(session, "wf_greet", {"profile": "not an object"})
     check(r.is_error is True and "input/profile" in text_of(r), "a bad input is refused with its path", text_of(r))
 
@@ -354,6 +370,8 @@ async def check_runs(session: Any, client: Any, seen: Seen, tools_before: dict[s
     seen.report["oversized"] = True
 
     # Deleting the template removes its tool.
+    r = await call(session, "template_delete", {"name": "greet-slow"})
+    check(r.structured_content["deleted_versions"] == 1, "greet-slow is deleted", r.structured_content)
     seen.changed = anyio.Event()
     r = await call(session, "template_delete", {"name": "greet"})
     check(r.structured_content["deleted_versions"] == 1, "template_delete deletes", r.structured_content)

@@ -219,6 +219,13 @@ async fn accept_loop(listener: tokio::net::TcpListener, app: axum::Router, stop:
             drop(stream);
             continue;
         };
+        // A response hyper writes in more than one piece (an MCP result:
+        // its head, then its body) must not wait for the client's delayed
+        // ACK of the first (Nagle): ~40 ms per call on a kept-alive
+        // connection, as every pooling client (httpx, undici) keeps them.
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "weft serve: cannot set TCP_NODELAY");
+        }
         let service = hyper_util::service::TowerToHyperService::new(app.clone());
         let stop = stop.clone();
         conns.spawn(async move {

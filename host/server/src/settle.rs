@@ -5,8 +5,11 @@
 //! authorization). Its end comes from its driver ([`Engine::wait`]), with
 //! the record the driver committed, without a read of the store; a pushed
 //! change of its state into one that waits for input ([`Changes`]) is read
-//! to answer with its waits. With progress to report (an MCP client's progress token), every
-//! change of the run is read and reported. A slow timer
+//! to answer with its waits. With progress to report (an MCP client's
+//! progress token), the changes of the run are reported once the wait has
+//! lasted [`PROGRESS_AFTER`]: a run that ends sooner is answered at once,
+//! as one plain result with no stream of notifications before it (rmcp's
+//! client asks for progress on every request). A slow timer
 //! ([`FALLBACK_POLL`]) is only a fallback.
 //!
 //! A caller that started the run passes what it watched from before the
@@ -26,6 +29,10 @@ use weft_engine::{Change, Changes, EngineError, RunEnd, RunId, RunRecord, RunSta
 
 use super::Core;
 use super::tools_runs::{FALLBACK_POLL, ProgressTo};
+
+/// How long a wait stays quiet before it reports progress: the limit of
+/// an answer that feels immediate. Most served runs end well within it.
+pub const PROGRESS_AFTER: Duration = Duration::from_millis(100);
 
 /// Whether a waiting caller can stop waiting for a run in state `s`.
 pub fn settles(s: RunState) -> bool {
@@ -58,6 +65,11 @@ impl Core {
         let deadline = Instant::now() + wait;
         let mut steps = Steps::default();
         let mut reported = None;
+        // Progress is reported from PROGRESS_AFTER on: until then it waits
+        // here, and the run's end answers at once.
+        let (mut quiet, mut progress) = (progress, None);
+        let speak = tokio::time::sleep(PROGRESS_AFTER);
+        tokio::pin!(speak);
         // Subscribed before the first read: no change falls in between.
         let (mut changes, mut end) = match fresh {
             Some(f) => (f.changes, f.end),
@@ -104,6 +116,12 @@ impl Core {
                         }
                     }
                 },
+                _ = &mut speak, if quiet.is_some() => {
+                    progress = quiet.take();
+                    if let Some(state) = steps.state {
+                        report(&progress, &steps, state, &mut reported).await;
+                    }
+                }
                 _ = &mut look => {
                     let rec = self.read(id).await?;
                     if settled(&rec) || Instant::now() >= deadline {

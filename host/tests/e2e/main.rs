@@ -26,6 +26,7 @@ mod secrets;
 mod serve;
 mod serve_agent;
 mod serve_limits;
+mod serve_progress;
 mod serve_proxy;
 mod serve_recording;
 mod serve_tasks;
