@@ -11,7 +11,7 @@
 //!
 //! Over MCP both revisions are measured: 2025-11-25 (one session) and
 //! 2026-07-28 (stateless: a server object per request). Each throughput
-//! line also gives the serving process's CPU time per run. The same
+//! line also gives the serving process's CPU time per run, and the client's. The same
 //! figures are then taken over the HTTP API: `POST
 //! /api/v1/runs {"template", "wait_ms"}`, answered with the ended run.
 //! Every call is checked to have completed its run.
@@ -24,6 +24,7 @@ use std::time::Instant;
 
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 
 use super::{Figures, pct};
@@ -186,7 +187,7 @@ async fn measure<C: Call>(call: C, via: &str, server: u32, rounds: usize, out: &
 
     let total = (rounds * 100).max(IN_FLIGHT * 10);
     let next = Arc::new(AtomicUsize::new(0));
-    let cpu0 = cpu_us(server);
+    let (cpu0, client0) = (cpu_us(server), cpu_us(std::process::id()));
     let t0 = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..IN_FLIGHT {
@@ -203,13 +204,15 @@ async fn measure<C: Call>(call: C, via: &str, server: u32, rounds: usize, out: &
     }
     let per_s = (total as f64 / t0.elapsed().as_secs_f64()).round() as u64;
     let server_us = ((cpu_us(server) - cpu0) / total as f64).round();
+    let client_us = ((cpu_us(std::process::id()) - client0) / total as f64).round();
     out.line(
         format!(
             "W9 served trivial-3 {via} throughput in_flight={IN_FLIGHT} runs={total} runs_per_s={per_s} \
-             server_cpu_us_per_run={server_us} target=4000"
+             server_cpu_us_per_run={server_us} client_cpu_us_per_run={client_us} target=4000"
         ),
         json!({"workload": "W9", "shape": "trivial-3", "via": via, "in_flight": IN_FLIGHT, "runs": total,
-               "runs_per_s": per_s, "server_cpu_us_per_run": server_us, "target": 4000}),
+               "runs_per_s": per_s, "server_cpu_us_per_run": server_us, "client_cpu_us_per_run": client_us,
+               "target": 4000}),
     );
     Ok(())
 }
@@ -230,12 +233,13 @@ async fn over_mcp(
     );
     let lifecycle =
         rmcp::service::ClientLifecycleMode::Auto { preferred_versions: vec![version], legacy_version: None };
-    let client = rmcp::ClientServiceExt::serve_with_lifecycle(
-        info,
-        StreamableHttpClientTransport::from_uri(url.to_string()),
-        lifecycle,
-    )
-    .await?;
+    // A client as the official SDKs' (httpx, undici): connections kept
+    // alive and reused, and every call of the bench in flight at once.
+    // rmcp's own default opens a connection per request and sends at most
+    // 16 at a time.
+    let config = StreamableHttpClientTransportConfig::with_uri(url.to_string()).max_concurrent_requests(IN_FLIGHT);
+    let transport = StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
+    let client = rmcp::ClientServiceExt::serve_with_lifecycle(info, transport, lifecycle).await?;
     let peer = client.peer().clone();
     let call = move |template: &'static str| {
         let peer = peer.clone();
