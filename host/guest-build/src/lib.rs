@@ -167,11 +167,19 @@ fn run(cmd: &mut Command) -> Vec<u8> {
     let out =
         cmd.stdin(Stdio::null()).output().unwrap_or_else(|e| panic!("weft-guest-build: cannot start {cmd:?}: {e}"));
     if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // A fresh machine: rustc's own note names the target; say what
+        // installs it.
+        let hint = if stderr.contains("target may not be installed") {
+            "\nhint: run scripts/setup.sh first: it installs the Rust targets (rustup target add) and the \
+             toolchains the build needs\n"
+        } else {
+            ""
+        };
         panic!(
-            "weft-guest-build: {cmd:?} failed ({}):\n{}{}",
+            "weft-guest-build: {cmd:?} failed ({}):\n{}{stderr}{hint}",
             out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+            String::from_utf8_lossy(&out.stdout)
         );
     }
     out.stdout

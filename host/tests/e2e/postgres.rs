@@ -45,9 +45,34 @@ impl Db {
     }
 }
 
-fn spawn_worker(w: &Weft, log: &Path) -> Child {
+/// A `weft worker` process, killed (and reaped) when dropped: a test that
+/// panics leaves no worker running.
+struct Worker(Child);
+
+impl std::ops::Deref for Worker {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Worker {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // A SIGSTOPped worker dies of SIGKILL too.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn_worker(w: &Weft, log: &Path) -> Worker {
     let log = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
-    w.cmd().arg("worker").stdout(Stdio::null()).stderr(Stdio::from(log)).spawn().expect("start weft worker")
+    Worker(w.cmd().arg("worker").stdout(Stdio::null()).stderr(Stdio::from(log)).spawn().expect("start weft worker"))
 }
 
 fn signal(child: &Child, sig: &str) {
@@ -84,7 +109,7 @@ fn three_workers_one_killed_one_paused_complete_every_run_once() {
     let file = w.write_def("side", &def);
     w.run(&["templates", "save", file.to_str().unwrap()]).expect_code(0);
     let log = |n: usize| w.dir.path().join(format!("worker{n}.log"));
-    let mut workers: Vec<Child> = (0..3).map(|n| spawn_worker(&w, &log(n))).collect();
+    let mut workers: Vec<Worker> = (0..3).map(|n| spawn_worker(&w, &log(n))).collect();
     // Runs created by a client while the workers run: a load to share.
     let runs = 300;
     let creator = {
@@ -207,7 +232,7 @@ fn a_schedule_fires_once_per_time_across_three_workers() {
     let f = w.write_def("tick", &def);
     w.run(&["templates", "save", f.to_str().unwrap()]).expect_code(0);
     let log = w.dir.path().join("workers.log");
-    let mut workers: Vec<Child> = (0..3).map(|_| spawn_worker(&w, &log)).collect();
+    let mut workers: Vec<Worker> = (0..3).map(|_| spawn_worker(&w, &log)).collect();
     // Every second, seconds-precision cron (six fields).
     w.run(&["schedule", "add", "tick", "--name", "every-second", "--cron", "* * * * * *"]).expect_code(0);
     let t0 = Instant::now();
@@ -398,14 +423,12 @@ fn store_copy_moves_an_sqlite_history_to_postgres() {
     signal(&worker, "-TERM");
     worker.wait().unwrap();
     // A copy into a store that is in use by its own worker is refused.
-    let held = lite.cmd().arg("worker").stderr(Stdio::null()).spawn().unwrap();
+    let held = Worker(lite.cmd().arg("worker").stderr(Stdio::null()).spawn().unwrap());
     std::thread::sleep(Duration::from_millis(500));
     let out = lite.run(&["store", "copy", "--from", &from, "--to", &url]);
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("stop it first"), "{}", out.stderr);
-    let mut held = held;
-    let _ = held.kill();
-    let _ = held.wait();
+    drop(held);
 }
 
 /// A signal and a cancel sent to `weft serve` for runs another worker
@@ -516,7 +539,7 @@ fn queues_and_child_runs_hold_across_three_workers() {
     p.expect_code(0);
     let parent_id = p.stdout.trim().to_string();
     let log = w.dir.path().join("workers.log");
-    let mut workers: Vec<Child> = (0..3).map(|_| spawn_worker(&w, &log)).collect();
+    let mut workers: Vec<Worker> = (0..3).map(|_| spawn_worker(&w, &log)).collect();
     // Kill the worker that drives the parent while its child sleeps.
     let t0 = Instant::now();
     let owner = loop {
@@ -529,7 +552,7 @@ fn queues_and_child_runs_hold_across_three_workers() {
         assert!(t0.elapsed() < Duration::from_secs(30), "the child never started:\n{}", read(&log));
         std::thread::sleep(Duration::from_millis(20));
     };
-    let pids: Vec<u32> = workers.iter().map(Child::id).collect();
+    let pids: Vec<u32> = workers.iter().map(|c| c.id()).collect();
     let victim = pids.iter().position(|pid| epoch_of(&db, *pid) == Some(owner)).expect("a worker owns the child");
     signal(&workers[victim], "-KILL");
     workers[victim].wait().unwrap();
