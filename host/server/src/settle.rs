@@ -76,8 +76,8 @@ impl Core {
             None => {
                 let changes = self.engine.subscribe();
                 let rec = self.read(id).await?;
+                // Reported when the wait speaks (PROGRESS_AFTER), if it lasts.
                 steps = Steps::of(&rec);
-                report(&progress, &steps, rec.state, &mut reported).await;
                 if settled(&rec) || Instant::now() >= deadline {
                     return Ok(rec);
                 }
