@@ -188,6 +188,31 @@ pub fn rss_kb(pid: u32) -> u64 {
     status.lines().find_map(|l| l.strip_prefix("VmRSS:")).unwrap().trim().trim_end_matches(" kB").parse().unwrap()
 }
 
+/// Kills (and reaps) a child when the test ends, passing or not: a test
+/// that panics leaves no process running (a SIGSTOPped one dies of
+/// SIGKILL too). Derefs to the child.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A JSON object's map (MCP tool arguments).
 pub fn args(v: Value) -> serde_json::Map<String, Value> {
     v.as_object().unwrap().clone()

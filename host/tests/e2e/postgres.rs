@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::Weft;
+use crate::common::{KillOnDrop, Weft};
 
 /// A client of the test's database, for the journal queries.
 struct Db {
@@ -45,34 +45,10 @@ impl Db {
     }
 }
 
-/// A `weft worker` process, killed (and reaped) when dropped: a test that
-/// panics leaves no worker running.
-struct Worker(Child);
-
-impl std::ops::Deref for Worker {
-    type Target = Child;
-    fn deref(&self) -> &Child {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Worker {
-    fn deref_mut(&mut self) -> &mut Child {
-        &mut self.0
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        // A SIGSTOPped worker dies of SIGKILL too.
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn_worker(w: &Weft, log: &Path) -> Worker {
+/// A `weft worker` process, killed when the test ends.
+fn spawn_worker(w: &Weft, log: &Path) -> KillOnDrop {
     let log = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
-    Worker(w.cmd().arg("worker").stdout(Stdio::null()).stderr(Stdio::from(log)).spawn().expect("start weft worker"))
+    KillOnDrop(w.cmd().arg("worker").stdout(Stdio::null()).stderr(Stdio::from(log)).spawn().expect("start weft worker"))
 }
 
 fn signal(child: &Child, sig: &str) {
@@ -109,7 +85,7 @@ fn three_workers_one_killed_one_paused_complete_every_run_once() {
     let file = w.write_def("side", &def);
     w.run(&["templates", "save", file.to_str().unwrap()]).expect_code(0);
     let log = |n: usize| w.dir.path().join(format!("worker{n}.log"));
-    let mut workers: Vec<Worker> = (0..3).map(|n| spawn_worker(&w, &log(n))).collect();
+    let mut workers: Vec<KillOnDrop> = (0..3).map(|n| spawn_worker(&w, &log(n))).collect();
     // Runs created by a client while the workers run: a load to share.
     let runs = 300;
     let creator = {
@@ -232,7 +208,7 @@ fn a_schedule_fires_once_per_time_across_three_workers() {
     let f = w.write_def("tick", &def);
     w.run(&["templates", "save", f.to_str().unwrap()]).expect_code(0);
     let log = w.dir.path().join("workers.log");
-    let mut workers: Vec<Worker> = (0..3).map(|_| spawn_worker(&w, &log)).collect();
+    let mut workers: Vec<KillOnDrop> = (0..3).map(|_| spawn_worker(&w, &log)).collect();
     // Every second, seconds-precision cron (six fields).
     w.run(&["schedule", "add", "tick", "--name", "every-second", "--cron", "* * * * * *"]).expect_code(0);
     let t0 = Instant::now();
@@ -423,7 +399,7 @@ fn store_copy_moves_an_sqlite_history_to_postgres() {
     signal(&worker, "-TERM");
     worker.wait().unwrap();
     // A copy into a store that is in use by its own worker is refused.
-    let held = Worker(lite.cmd().arg("worker").stderr(Stdio::null()).spawn().unwrap());
+    let held = KillOnDrop(lite.cmd().arg("worker").stderr(Stdio::null()).spawn().unwrap());
     std::thread::sleep(Duration::from_millis(500));
     let out = lite.run(&["store", "copy", "--from", &from, "--to", &url]);
     assert_eq!(out.code, 2, "{}", out.stderr);
@@ -539,7 +515,7 @@ fn queues_and_child_runs_hold_across_three_workers() {
     p.expect_code(0);
     let parent_id = p.stdout.trim().to_string();
     let log = w.dir.path().join("workers.log");
-    let mut workers: Vec<Worker> = (0..3).map(|_| spawn_worker(&w, &log)).collect();
+    let mut workers: Vec<KillOnDrop> = (0..3).map(|_| spawn_worker(&w, &log)).collect();
     // Kill the worker that drives the parent while its child sleeps.
     let t0 = Instant::now();
     let owner = loop {

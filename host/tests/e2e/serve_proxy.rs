@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{Weft, repo_root};
+use crate::common::{KillOnDrop, Weft, repo_root};
 use crate::tools::{everything_js, peers};
 
 fn config(w: &Weft) -> PathBuf {
@@ -139,14 +139,4 @@ fn the_proxy_relays_progress_forwards_cancellation_and_isolates_failures() {
     let cancelled =
         msgs.iter().any(|m| m["method"] == "notifications/cancelled" && m["params"]["requestId"] == slow["id"]);
     assert!(cancelled, "the caller's cancellation reached the upstream for request {}: {log}", slow["id"]);
-}
-
-/// Kills (and reaps) a child when the test ends, passing or not.
-pub struct KillOnDrop(pub std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }

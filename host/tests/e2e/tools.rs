@@ -260,7 +260,7 @@ fn an_http_upstream_serves_tool_steps() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let _server = crate::serve_proxy::KillOnDrop(server);
+    let _server = crate::common::KillOnDrop(server);
     let t0 = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(t0.elapsed() < Duration::from_secs(10), "server-everything did not listen");
