@@ -98,6 +98,43 @@ statements! {
     import_template = "INSERT INTO templates (name, version, definition, created_at) VALUES ($1, $2, $3, $4)
                        ON CONFLICT DO NOTHING";
     owned_by_others = "SELECT id FROM runs WHERE id = ANY($1) AND owner IS NOT NULL AND owner <> $2";
+    // The set-based forms of the hot writes (see `sets`): one row of the
+    // arrays per write, at most one write per row changed.
+    run_states = "UPDATE runs r SET state = u.to_state, output = u.output, error = u.error,
+                    updated_at = GREATEST(r.updated_at, u.at)
+                  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[])
+                    AS u(id, from_state, to_state, output, error, at)
+                  WHERE r.id = u.id AND r.state = u.from_state";
+    step_states = "UPDATE steps s SET state = u.to_state, output = u.output, error = u.error,
+                     next_attempt_at = u.next_attempt_at,
+                     started_at = CASE WHEN u.to_state = 'running' THEN COALESCE(s.started_at, u.at)
+                                  ELSE s.started_at END,
+                     ended_at = CASE WHEN u.terminal THEN u.at ELSE s.ended_at END
+                   FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                               $7::bigint[], $8::bigint[], $9::bool[])
+                     AS u(run_id, name, from_state, to_state, output, error, next_attempt_at, at, terminal)
+                   WHERE s.run_id = u.run_id AND s.name = u.name AND s.state = u.from_state";
+    start_attempts = "INSERT INTO attempts (run_id, step, item, attempt, state, lease_until, started_at, input)
+                      SELECT u.run_id, u.step, u.item, u.attempt, 'running', u.lease_until, u.started_at, u.input
+                      FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::bigint[], $6::bigint[],
+                                  $7::text[]) AS u(run_id, step, item, attempt, lease_until, started_at, input)
+                      WHERE EXISTS (SELECT 1 FROM steps s WHERE s.run_id = u.run_id AND s.name = u.step)
+                        AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.run_id = u.run_id AND a.step = u.step
+                                          AND a.item = u.item AND a.state = 'running')
+                      ON CONFLICT (run_id, step, item, attempt) DO UPDATE
+                        SET state = 'running', lease_until = excluded.lease_until,
+                            started_at = excluded.started_at, ended_at = NULL, output = NULL, error = NULL,
+                            input = excluded.input
+                        WHERE attempts.state = 'interrupted'";
+    finish_attempts = "UPDATE attempts a SET state = u.state, output = u.output, error = u.error, ended_at = u.at,
+                         fuel = CASE WHEN u.fuel IS NULL THEN a.fuel ELSE COALESCE(a.fuel, 0) + u.fuel END,
+                         interruptions = a.interruptions + CASE WHEN u.state = 'interrupted' THEN 1 ELSE 0 END,
+                         blame = CASE WHEN u.state = 'interrupted' THEN u.blame ELSE a.blame END
+                       FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], $6::text[],
+                                   $7::text[], $8::bigint[], $9::bigint[], $10::int[])
+                         AS u(run_id, step, item, attempt, state, output, error, at, fuel, blame)
+                       WHERE a.run_id = u.run_id AND a.step = u.step AND a.item = u.item
+                         AND a.attempt = u.attempt AND a.state = 'running'";
 }
 
 impl Statements {
@@ -141,6 +178,11 @@ pub(crate) struct Stmt {
 impl Stmt {
     fn new(which: Which, params: Vec<Param>, expect: Expect) -> Stmt {
         Stmt { which, params, expect, query: false }
+    }
+
+    /// A write that must change `n` rows, else it is refused with `what`.
+    pub fn rows(which: Which, params: Vec<Param>, n: u64, what: String) -> Stmt {
+        Stmt::new(which, params, Expect::Rows(n, conflict(what)))
     }
 
     pub fn begin() -> Stmt {
@@ -199,21 +241,23 @@ pub(crate) struct Stmts {
     /// end ([`Stmts::events`]): an event constrains no other write, and one
     /// multi-row insert costs the database a fraction of one per event.
     events: Vec<NewEvent>,
+    /// Writes carried by set-based statements (see `sets`).
+    pub in_sets: u64,
 }
 
-fn p<T: ToSql + Sync + Send + 'static>(v: T) -> Param {
+pub(crate) fn p<T: ToSql + Sync + Send + 'static>(v: T) -> Param {
     Box::new(v)
 }
 
-fn opt_json(v: &Option<Value>) -> Option<String> {
+pub(crate) fn opt_json(v: &Option<Value>) -> Option<String> {
     v.as_ref().map(|v| v.to_string())
 }
 
-fn err_json(e: &Option<StepError>) -> Option<String> {
+pub(crate) fn err_json(e: &Option<StepError>) -> Option<String> {
     e.as_ref().map(|e| serde_json::to_string(e).unwrap_or_default())
 }
 
-fn item_col(i: Option<weft_engine::ItemIndex>) -> i32 {
+pub(crate) fn item_col(i: Option<weft_engine::ItemIndex>) -> i32 {
     i.map(|i| i.0 as i32).unwrap_or(-1)
 }
 
@@ -359,7 +403,7 @@ impl Stmts {
         }
     }
 
-    fn write(&mut self, w: &Write, me: &Me) {
+    pub(crate) fn write(&mut self, w: &Write, me: &Me) {
         let one = |m: String| Expect::Rows(1, conflict(m));
         match w {
             Write::CreateRun { run, steps } => {

@@ -19,6 +19,7 @@ mod apply;
 mod manage;
 mod read;
 mod schema;
+mod sets;
 #[cfg(test)]
 mod tests;
 mod workers;
@@ -50,6 +51,10 @@ pub struct Stats {
     pub transactions: AtomicU64,
     /// Batches those transactions carried.
     pub batches: AtomicU64,
+    /// Writes committed by set-based statements (many rows each).
+    pub in_sets: AtomicU64,
+    /// Groups applied again batch by batch, after a refusal in the group.
+    pub retried: AtomicU64,
 }
 
 /// This process as the database knows it: a worker (with its lease's
@@ -137,9 +142,15 @@ impl Connect {
         // A worker paused inside a transaction (SIGSTOP) must not hold its
         // locks past its lease: the server ends such a session.
         let idle = self.lease.as_millis().max(1000);
+        // Every write finds its rows by key. A plan made while a table is
+        // small (a fresh database) would hash or scan the whole table for
+        // each group (the runs of an event insert, the steps of attempts
+        // started), and keep doing so as the history grows: on this
+        // connection, joins are index lookups.
         client
             .batch_execute(&format!(
-                "SET synchronous_commit = {sync}; SET idle_in_transaction_session_timeout = {idle}"
+                "SET synchronous_commit = {sync}; SET idle_in_transaction_session_timeout = {idle};
+                 SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_seqscan = off"
             ))
             .await
             .map_err(map_err)?;

@@ -10,11 +10,12 @@ use weft_engine::store::*;
 use super::*;
 
 /// A client store on a fresh database.
-async fn fresh() -> PgStore {
+pub(super) async fn fresh() -> PgStore {
     let url = tokio::task::spawn_blocking(weft_test_postgres::database).await.unwrap();
     PgStore::connect(&url, Options::default()).await.unwrap()
 }
 
 weft_engine::conformance_suite!(async { (Arc::new(fresh().await) as Arc<dyn Store>, ()) });
 
+mod sets;
 mod workers;

@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 use weft_engine::store::{Batch, RunExport, TemplateRecord};
 use weft_engine::{RunId, StoreError};
 
-use crate::apply::{Stmt, Stmts, Which};
+use crate::apply::{Answer, Stmt, Stmts, Which};
 use crate::{Me, map_err};
 
 /// Work for the writer.
@@ -87,7 +87,7 @@ async fn run(connect: crate::Connect, me: Arc<Me>, stats: Arc<crate::Stats>, mut
         }
         let c = conn.as_ref().expect("connected");
         let started = weft_engine::trace::metrics_on().then(std::time::Instant::now);
-        let results = commit_group(c, &me, &group).await;
+        let results = commit_group(c, &me, &stats, &group).await;
         if let Some(t) = started {
             weft_engine::trace::record_commit(group.len(), t.elapsed());
         }
@@ -105,7 +105,7 @@ enum Outcome {
     Refused(StoreError),
 }
 
-async fn commit_group(c: &crate::Conn, me: &Me, group: &[Msg]) -> Vec<Result<u32, StoreError>> {
+async fn commit_group(c: &crate::Conn, me: &Me, stats: &crate::Stats, group: &[Msg]) -> Vec<Result<u32, StoreError>> {
     if group.iter().any(|m| matches!(m.op, Op::DeleteRuns(_) | Op::ImportRun(_))) {
         // Retention and imports: each in a transaction of its own.
         let mut out = vec![];
@@ -113,7 +113,7 @@ async fn commit_group(c: &crate::Conn, me: &Me, group: &[Msg]) -> Vec<Result<u32
             out.push(match &m.op {
                 Op::DeleteRuns(ids) => crate::manage::delete_runs(c, ids).await,
                 Op::ImportRun(e) => crate::manage::import_run(c, me, e).await.map(|()| 0),
-                _ => Box::pin(commit_group(c, me, std::slice::from_ref(m))).await.remove(0),
+                _ => Box::pin(commit_group(c, me, stats, std::slice::from_ref(m))).await.remove(0),
             });
         }
         return out;
@@ -123,9 +123,12 @@ async fn commit_group(c: &crate::Conn, me: &Me, group: &[Msg]) -> Vec<Result<u32
         Err(e) => return group.iter().map(|_| Err(e.clone())).collect(),
     };
     if fenced.iter().all(|f| f.is_none()) {
-        match in_one(c, me, group).await {
+        match in_one(c, me, stats, group).await {
             Ok(Some(results)) => return results.into_iter().map(Ok).collect(),
-            Ok(None) => {} // a batch was refused: again, each in a savepoint
+            // a batch was refused: again, each in a savepoint
+            Ok(None) => {
+                stats.retried.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             Err(e) => {
                 abandon(c).await;
                 return group.iter().map(|_| Err(e.clone())).collect();
@@ -251,14 +254,23 @@ async fn send(c: &crate::Conn, stmts: &Stmts) -> Result<Result<Vec<i64>, StoreEr
 
 /// The whole group in one transaction: `None` when a batch was refused
 /// (rolled back: nothing of the group was applied).
-async fn in_one(c: &crate::Conn, me: &Me, group: &[Msg]) -> Result<Option<Vec<u32>>, StoreError> {
+async fn in_one(c: &crate::Conn, me: &Me, stats: &crate::Stats, group: &[Msg]) -> Result<Option<Vec<u32>>, StoreError> {
     let mut stmts = Stmts::default();
     stmts.push(Stmt::begin());
     stmts.lease(me);
     let mut answers = vec![];
     for m in group {
-        answers.push(stmts.op(&m.op, me)?);
+        answers.push(match &m.op {
+            Op::Batch(_) => Answer::Const(0),
+            op => stmts.op(op, me)?,
+        });
     }
+    // The batches' writes, set-based (see `sets`); templates are apart.
+    let writes = group.iter().flat_map(|m| match &m.op {
+        Op::Batch(b) => b.writes.as_slice(),
+        _ => &[],
+    });
+    stmts.writes_in_sets(writes, me);
     stmts.events();
     stmts.notify(group.iter().map(|m| &m.op), me);
     let values = match send(c, &stmts).await? {
@@ -272,6 +284,7 @@ async fn in_one(c: &crate::Conn, me: &Me, group: &[Msg]) -> Result<Option<Vec<u3
         }
     };
     c.client.batch_execute("COMMIT").await.map_err(map_err)?;
+    stats.in_sets.fetch_add(stmts.in_sets, std::sync::atomic::Ordering::Relaxed);
     Ok(Some(answers.into_iter().map(|a| a.get(&values)).collect()))
 }
 

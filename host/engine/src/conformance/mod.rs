@@ -23,9 +23,10 @@ pub use engine::{crash_and_recover, runs_complete};
 pub use manage::{copies_runs_and_templates, retention_deletes_finished_runs_only};
 pub use outside::waits_inbox_schedules_and_queues_agree_with_the_reference;
 pub use writes::{
-    a_failed_batch_leaves_no_trace, every_write_kind_round_trips_like_the_reference,
-    group_commit_under_concurrent_callers, last_seq_and_updated_at_come_from_the_last_event, list_runs_filters,
-    refused_writes_match_the_reference, templates_are_versioned, unfinished_runs_are_those_not_terminal,
+    a_failed_batch_leaves_no_trace, concurrent_lives_agree_with_the_reference,
+    every_write_kind_round_trips_like_the_reference, group_commit_under_concurrent_callers,
+    last_seq_and_updated_at_come_from_the_last_event, list_runs_filters, refused_writes_match_the_reference,
+    templates_are_versioned, unfinished_runs_are_those_not_terminal,
 };
 
 use serde_json::{Value, json};
@@ -48,6 +49,7 @@ macro_rules! conformance_suite {
                 last_seq_and_updated_at_come_from_the_last_event,
                 a_failed_batch_leaves_no_trace,
                 group_commit_under_concurrent_callers,
+                concurrent_lives_agree_with_the_reference,
                 list_runs_filters,
                 templates_are_versioned,
                 unfinished_runs_are_those_not_terminal,

@@ -229,6 +229,89 @@ pub async fn group_commit_under_concurrent_callers(store: Arc<dyn Store>) {
     assert_eq!(s.list_runs(&RunFilter::default()).await.unwrap().len(), callers as usize);
 }
 
+/// Many runs live at once (their batches grouped by a store that groups
+/// commits), each batch changing rows more than once (a step started and
+/// ended, an attempt started and finished in one batch) and a stale batch
+/// refused among them: every run and its events end as the reference's.
+pub async fn concurrent_lives_agree_with_the_reference(store: Arc<dyn Store>) {
+    let runs = 24u64;
+    let lives: Vec<(RunId, Vec<Batch>)> = (0..runs)
+        .map(|n| {
+            let id = rid(2000 + n as i64);
+            let mut batches = life(&id);
+            batches.push(b(vec![
+                step_to(&id, "z", StepState::Pending, StepState::Running, None, 310),
+                start(&id, "z", None, 1, 9_000),
+                finish(&id, "z", None, 1, AttemptState::Succeeded, Some(json!(n)), None),
+                step_to(&id, "z", StepState::Running, StepState::Succeeded, Some(json!(n)), 311),
+                finish(&id, "each", Some(1), 1, AttemptState::Failed, None, None),
+                start(&id, "each", Some(1), 2, 9_500),
+                finish(&id, "each", Some(1), 2, AttemptState::Succeeded, Some(json!(1)), None),
+                step_to(&id, "each", StepState::Running, StepState::Succeeded, Some(json!([0, 1])), 312),
+                event(&id, 5, "step.succeeded"),
+            ]));
+            // Stale: step a already succeeded. Refused whole.
+            batches.push(b(vec![
+                Write::RunState {
+                    run: id.clone(),
+                    from: RunState::Working,
+                    to: RunState::Completed,
+                    output: None,
+                    error: None,
+                    at: 320,
+                },
+                step_to(&id, "a", StepState::Running, StepState::Succeeded, None, 320),
+            ]));
+            batches.push(b(vec![
+                Write::RunState {
+                    run: id.clone(),
+                    from: RunState::Working,
+                    to: RunState::Completed,
+                    output: Some(json!({"n": n})),
+                    error: None,
+                    at: 330,
+                },
+                event(&id, 6, "run.completed"),
+            ]));
+            (id, batches)
+        })
+        .collect();
+    let mem = MemStore::new();
+    let mut expected = vec![];
+    for (_, batches) in &lives {
+        let mut outcomes = vec![];
+        for batch in batches {
+            outcomes.push(mem.commit(batch.clone()).await.is_ok());
+        }
+        assert_eq!(outcomes.iter().filter(|ok| !**ok).count(), 1, "the reference refuses the stale batch only");
+        expected.push(outcomes);
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for (id, batches) in lives.clone() {
+        let s = store.clone();
+        tasks.spawn(async move {
+            let mut outcomes = vec![];
+            for batch in batches {
+                let r = s.commit(batch).await;
+                assert!(matches!(r, Ok(()) | Err(StoreError::Conflict(_))), "{id}: {r:?}");
+                outcomes.push(r.is_ok());
+            }
+            (id, outcomes)
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        let (id, outcomes) = r.unwrap();
+        let k = lives.iter().position(|(i, _)| *i == id).unwrap();
+        assert_eq!(outcomes, expected[k], "{id}: which batches were refused");
+        let got = store.run(&id).await.unwrap().unwrap();
+        assert_eq!(got, mem.run(&id).await.unwrap().unwrap(), "{id}: the store and the reference disagree");
+        assert_eq!(got.state, RunState::Completed);
+        assert_eq!(got.attempts.len(), 6, "{id}: {:?}", got.attempts);
+        let ev = store.events_after(&id, Seq::ZERO, 100).await.unwrap();
+        assert_eq!(ev, mem.events_after(&id, Seq::ZERO, 100).await.unwrap(), "{id}: events");
+    }
+}
+
 pub async fn list_runs_filters(store: Arc<dyn Store>) {
     let s = store;
     let (a, bb) = (rid(10), rid(11));
