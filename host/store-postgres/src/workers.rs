@@ -79,14 +79,17 @@ impl Lease {
         LeaseLost(format!("epoch {} was not renewed within {:?}", self.epoch(), self.connect.lease))
     }
 
-    /// Leaves for good: the runs it owns go back to the pool (another
-    /// worker takes them at once) and its row is deleted.
+    /// Leaves for good: the unfinished runs it owns go back to the pool
+    /// (another worker takes them at once) and its row is deleted. Its
+    /// finished runs keep their owner, as a taker leaves them: rewriting
+    /// a worker's whole history at each exit would cost a scan of `runs`.
     pub async fn leave(self) -> Result<(), StoreError> {
         self.task.abort();
         let epoch = self.me.epoch();
         let c = self.connect.client().await?;
         c.batch_execute(&format!(
-            "BEGIN; UPDATE runs SET owner = NULL WHERE owner = {epoch}; DELETE FROM workers WHERE epoch = {epoch};
+            "BEGIN; UPDATE runs SET owner = NULL WHERE owner = {epoch} AND state IN {UNFINISHED};
+             DELETE FROM workers WHERE epoch = {epoch};
              SELECT pg_notify('weft', 'r'); COMMIT"
         ))
         .await
