@@ -559,3 +559,131 @@ fn queues_and_child_runs_hold_across_three_workers() {
     assert_eq!(child.len(), 1, "one child, created once");
     assert_eq!(w.show(&parent_id)["state"], "completed");
 }
+
+/// Creates `n` runs of `def` as a client of the database (a process that
+/// drives no run, as a backlog left by `weft run --detach` would be):
+/// every one of them is free for a worker to claim.
+fn backlog(w: &Weft, def: &Value, n: usize) {
+    use std::sync::Arc;
+    use weft_engine::{Engine, EngineConfig, RunOptions, SeededRng, Store, SystemClock};
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let url = w.database.as_deref().unwrap();
+        let store: Arc<dyn Store> =
+            Arc::new(weft_store_postgres::PgStore::connect(url, Default::default()).await.unwrap());
+        let dir = w.dir.path().to_path_buf();
+        let settings = weft_runtime::config::Settings::in_dir(&dir);
+        let sandbox = weft_runtime::guests::sandbox(&settings).unwrap();
+        let ups = Arc::new(weft_mcp::Upstreams::new([]));
+        let pipeline =
+            weft_runtime::pipeline::Pipeline::new(&settings, sandbox, ups.clone(), Some(store.clone()), dir.clone());
+        let source = weft_runtime::pipeline::Source::Client(def.clone());
+        let plan = match pipeline.prepare_source(source, json!({}), RunOptions::default()).await {
+            Ok(p) => p.plan,
+            Err(r) => panic!("the definition is refused: {r:?}"),
+        };
+        let code = weft_runtime::runner::CodeRunner::from_settings(&settings, dir).unwrap();
+        let runner =
+            Arc::new(weft_runtime::tool_runner::Runners::new(code, weft_runtime::tool_runner::ToolRunner::new(ups)));
+        let engine = Engine::new(
+            store,
+            runner,
+            Arc::new(SystemClock),
+            Arc::new(SeededRng::from_entropy()),
+            EngineConfig::default(),
+        );
+        for _ in 0..n / 100 {
+            let creates = (0..100).map(|_| engine.create_run(&plan, json!({}), RunOptions::default()));
+            for r in futures::future::join_all(creates).await {
+                r.unwrap();
+            }
+        }
+    });
+}
+
+/// The issue's scenario, whole: two `weft worker`s and a `weft serve`
+/// (a worker too) on one database drain 10,000 runs; one worker is
+/// SIGKILLed and the other SIGSTOPped while they hold runs; both are taken
+/// over, the paused one is SIGCONTed past its lease; every run completes,
+/// and no step of any run succeeded twice.
+#[test]
+fn two_workers_and_serve_finish_ten_thousand_runs_once_through_a_kill_and_a_pause() {
+    let w = Weft::postgres();
+    let db = Db::open(w.database.as_deref().unwrap());
+    let steps: Vec<Value> = (0..3)
+        .map(|i| {
+            let mut s = json!({"name": format!("s{i}"), "code": {"plugin": "json-select"},
+                               "input": {"data": {"a": i}, "path": "a"}});
+            if i > 0 {
+                s["after"] = json!([format!("s{}", i - 1)]);
+            }
+            s
+        })
+        .collect();
+    let runs = 10_000;
+    backlog(&w, &json!({"name": "trivial3", "steps": steps}), runs);
+    assert_eq!(db.count("SELECT count(*) FROM runs WHERE owner IS NULL AND state = 'submitted'"), runs as i64);
+    let log = |n: usize| w.dir.path().join(format!("worker{n}.log"));
+    let mut workers: Vec<KillOnDrop> = (0..2).map(|n| spawn_worker(&w, &log(n))).collect();
+    let server = crate::serve::Server::start(&w, &["--http", "127.0.0.1:0"]);
+    // Once both workers hold unfinished runs: kill one, pause the other.
+    let t0 = Instant::now();
+    let epochs = loop {
+        let e: Vec<Option<i64>> = workers.iter().map(|c| epoch_of(&db, c.id())).collect();
+        let holding = |e: Option<i64>| {
+            e.is_some_and(|e| {
+                db.count(&format!("SELECT count(*) FROM runs WHERE owner = {e} AND state IN ('submitted', 'working')"))
+                    > 0
+            })
+        };
+        if e.iter().all(|e| holding(*e)) {
+            break e.into_iter().map(Option::unwrap).collect::<Vec<i64>>();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "the workers never held runs:\n{}", read(&log(0)));
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    signal(&workers[0], "-KILL");
+    signal(&workers[1], "-STOP");
+    workers[0].wait().unwrap();
+    let stopped = Instant::now();
+    let held: i64 = db.count(&format!(
+        "SELECT count(*) FROM runs WHERE owner IN ({}, {}) AND state IN ('submitted', 'working')",
+        epochs[0], epochs[1]
+    ));
+    assert!(held > 0, "the two workers held no unfinished run when stopped");
+    // Both are taken over within the lease (5 s by default) and ~1 s.
+    while db.count(&format!("SELECT count(*) FROM workers WHERE epoch IN ({}, {})", epochs[0], epochs[1])) > 0 {
+        assert!(stopped.elapsed() < Duration::from_secs(12), "not taken over:\n{}", read(&log(1)));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let taken_after = stopped.elapsed();
+    signal(&workers[1], "-CONT");
+    let t1 = Instant::now();
+    while db.count(UNFINISHED) > 0 {
+        assert!(
+            t1.elapsed() < Duration::from_secs(120),
+            "{} runs left; the paused worker's log:\n{}",
+            db.count(UNFINISHED),
+            read(&log(1))
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(db.count("SELECT count(*) FROM runs WHERE state = 'completed'"), runs as i64);
+    let repeated = db.count(
+        "SELECT count(*) FROM (SELECT 1 FROM attempts GROUP BY run_id, step, item
+                               HAVING count(*) FILTER (WHERE state = 'succeeded') > 1) t",
+    );
+    assert_eq!(repeated, 0, "steps that succeeded more than once");
+    assert_eq!(db.count("SELECT count(*) FROM attempts WHERE state = 'succeeded'"), 3 * runs as i64);
+    assert_eq!(db.count("SELECT count(*) FROM steps WHERE state <> 'succeeded'"), 0);
+    // The paused worker came back under a new epoch, as a worker again.
+    let t2 = Instant::now();
+    while epoch_of(&db, workers[1].id()).is_none_or(|e| e == epochs[1]) {
+        assert!(t2.elapsed() < Duration::from_secs(20), "the paused worker did not join again:\n{}", read(&log(1)));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("{held} unfinished runs held by the stopped workers, taken over after {taken_after:?}");
+    drop(server);
+    signal(&workers[1], "-TERM");
+    workers[1].wait().unwrap();
+}
