@@ -81,13 +81,16 @@ fn kill(child: &Child, sig: &str) {
 
 /// The client: a PostgreSQL store that drives nothing, an engine to create
 /// runs with, and the trivial-3 plan pinned as `weft run` pins it.
-struct Client {
+pub struct Client {
     engine: Engine,
     store: Arc<dyn Store>,
     plan: Arc<weft_model::Definition>,
 }
 
-async fn client(url: &str, dir: &std::path::Path) -> anyhow::Result<Client> {
+/// A client of the database at `url` (a process that drives no run) with
+/// the trivial-3 plan prepared: the runs it creates are free for any
+/// worker to claim.
+pub async fn client(url: &str, dir: &std::path::Path) -> anyhow::Result<Client> {
     let pg = weft_store_postgres::PgStore::connect(url, Default::default()).await?;
     let store: Arc<dyn Store> = Arc::new(pg);
     let settings = weft_runtime::config::Settings::in_dir(dir);
@@ -114,7 +117,7 @@ async fn client(url: &str, dir: &std::path::Path) -> anyhow::Result<Client> {
 }
 
 /// Creates `n` runs, 64 at a time: their creation rate.
-async fn backlog(c: &Client, n: usize) -> anyhow::Result<f64> {
+pub async fn backlog(c: &Client, n: usize) -> anyhow::Result<f64> {
     let t = Instant::now();
     let mut done = 0;
     while done < n {

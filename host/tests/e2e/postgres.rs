@@ -2,7 +2,9 @@
 //! (reliability.md "many workers"): three `weft worker` processes share a
 //! database under load; one is SIGKILLed, one SIGSTOPped past its lease and
 //! SIGCONTed; every run completes exactly once and the paused worker's late
-//! commits are refused. Also: a schedule fires once per time across three
+//! commits are refused; and the scenario whole (two workers and
+//! `weft serve` drain 10,000 runs through a kill and a pause). Also: a
+//! schedule fires once per time across three
 //! workers; retention deletes exactly the finished runs it should (the
 //! reaper, `runs prune`, `runs delete`); `weft store copy` moves an SQLite
 //! store's history into PostgreSQL, where a worker finishes what was left.
@@ -560,44 +562,14 @@ fn queues_and_child_runs_hold_across_three_workers() {
     assert_eq!(w.show(&parent_id)["state"], "completed");
 }
 
-/// Creates `n` runs of `def` as a client of the database (a process that
-/// drives no run, as a backlog left by `weft run --detach` would be):
-/// every one of them is free for a worker to claim.
-fn backlog(w: &Weft, def: &Value, n: usize) {
-    use std::sync::Arc;
-    use weft_engine::{Engine, EngineConfig, RunOptions, SeededRng, Store, SystemClock};
+/// Creates `n` trivial-3 runs (three `json-select` steps) as a client of
+/// the database (a process that drives no run, as W10's backlog): every
+/// one of them is free for a worker to claim.
+fn backlog(w: &Weft, n: usize) {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {
-        let url = w.database.as_deref().unwrap();
-        let store: Arc<dyn Store> =
-            Arc::new(weft_store_postgres::PgStore::connect(url, Default::default()).await.unwrap());
-        let dir = w.dir.path().to_path_buf();
-        let settings = weft_runtime::config::Settings::in_dir(&dir);
-        let sandbox = weft_runtime::guests::sandbox(&settings).unwrap();
-        let ups = Arc::new(weft_mcp::Upstreams::new([]));
-        let pipeline =
-            weft_runtime::pipeline::Pipeline::new(&settings, sandbox, ups.clone(), Some(store.clone()), dir.clone());
-        let source = weft_runtime::pipeline::Source::Client(def.clone());
-        let plan = match pipeline.prepare_source(source, json!({}), RunOptions::default()).await {
-            Ok(p) => p.plan,
-            Err(r) => panic!("the definition is refused: {r:?}"),
-        };
-        let code = weft_runtime::runner::CodeRunner::from_settings(&settings, dir).unwrap();
-        let runner =
-            Arc::new(weft_runtime::tool_runner::Runners::new(code, weft_runtime::tool_runner::ToolRunner::new(ups)));
-        let engine = Engine::new(
-            store,
-            runner,
-            Arc::new(SystemClock),
-            Arc::new(SeededRng::from_entropy()),
-            EngineConfig::default(),
-        );
-        for _ in 0..n / 100 {
-            let creates = (0..100).map(|_| engine.create_run(&plan, json!({}), RunOptions::default()));
-            for r in futures::future::join_all(creates).await {
-                r.unwrap();
-            }
-        }
+        let c = weft_bench::w10::client(w.database.as_deref().unwrap(), w.dir.path()).await.unwrap();
+        weft_bench::w10::backlog(&c, n).await.unwrap();
     });
 }
 
@@ -610,18 +582,8 @@ fn backlog(w: &Weft, def: &Value, n: usize) {
 fn two_workers_and_serve_finish_ten_thousand_runs_once_through_a_kill_and_a_pause() {
     let w = Weft::postgres();
     let db = Db::open(w.database.as_deref().unwrap());
-    let steps: Vec<Value> = (0..3)
-        .map(|i| {
-            let mut s = json!({"name": format!("s{i}"), "code": {"plugin": "json-select"},
-                               "input": {"data": {"a": i}, "path": "a"}});
-            if i > 0 {
-                s["after"] = json!([format!("s{}", i - 1)]);
-            }
-            s
-        })
-        .collect();
     let runs = 10_000;
-    backlog(&w, &json!({"name": "trivial3", "steps": steps}), runs);
+    backlog(&w, runs);
     assert_eq!(db.count("SELECT count(*) FROM runs WHERE owner IS NULL AND state = 'submitted'"), runs as i64);
     let log = |n: usize| w.dir.path().join(format!("worker{n}.log"));
     let mut workers: Vec<KillOnDrop> = (0..2).map(|n| spawn_worker(&w, &log(n))).collect();

@@ -116,6 +116,10 @@ pub fn step_to(id: &RunId, step: &str, from: StepState, to: StepState, output: O
     Write::StepState { run: id.clone(), step: step.into(), from, to, output, error: None, next_attempt_at: None, at }
 }
 
+pub fn run_to(id: &RunId, from: RunState, to: RunState, output: Option<Value>, at: i64) -> Write {
+    Write::RunState { run: id.clone(), from, to, output, error: None, at }
+}
+
 pub fn start(id: &RunId, step: &str, item: Option<u32>, n: u32, lease: i64) -> Write {
     Write::StartAttempt {
         run: id.clone(),

@@ -252,25 +252,11 @@ pub async fn concurrent_lives_agree_with_the_reference(store: Arc<dyn Store>) {
             ]));
             // Stale: step a already succeeded. Refused whole.
             batches.push(b(vec![
-                Write::RunState {
-                    run: id.clone(),
-                    from: RunState::Working,
-                    to: RunState::Completed,
-                    output: None,
-                    error: None,
-                    at: 320,
-                },
+                run_to(&id, RunState::Working, RunState::Completed, None, 320),
                 step_to(&id, "a", StepState::Running, StepState::Succeeded, None, 320),
             ]));
             batches.push(b(vec![
-                Write::RunState {
-                    run: id.clone(),
-                    from: RunState::Working,
-                    to: RunState::Completed,
-                    output: Some(json!({"n": n})),
-                    error: None,
-                    at: 330,
-                },
+                run_to(&id, RunState::Working, RunState::Completed, Some(json!({"n": n})), 330),
                 event(&id, 6, "run.completed"),
             ]));
             (id, batches)
