@@ -152,6 +152,10 @@ impl<'a> Plan<'a> {
     }
 }
 
+/// The slots, in a round's order (`Slot as usize` is the index).
+const ORDER: [Slot; SLOTS] =
+    [Slot::Create, Slot::FinishAttempt, Slot::StartAttempt, Slot::Step, Slot::Run, Slot::Other];
+
 impl Stmts {
     /// The statements of a group's batches (their writes in `batches`
     /// order), set-based where a round and slot holds more than one write.
@@ -165,92 +169,91 @@ impl Stmts {
             }
         }
         for round in &plan.rounds {
-            for (slot, ws) in round.iter().enumerate() {
-                match ws.len() {
-                    0 => {}
-                    n if n > 1 && slot == Slot::FinishAttempt as usize => self.finish_attempts(ws),
-                    n if n > 1 && slot == Slot::StartAttempt as usize => self.start_attempts(ws),
-                    n if n > 1 && slot == Slot::Step as usize => self.step_states(ws),
-                    n if n > 1 && slot == Slot::Run as usize => self.run_states(ws),
-                    _ => ws.iter().for_each(|w| self.write(w, me)),
+            for (slot, ws) in ORDER.into_iter().zip(round) {
+                if ws.len() < 2 || !slot.is_set() {
+                    ws.iter().for_each(|w| self.write(w, me));
+                    continue;
                 }
+                self.in_sets += ws.len() as u64;
+                self.push(match slot {
+                    Slot::FinishAttempt => finish_attempts(ws),
+                    Slot::StartAttempt => start_attempts(ws),
+                    Slot::Step => step_states(ws),
+                    _ => run_states(ws),
+                });
             }
         }
     }
+}
 
-    fn finish_attempts(&mut self, ws: &[&Write]) {
-        let mut c = Columns::new(10);
-        for w in ws {
-            let Write::FinishAttempt { run, step, item, attempt, state, output, error, fuel, blame, at } = w else {
-                unreachable!("a finished attempt")
-            };
-            c.text(0, run.as_str());
-            c.text(1, step);
-            c.int(2, item_col(*item));
-            c.int(3, attempt.get() as i32);
-            c.text(4, state.as_str());
-            c.opt_text(5, opt_json(output));
-            c.opt_text(6, err_json(error));
-            c.big(7, Some(*at));
-            c.big(8, fuel.map(|f| f.min(i64::MAX as u64) as i64));
-            c.int(9, *blame as i32);
-        }
-        self.in_sets += ws.len() as u64;
-        self.push(c.stmt(Which::finish_attempts, ws.len(), "attempts finished"));
+fn finish_attempts(ws: &[&Write]) -> Stmt {
+    let mut c = Columns::new(10);
+    for w in ws {
+        let Write::FinishAttempt { run, step, item, attempt, state, output, error, fuel, blame, at } = w else {
+            unreachable!("a finished attempt")
+        };
+        c.text(0, run.as_str());
+        c.text(1, step);
+        c.int(2, item_col(*item));
+        c.int(3, attempt.get() as i32);
+        c.text(4, state.as_str());
+        c.opt_text(5, opt_json(output));
+        c.opt_text(6, err_json(error));
+        c.big(7, Some(*at));
+        c.big(8, fuel.map(|f| f.min(i64::MAX as u64) as i64));
+        c.int(9, *blame as i32);
     }
+    c.stmt(Which::finish_attempts, ws.len(), "attempts finished")
+}
 
-    fn start_attempts(&mut self, ws: &[&Write]) {
-        let mut c = Columns::new(7);
-        for w in ws {
-            let Write::StartAttempt { run, step, item, attempt, lease_until, at, input } = w else {
-                unreachable!("a started attempt")
-            };
-            c.text(0, run.as_str());
-            c.text(1, step);
-            c.int(2, item_col(*item));
-            c.int(3, attempt.get() as i32);
-            c.big(4, Some(*lease_until));
-            c.big(5, Some(*at));
-            c.opt_text(6, opt_json(input));
-        }
-        self.in_sets += ws.len() as u64;
-        self.push(c.stmt(Which::start_attempts, ws.len(), "attempts started"));
+fn start_attempts(ws: &[&Write]) -> Stmt {
+    let mut c = Columns::new(7);
+    for w in ws {
+        let Write::StartAttempt { run, step, item, attempt, lease_until, at, input } = w else {
+            unreachable!("a started attempt")
+        };
+        c.text(0, run.as_str());
+        c.text(1, step);
+        c.int(2, item_col(*item));
+        c.int(3, attempt.get() as i32);
+        c.big(4, Some(*lease_until));
+        c.big(5, Some(*at));
+        c.opt_text(6, opt_json(input));
     }
+    c.stmt(Which::start_attempts, ws.len(), "attempts started")
+}
 
-    fn step_states(&mut self, ws: &[&Write]) {
-        let mut c = Columns::new(9);
-        for w in ws {
-            let Write::StepState { run, step, from, to, output, error, next_attempt_at, at } = w else {
-                unreachable!("a step transition")
-            };
-            c.text(0, run.as_str());
-            c.text(1, step);
-            c.text(2, from.as_str());
-            c.text(3, to.as_str());
-            c.opt_text(4, opt_json(output));
-            c.opt_text(5, err_json(error));
-            c.big(6, *next_attempt_at);
-            c.big(7, Some(*at));
-            c.bool(8, to.is_terminal());
-        }
-        self.in_sets += ws.len() as u64;
-        self.push(c.stmt(Which::step_states, ws.len(), "step transitions"));
+fn step_states(ws: &[&Write]) -> Stmt {
+    let mut c = Columns::new(9);
+    for w in ws {
+        let Write::StepState { run, step, from, to, output, error, next_attempt_at, at } = w else {
+            unreachable!("a step transition")
+        };
+        c.text(0, run.as_str());
+        c.text(1, step);
+        c.text(2, from.as_str());
+        c.text(3, to.as_str());
+        c.opt_text(4, opt_json(output));
+        c.opt_text(5, err_json(error));
+        c.big(6, *next_attempt_at);
+        c.big(7, Some(*at));
+        c.bool(8, to.is_terminal());
     }
+    c.stmt(Which::step_states, ws.len(), "step transitions")
+}
 
-    fn run_states(&mut self, ws: &[&Write]) {
-        let mut c = Columns::new(6);
-        for w in ws {
-            let Write::RunState { run, from, to, output, error, at } = w else { unreachable!("a run transition") };
-            c.text(0, run.as_str());
-            c.text(1, from.as_str());
-            c.text(2, to.as_str());
-            c.opt_text(3, opt_json(output));
-            c.opt_text(4, err_json(error));
-            c.big(5, Some(*at));
-        }
-        self.in_sets += ws.len() as u64;
-        self.push(c.stmt(Which::run_states, ws.len(), "run transitions"));
+fn run_states(ws: &[&Write]) -> Stmt {
+    let mut c = Columns::new(6);
+    for w in ws {
+        let Write::RunState { run, from, to, output, error, at } = w else { unreachable!("a run transition") };
+        c.text(0, run.as_str());
+        c.text(1, from.as_str());
+        c.text(2, to.as_str());
+        c.opt_text(3, opt_json(output));
+        c.opt_text(4, err_json(error));
+        c.big(5, Some(*at));
     }
+    c.stmt(Which::run_states, ws.len(), "run transitions")
 }
 
 /// The array parameters of a set statement, column by column.
@@ -259,6 +262,8 @@ struct Columns {
 }
 
 enum Col {
+    /// No value yet: the first one gives the column its type.
+    Unset,
     Text(Vec<Option<String>>),
     Int(Vec<i32>),
     Big(Vec<Option<i64>>),
@@ -267,11 +272,11 @@ enum Col {
 
 impl Columns {
     fn new(n: usize) -> Columns {
-        Columns { cols: (0..n).map(|_| Col::Text(vec![])).collect() }
+        Columns { cols: (0..n).map(|_| Col::Unset).collect() }
     }
 
     fn col(&mut self, i: usize, empty: impl FnOnce() -> Col) -> &mut Col {
-        if matches!(&self.cols[i], Col::Text(v) if v.is_empty()) {
+        if matches!(self.cols[i], Col::Unset) {
             self.cols[i] = empty();
         }
         &mut self.cols[i]
@@ -311,6 +316,7 @@ impl Columns {
                 Col::Int(v) => p(v),
                 Col::Big(v) => p(v),
                 Col::Bool(v) => p(v),
+                Col::Unset => unreachable!("every column has a value per write"),
             })
             .collect();
         Stmt::rows(which, params, n as u64, format!("one of {n} {what} found its row in another state"))
