@@ -17,8 +17,12 @@ cd "$root"
 
 # rustup reads rust-toolchain.toml: this installs the pinned toolchain and
 # its wasm32-wasip2 / wasm32-wasip1 targets when missing.
-rustup show active-toolchain >/dev/null
+rustup toolchain install >/dev/null
 rustup target list --installed | grep -q wasm32-wasip2 || rustup target add wasm32-wasip2 wasm32-wasip1
+
+# The dependencies weft builds patched (vendor/, from patches/): before
+# anything reads the workspace.
+"$root/scripts/patched-crates.sh"
 
 if ! cargo nextest --version >/dev/null 2>&1; then
     echo "setup: installing cargo-nextest (once)" >&2

@@ -74,9 +74,12 @@ impl SandboxConfig {
                 // Reset a freed memory (table) by rewriting what the guest
                 // dirtied rather than by madvise, which unmaps the pages and
                 // flushes every core's TLB. With PAGEMAP_SCAN (Linux 6.7+)
-                // only the dirty pages of the first 1 MiB are rewritten:
-                // a fib(10) call 28 -> 17 us, W4 +22% (see README).
-                .linear_memory_keep_resident(1 << 20)
+                // only the pages the guest wrote are rewritten, up to this
+                // many bytes of them: a fib(10) call 28 -> 17 us, W4 +22%.
+                // 16 MiB holds what a JS or Python guest writes in a call
+                // (with 1 MiB a Python call took 1.37 ms instead of 0.78;
+                // docs/performance.md), and costs only what a guest dirties.
+                .linear_memory_keep_resident(16 << 20)
                 .table_keep_resident(64 << 10)
                 .pagemap_scan(wasmtime::Enabled::Auto);
             config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));

@@ -22,6 +22,18 @@ fn fib(n: u64) -> u64 {
     if n < 2 { n } else { fib(n - 1) + fib(n - 2) }
 }
 
+/// memory.grow by `pages` (64 KiB each): the old size in pages, or
+/// `usize::MAX` when memory cannot grow (always, outside wasm).
+fn grow_memory(pages: usize) -> usize {
+    #[cfg(target_arch = "wasm32")]
+    return core::arch::wasm32::memory_grow(0, pages);
+    #[cfg(not(target_arch = "wasm32"))]
+    return {
+        let _ = pages;
+        usize::MAX
+    };
+}
+
 fn recurse(n: u64) -> u64 {
     if n == 0 { 0 } else { 1 + recurse(std::hint::black_box(n - 1)) }
 }
@@ -96,6 +108,30 @@ impl Guest for Hostile {
                     Ok(_) => done(json!({"connected": addr})),
                     Err(e) => err("net", format!("cannot connect to {addr}: {e}")),
                 }
+            }
+            // Grows memory by `n` MiB and writes one byte in every 128 KiB
+            // of it: pages scattered wider than one pass of the pooled
+            // reset's scan. `stale` counts the bytes that were not zero
+            // before the write, memory left over from an earlier invocation.
+            "scribble" => {
+                let mib = n as usize;
+                let old = grow_memory(mib * 16);
+                if old == usize::MAX {
+                    return err("oom", format!("cannot grow memory by {mib} MiB"));
+                }
+                let mut stale = 0;
+                for i in 0..mib * 8 {
+                    let byte = (old * 65536 + i * 131072) as *mut u8;
+                    // SAFETY: the page was just added to linear memory by
+                    // memory.grow; nothing else uses it.
+                    unsafe {
+                        if byte.read_volatile() != 0 {
+                            stale += 1;
+                        }
+                        byte.write_volatile(1);
+                    }
+                }
+                done(json!({"stale": stale, "touched": mib * 8}))
             }
             "trap" => panic!("the hostile guest panics on purpose"),
             "invalid_json" => Ok(Outcome::Done("{this is not json".into())),
