@@ -1,13 +1,14 @@
 // Builds a JavaScript or TypeScript step into a component of the `step`
 // world: esbuild bundles the project's step module (package.json `main`)
 // with an entry that exports `describe` and `run`, and componentize-js
-// turns the bundle into a component. `weft guest build` runs it:
+// turns the bundle into a component. Before that the step module runs once
+// in Node, to make its JSON Schemas at build time. `weft guest build` runs it:
 //
 //   node build.mjs --project DIR --toolchain DIR --wit DIR --out FILE
 //
 // `--toolchain` is a folder where the pinned toolchain (toolchain/package.json)
 // is installed. Progress goes to stderr.
-import { mkdirSync, readFileSync, renameSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
@@ -42,32 +43,78 @@ if (!existsSync(join(project, 'node_modules/weft-guest/package.json'))) {
   fail(`weft-guest is not installed in ${project}/node_modules: run \`npm install\` there`);
 }
 
-// The entry: the step module's default export, wired to the WIT host
-// imports, exported as the world's `describe` and `run`.
+const toolchain = resolve(args.toolchain);
+const require = createRequire(join(toolchain, 'package.json'));
+const esbuild = require('esbuild');
+const out = resolve(args.out);
+const work = join(dirname(out), '.weft');
+mkdirSync(work, { recursive: true });
+const stepModule = JSON.stringify('./' + main.replace(/^\.\//, ''));
+
+let started = Date.now();
+const schemas = await schemasInNode();
+
+// The entry: the schemas made above, then the step module's default export,
+// wired to the WIT host imports, exported as the world's `describe` and `run`.
+// Imports run in order: weft-guest/component, the schemas, the step module.
 const defaults = { version: pkg.version, description: pkg.description };
 const entry = `
 import { log, progress, artifact } from ${JSON.stringify(HOST)};
 import { __component } from 'weft-guest/component';
-import step from ${JSON.stringify('./' + main.replace(/^\.\//, ''))};
+import 'weft:schemas';
+import step from ${stepModule};
 const glue = __component(step, { log, progress, artifact }, ${JSON.stringify(defaults)});
 export const describe = glue.describe;
 export const run = glue.run;
 `;
+const schemasModule = {
+  name: 'weft-schemas',
+  setup(b) {
+    b.onResolve({ filter: /^weft:schemas$/ }, () => ({ path: 'schemas', namespace: 'weft' }));
+    b.onLoad({ filter: /.*/, namespace: 'weft' }, () => ({
+      contents: `import { __precomputed } from 'weft-guest/component';\n__precomputed(${JSON.stringify(schemas)});\n`,
+      resolveDir: project,
+      loader: 'js',
+    }));
+  },
+};
 
-const toolchain = resolve(args.toolchain);
-const require = createRequire(join(toolchain, 'package.json'));
-const esbuild = require('esbuild');
+/**
+ * The step's JSON Schemas, made by running its module in Node (bundled by
+ * esbuild, so TypeScript works too): the component then holds the text
+ * instead of running zod's generator in its snapshot. `{}` when the module
+ * does not run in Node; the component makes them itself then.
+ */
+async function schemasInNode() {
+  const file = join(work, `${pkg.name ?? 'step'}.${process.pid}.schemas.mjs`);
+  try {
+    await esbuild.build({
+      entryPoints: [join(project, main)],
+      bundle: true,
+      format: 'esm',
+      platform: 'node',
+      target: 'node20',
+      outfile: file,
+      logLevel: 'silent',
+    });
+    const { default: s } = await import(pathToFileURL(file).href);
+    const m = s?.metadata;
+    if (typeof m?.name !== 'string' || typeof m.inputSchema !== 'string') return {};
+    return { [m.name]: { inputSchema: m.inputSchema, outputSchema: m.outputSchema } };
+  } catch (e) {
+    console.error(`weft guest build: ${main} did not run in Node (${String(e?.message ?? e).split('\n')[0]}); its schemas are made inside the component`);
+    return {};
+  } finally {
+    rmSync(file, { force: true });
+  }
+}
 // componentize-js exports only an ESM entry (no package.json subpath).
 const cjsDir = join(toolchain, 'node_modules/@bytecodealliance/componentize-js');
 const cjsPkg = JSON.parse(readFileSync(join(cjsDir, 'package.json'), 'utf8'));
 const { componentize } = await import(pathToFileURL(join(cjsDir, cjsPkg.exports.import)).href);
 
-const out = resolve(args.out);
-const work = join(dirname(out), '.weft');
-mkdirSync(work, { recursive: true });
 const bundlePath = join(work, `${pkg.name ?? 'step'}.${process.pid}.bundle.js`);
 
-let started = Date.now();
 try {
   await esbuild.build({
     stdin: { contents: entry, resolveDir: project, sourcefile: 'weft-entry.js', loader: 'js' },
@@ -77,6 +124,7 @@ try {
     mainFields: ['module', 'main'],
     target: 'es2022',
     external: [HOST],
+    plugins: [schemasModule],
     outfile: bundlePath,
     logLevel: 'error',
     legalComments: 'none',

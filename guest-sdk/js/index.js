@@ -19,6 +19,12 @@ export { z };
 const LEVELS = ['trace', 'debug', 'info', 'warn', 'error'];
 const IS_STEP = Symbol.for('weft.step');
 
+// The JSON Schemas `weft guest build` made in Node from the same module, by
+// step name: inside the component `step` takes them from here instead of
+// running zod's JSON Schema generator (whose code would then sit in every
+// invocation's memory). Empty natively.
+const precomputed = new Map();
+
 // Where log lines, progress and artifacts go: stderr natively; the WIT
 // host imports once `weft guest build`'s entry calls `__component`.
 let host = {
@@ -118,8 +124,7 @@ export function step(spec, fn) {
     name,
     description: typeof description === 'string' ? description.trim() : undefined,
     version: typeof version === 'string' ? version : undefined,
-    inputSchema: JSON.stringify(z.toJSONSchema(input, { io: 'input' })),
-    outputSchema: output === undefined ? undefined : JSON.stringify(z.toJSONSchema(output, { io: 'output' })),
+    ...(precomputed.get(name) ?? schemasOf(input, output)),
   };
 
   const parseInput = parser(input, (issues) => StepError.invalidInput(describeIssues('input', issues)));
@@ -167,6 +172,14 @@ export function step(spec, fn) {
   }
 
   return Object.freeze({ [IS_STEP]: true, name, metadata, fn, call, callJson });
+}
+
+/** The JSON Schemas (text) of a step's input and output. */
+function schemasOf(input, output) {
+  return {
+    inputSchema: JSON.stringify(z.toJSONSchema(input, { io: 'input' })),
+    outputSchema: output === undefined ? undefined : JSON.stringify(z.toJSONSchema(output, { io: 'output' })),
+  };
 }
 
 /**
@@ -226,6 +239,31 @@ export function __component(s, imports, defaults = {}) {
     throw new TypeError('the step module must `export default step({...}, fn)`');
   }
   host = imports;
+  return __glue(s, defaults);
+}
+
+/**
+ * Schemas made at build time, by step name (`{name: {inputSchema,
+ * outputSchema}}`); used by the module `weft guest build` generates, before
+ * the step module runs. Not a public API.
+ */
+export function __precomputed(entries) {
+  for (const [name, schemas] of Object.entries(entries)) precomputed.set(name, schemas);
+}
+
+/** Runs `f` with the host functions doing nothing (the build-time warm-up). Not a public API. */
+export function __quietly(f) {
+  const saved = host;
+  host = { log() {}, progress() {}, artifact() {} };
+  try {
+    return f();
+  } finally {
+    host = saved;
+  }
+}
+
+/** The exports `describe` and `run` for a step (also for the warm-up). Not a public API. */
+export function __glue(s, defaults = {}) {
   const metadata = {
     name: s.metadata.name,
     description: s.metadata.description ?? defaults.description ?? '',
