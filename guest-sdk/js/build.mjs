@@ -51,7 +51,6 @@ const work = join(dirname(out), '.weft');
 mkdirSync(work, { recursive: true });
 const stepModule = JSON.stringify('./' + main.replace(/^\.\//, ''));
 
-let started = Date.now();
 const schemas = await schemasInNode();
 
 // The entry: the schemas made above, then the step module's default export,
@@ -115,6 +114,7 @@ const { componentize } = await import(pathToFileURL(join(cjsDir, cjsPkg.exports.
 
 const bundlePath = join(work, `${pkg.name ?? 'step'}.${process.pid}.bundle.js`);
 
+let started = Date.now();
 try {
   await esbuild.build({
     stdin: { contents: entry, resolveDir: project, sourcefile: 'weft-entry.js', loader: 'js' },

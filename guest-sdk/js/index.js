@@ -244,11 +244,14 @@ export function __component(s, imports, defaults = {}) {
 
 /**
  * Schemas made at build time, by step name (`{name: {inputSchema,
- * outputSchema}}`); used by the module `weft guest build` generates, before
- * the step module runs. Not a public API.
+ * outputSchema}}`, or `{name: null}` to forget a name); used by the module
+ * `weft guest build` generates, before the step module runs. Not a public API.
  */
 export function __precomputed(entries) {
-  for (const [name, schemas] of Object.entries(entries)) precomputed.set(name, schemas);
+  for (const [name, schemas] of Object.entries(entries)) {
+    if (schemas === null) precomputed.delete(name);
+    else precomputed.set(name, schemas);
+  }
 }
 
 /** Runs `f` with the host functions doing nothing (the build-time warm-up). Not a public API. */

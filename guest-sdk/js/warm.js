@@ -36,6 +36,7 @@ export function warmUp() {
         return { s, n, a };
       },
     );
+    __precomputed({ [PROBE]: null });
     const ctx = { runId: '', step: PROBE, attempt: 1, idempotencyKey: '', deadlineMs: 0n };
     __glue(probe).run(ctx, '{"b": null, "a": ["p"], "e": "x", "u": 1, "o": {"k": 2, "m": 3}}');
     builtins();

@@ -36,4 +36,6 @@ test('the warm-up calls no host function, and the step then logs through the hos
   assert.deepEqual(glue.run(ctx, '{"who": "Ada"}'), { tag: 'ok', val: { tag: 'done', val: '"hi Ada"' } });
   assert.deepEqual(calls, [['log', 'info', 'hello Ada from greet']]);
   assert.equal(RegExp.$1, '', 'the warm-up left a RegExp match behind');
+  const probeName = step({ name: 'weft-warm-up', input: z.object({ who: z.string() }) }, () => null);
+  assert.equal(JSON.parse(probeName.metadata.inputSchema).properties.who.type, 'string', 'the warm-up left its schemas behind');
 });
