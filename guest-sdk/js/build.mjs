@@ -14,6 +14,8 @@ import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
 
+import { bundle } from './lazy-build.mjs';
+
 const HOST = 'weft:step/host@0.1.0';
 
 const { values: args } = parseArgs({
@@ -115,8 +117,10 @@ const { componentize } = await import(pathToFileURL(join(cjsDir, cjsPkg.exports.
 const bundlePath = join(work, `${pkg.name ?? 'step'}.${process.pid}.bundle.js`);
 
 let started = Date.now();
+let keptAsText;
 try {
-  await esbuild.build({
+  // zod's modules a step does not need stay text until used: lazy-build.mjs.
+  keptAsText = await bundle(esbuild, {
     stdin: { contents: entry, resolveDir: project, sourcefile: 'weft-entry.js', loader: 'js' },
     bundle: true,
     format: 'esm',
@@ -129,12 +133,15 @@ try {
     logLevel: 'error',
     legalComments: 'none',
     minify: true,
-  });
+  }, { runtime: project });
 } catch {
   // esbuild printed the errors, with file and line.
   process.exit(1);
 }
-console.error(`weft guest build: bundled ${main} (${(readFileSync(bundlePath).length / 1e3).toFixed(0)} kB) in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+const kB = (n) => `${(n / 1e3).toFixed(0)} kB`;
+console.error(
+  `weft guest build: bundled ${main} (${kB(readFileSync(bundlePath).length)}, ${kB(keptAsText)} of it zod kept as text until used) in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+);
 
 started = Date.now();
 const { component } = await componentize({

@@ -289,3 +289,79 @@ fn the_sdks_and_the_examples_pass_their_native_unit_tests() {
         }
     }
 }
+
+/// A JavaScript step that uses, at run time, the parts of zod a component
+/// keeps as text until first use (guest-sdk/js/lazy-build.mjs): the JSON
+/// Schema generator (which reads the `.describe` text zod's registry holds
+/// in the bundle), the JSON Schema reader, messages in another language,
+/// the schema compiler, and `instanceof z.ZodError`.
+const ZOD_TEXT_STEP: &str = r#"
+import { step, z } from 'weft-guest';
+
+const Item = z.object({ name: z.string().min(1).describe('What it is'), qty: z.number().int().min(0) });
+
+export default step(
+  { name: 'zod-text', input: z.object({ lang: z.string(), item: z.unknown() }) },
+  ({ lang, item }) => {
+    const schema = z.toJSONSchema(Item);
+    const back = z.fromJSONSchema(schema).safeParse(item);
+    const local = Item.safeParse(item, { error: z.locales[lang]().localeError });
+    const compiled = z.compile(Item).safeParse(item);
+    return {
+      schema,
+      back: back.success ? back.data : back.error.issues.map((i) => i.message),
+      local: local.success ? 'ok' : local.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`),
+      localIsZodError: !local.success && local.error instanceof z.ZodError,
+      compiled: compiled.success ? compiled.data : compiled.error.issues.length,
+    };
+  },
+);
+"#;
+
+/// The zod kept as text answers inside the component exactly as zod does
+/// natively in Node.
+#[test]
+fn zod_kept_as_text_answers_inside_the_component_as_in_node() {
+    if let Some(why) = missing(&["node", "npm"]) {
+        return skip("zod kept as text", &why);
+    }
+    let w = Weft::new();
+    let dir = new(&w, "js", "zod-text");
+    std::fs::write(dir.join("src/step.js"), ZOD_TEXT_STEP).unwrap();
+    std::fs::remove_file(dir.join("src/step.test.js")).unwrap();
+    let out = weft_in(&w, &dir, &["guest", "build"]);
+    out.expect_code(0);
+    let wasm = PathBuf::from(out.stdout.trim());
+    // The build says how much of zod it kept out of the snapshot's code
+    // (`bundled src/step.js (505 kB, 335 kB of it zod kept as text ...)`).
+    let kept = out.stderr.split(" kB of it zod kept as text").next().and_then(|s| s.rsplit(", ").next());
+    assert!(kept.and_then(|k| k.parse::<u32>().ok()).is_some_and(|k| k >= 100), "{}", out.stderr);
+    let inputs = [
+        json!({"lang": "de", "item": {"name": "", "qty": 1.5}}),
+        json!({"lang": "fr", "item": {"name": "x", "qty": 2}}),
+    ];
+    for input in inputs {
+        let native = Command::new("node")
+            .args([
+                "--input-type=module",
+                "-e",
+                "import s from './src/step.js'; process.stdout.write(JSON.stringify(s.callJson(JSON.parse(process.argv[1]))))",
+            ])
+            .arg(input.to_string())
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(native.status.success(), "node: {}", String::from_utf8_lossy(&native.stderr));
+        let native: serde_json::Value = serde_json::from_slice(&native.stdout).unwrap();
+        let out = w.step_run(&wasm, &input, &[]);
+        out.expect_code(0);
+        assert_eq!(out.json(), native, "inside the component vs in Node, for {input}\n{}", out.stderr);
+    }
+    // What was compared is zod's work, not two empty answers.
+    let out = w.step_run(&wasm, &json!({"lang": "de", "item": {"name": "", "qty": 1.5}}), &[]);
+    let got = out.json();
+    assert_eq!(got["schema"]["properties"]["name"]["description"], "What it is", "{got}");
+    assert_eq!(got["local"][0], "name: Zu klein: erwartet, dass string >=1 Zeichen hat", "{got}");
+    assert_eq!((got["localIsZodError"].as_bool(), got["compiled"].as_i64()), (Some(true), Some(2)), "{got}");
+    assert_eq!(got["back"].as_array().map(Vec::len), Some(2), "{got}");
+}

@@ -197,6 +197,7 @@ fn js(dir: &Path, sdk: &Sdk) -> anyhow::Result<PathBuf> {
         dir.to_path_buf(),
         dir.join("node_modules/weft-guest"),
         sdk.js().join("build.mjs"),
+        sdk.js().join("lazy-build.mjs"),
         sdk.js().join("toolchain"),
         sdk.wit(),
     ];
