@@ -39,29 +39,32 @@ export async function bundle(esbuild, options, { kept = KEPT_AS_TEXT, runtime })
       .filter((k) => !k.includes(':') && k !== '<stdin>')
       .map((k) => resolve(cwd, k)),
   );
-  const text = { bytes: 0 };
-  await esbuild.build({ ...options, plugins: [...plugins, standIns(esbuild, options, { kept, runtime, shared, text })] });
-  return text.bytes;
+  const tally = { bytes: 0 };
+  await esbuild.build({ ...options, plugins: [...plugins, standIns(esbuild, options, { kept, runtime, shared, tally })] });
+  return tally.bytes;
 }
 
 /**
  * The plugin that loads a stand-in for each kept module. Without `shared`
  * (the first pass) the stand-ins have the right exports but no text.
  */
-function standIns(esbuild, options, { kept, runtime, shared, text }) {
+function standIns(esbuild, options, { kept, runtime, shared, tally }) {
   return {
     name: 'weft-kept-as-text',
     setup(b) {
       b.onLoad({ filter: kept }, async ({ path }) => {
-        const contents = await standIn(esbuild, options, path, shared, text);
+        const contents = await standIn(esbuild, options, path, shared, tally);
         return contents === undefined ? undefined : { contents, resolveDir: runtime, loader: 'js' };
       });
     },
   };
 }
 
-/** The stand-in module's source for the module at `path` (undefined: bundle it as it is). */
-async function standIn(esbuild, options, path, shared, kept) {
+/**
+ * The stand-in module's source for the module at `path` (undefined: bundle
+ * it as it is); `tally.bytes` counts the text it keeps.
+ */
+async function standIn(esbuild, options, path, shared, tally) {
   let real;
   try {
     real = await import(pathToFileURL(path).href);
@@ -76,7 +79,7 @@ async function standIn(esbuild, options, path, shared, kept) {
   }
   const deps = new Map();
   const text = shared === undefined ? '' : await textOf(esbuild, options, path, shared, deps);
-  if (kept !== undefined) kept.bytes += text.length;
+  if (tally !== undefined) tally.bytes += text.length;
   const lines = [`import { lazyModule } from 'weft-guest/lazy';`];
   const keys = [];
   for (const [file, key] of deps) {
