@@ -109,7 +109,7 @@ impl<'a> RegistryLookup<'a> {
                     CodeRef::Sha256(hex) => format!("no module with digest `{hex}` is stored"),
                     _ => why,
                 })?;
-                let guest = self.sandbox.load(&c.bytes).map_err(|e| format!("`{}`: {e}", c.name))?;
+                let guest = self.sandbox.load_pinned(c.digest, c.bytes).map_err(|e| format!("`{}`: {e}", c.name))?;
                 self.sandbox.describe(&guest).map_err(|e| format!("`{}`: {e}", c.name))?
             }
         };

@@ -144,8 +144,9 @@ impl Inner {
         let found = resolve_code(&self.registry, &self.base_dir, code).map_err(|why| {
             StepError::new(ErrorKind::Validation, format!("cannot find the step's code: {why}"), false)
         })?;
-        // `resolve_code` verified (or computed) the digest as it read the bytes.
-        let guest = self.sandbox.load_verified(found.digest, &found.bytes).map_err(|e| load_failure(&found.name, e))?;
+        // A stored guest's bytes are read only if its compiled artifact is
+        // not cached (see `GuestBytes`).
+        let guest = self.sandbox.load_pinned(found.digest, found.bytes).map_err(|e| load_failure(&found.name, e))?;
         self.by_digest.lock().unwrap_or_else(|p| p.into_inner()).insert(guest.digest(), guest.clone());
         Ok(guest)
     }

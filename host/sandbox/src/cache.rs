@@ -53,18 +53,35 @@ impl ArtifactCache {
         self.dir.as_ref().map(|d| d.join(format!("{digest}.{ext}")))
     }
 
-    /// The component for `bytes`, from the cache or compiled (and cached).
-    pub fn component(&self, engine: &Engine, digest: &Digest, bytes: &[u8]) -> Result<Component, SandboxError> {
+    /// The compiled guest of `digest` if the cache holds it (a component
+    /// or a core module: a digest names one or the other), without its
+    /// bytes. An entry that does not load (written by a build whose
+    /// compatibility hash collided, or damaged) is skipped with a warning
+    /// and compiled again.
+    pub fn cached(&self, engine: &Engine, digest: &Digest) -> Option<Compiled> {
         if let Some(path) = self.path(digest, Kind::Component).filter(|p| p.exists()) {
             // SAFETY: the file was written by this cache (atomically) from
             // wasmtime's own serialization, and `deserialize_file` checks
             // that it was produced by a compatible engine.
             #[allow(unsafe_code)]
             match unsafe { Component::deserialize_file(engine, &path) } {
-                Ok(c) => return Ok(c),
+                Ok(c) => return Some(Compiled::Component(c)),
                 Err(e) => tracing::warn!(path = %path.display(), "ignoring unusable cache entry: {e}"),
             }
         }
+        if let Some(path) = self.path(digest, Kind::Module).filter(|p| p.exists()) {
+            // SAFETY: as for components above.
+            #[allow(unsafe_code)]
+            match unsafe { Module::deserialize_file(engine, &path) } {
+                Ok(m) => return Some(Compiled::Module(m)),
+                Err(e) => tracing::warn!(path = %path.display(), "ignoring unusable cache entry: {e}"),
+            }
+        }
+        None
+    }
+
+    /// Compiles the component `bytes` (of `digest`) and caches it.
+    pub fn compile_component(&self, engine: &Engine, digest: &Digest, bytes: &[u8]) -> Result<Component, SandboxError> {
         let component = Component::new(engine, bytes).map_err(|e| LoadError::Invalid(format!("{e:#}")))?;
         if let Some(path) = self.path(digest, Kind::Component) {
             let bytes = component.serialize().map_err(|e| HostError::Engine(format!("{e:#}")))?;
@@ -73,16 +90,8 @@ impl ArtifactCache {
         Ok(component)
     }
 
-    /// The core module for `bytes`, from the cache or compiled (and cached).
-    pub fn module(&self, engine: &Engine, digest: &Digest, bytes: &[u8]) -> Result<Module, SandboxError> {
-        if let Some(path) = self.path(digest, Kind::Module).filter(|p| p.exists()) {
-            // SAFETY: as for components above.
-            #[allow(unsafe_code)]
-            match unsafe { Module::deserialize_file(engine, &path) } {
-                Ok(m) => return Ok(m),
-                Err(e) => tracing::warn!(path = %path.display(), "ignoring unusable cache entry: {e}"),
-            }
-        }
+    /// Compiles the core module `bytes` (of `digest`) and caches it.
+    pub fn compile_module(&self, engine: &Engine, digest: &Digest, bytes: &[u8]) -> Result<Module, SandboxError> {
         let module = Module::new(engine, bytes).map_err(|e| LoadError::Invalid(format!("{e:#}")))?;
         if let Some(path) = self.path(digest, Kind::Module) {
             let bytes = module.serialize().map_err(|e| HostError::Engine(format!("{e:#}")))?;
@@ -90,6 +99,14 @@ impl ArtifactCache {
         }
         Ok(module)
     }
+}
+
+/// A compiled guest from the cache.
+pub enum Compiled {
+    /// A component.
+    Component(Component),
+    /// A core module (a WASI command).
+    Module(Module),
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same folder and

@@ -33,6 +33,7 @@
 //! ```
 
 mod bindings;
+mod bytes;
 mod cache;
 mod command;
 mod component;
@@ -54,7 +55,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use wasmtime::Engine;
 
-pub use cache::{ArtifactCache, write_atomic};
+pub use bytes::{GuestBytes, StoredBlob};
+pub use cache::{ArtifactCache, Compiled, write_atomic};
 pub use config::{EPOCH_TICK, SandboxConfig};
 pub use digest::{BadDigest, Digest};
 pub use envelope::PERMANENT_EXIT;
@@ -107,9 +109,10 @@ pub struct Metadata {
 pub struct Guest {
     digest: Digest,
     kind: Kind,
-    /// Its bytes, to prepare it for the fuel-metered engine when an
-    /// invocation asks for a CPU budget.
-    bytes: Arc<[u8]>,
+    /// Its bytes (or where they are), to prepare it for the fuel-metered
+    /// engine when an invocation asks for a CPU budget and that engine's
+    /// cache does not hold it.
+    bytes: GuestBytes,
     /// Prepared for the fuel-metered engine (on first need).
     metered: OnceLock<Result<Kind, String>>,
 }
@@ -169,15 +172,23 @@ impl Tier {
         })
     }
 
-    /// Compiles (or loads from the cache) and prepares a guest.
-    fn prepare(&self, digest: &Digest, bytes: &[u8]) -> Result<Kind, SandboxError> {
-        Ok(match sniff(bytes)? {
+    /// Loads from the cache (without reading the bytes) or compiles, and
+    /// prepares, the guest of `digest`.
+    fn prepare(&self, digest: &Digest, bytes: &GuestBytes) -> Result<Kind, SandboxError> {
+        if let Some(compiled) = self.cache.cached(&self.engine, digest) {
+            return Ok(match compiled {
+                Compiled::Component(c) => Kind::Component(ComponentGuest::prepare(&self.components, &c)?),
+                Compiled::Module(m) => Kind::Command(CommandGuest::prepare(&self.commands, &m)?),
+            });
+        }
+        let bytes = bytes.read()?;
+        Ok(match sniff(&bytes)? {
             GuestKindName::Component => {
-                let c = self.cache.component(&self.engine, digest, bytes)?;
+                let c = self.cache.compile_component(&self.engine, digest, &bytes)?;
                 Kind::Component(ComponentGuest::prepare(&self.components, &c)?)
             }
             GuestKindName::Command => {
-                let m = self.cache.module(&self.engine, digest, bytes)?;
+                let m = self.cache.compile_module(&self.engine, digest, &bytes)?;
                 Kind::Command(CommandGuest::prepare(&self.commands, &m)?)
             }
         })
@@ -223,21 +234,21 @@ impl Sandbox {
 
     /// Loads and prepares a guest (once per digest in this process).
     pub fn load(&self, bytes: &[u8]) -> Result<Arc<Guest>, SandboxError> {
-        self.load_verified(Digest::of(bytes), bytes)
+        self.load_pinned(Digest::of(bytes), GuestBytes::copy_of(bytes))
     }
 
-    /// [`Sandbox::load`] for bytes whose sha256 the caller has just
-    /// checked (a registry blob verified as it was read, a file hashed as
-    /// it was found): a new process that loads a big guest from the
-    /// artifact cache hashes it once, not twice (~10 ms for a 17 MB
-    /// JavaScript component). `digest` must be the sha256 of `bytes`.
-    pub fn load_verified(&self, digest: Digest, bytes: &[u8]) -> Result<Arc<Guest>, SandboxError> {
-        debug_assert_eq!(Digest::of(bytes), digest, "load_verified: the digest is not the bytes'");
+    /// [`Sandbox::load`] for the guest of `digest`, whose bytes are read
+    /// from `bytes` only if the artifact cache does not hold it compiled: a
+    /// new process that runs a stored 17 MB JavaScript component maps its
+    /// compiled artifact and never reads, hashes or copies the `.wasm`
+    /// (see [`GuestBytes`]). `digest` must be the sha256 of what `bytes`
+    /// holds; a [`StoredBlob`] is checked when read.
+    pub fn load_pinned(&self, digest: Digest, bytes: GuestBytes) -> Result<Arc<Guest>, SandboxError> {
         if let Some(g) = self.loaded.lock().unwrap_or_else(|p| p.into_inner()).get(&digest) {
             return Ok(g.clone());
         }
-        let kind = self.main.prepare(&digest, bytes)?;
-        let guest = Arc::new(Guest { digest, kind, bytes: Arc::from(bytes), metered: OnceLock::new() });
+        let kind = self.main.prepare(&digest, &bytes)?;
+        let guest = Arc::new(Guest { digest, kind, bytes, metered: OnceLock::new() });
         self.loaded.lock().unwrap_or_else(|p| p.into_inner()).insert(digest, guest.clone());
         Ok(guest)
     }

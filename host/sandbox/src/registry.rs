@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::cache::write_atomic;
 use crate::error::{BadName, HostError, SandboxError};
-use crate::{Digest, Metadata, Sandbox};
+use crate::{Digest, GuestBytes, Metadata, Sandbox, StoredBlob};
 
 /// A plugin compiled into the binary.
 #[derive(Debug, Clone, Copy)]
@@ -62,7 +62,8 @@ pub struct PluginEntry {
     pub metadata: Option<Metadata>,
 }
 
-/// A plugin resolved to its bytes.
+/// A plugin resolved to its digest and bytes (a stored blob's are read
+/// only when needed: [`GuestBytes`]).
 #[derive(Debug, Clone)]
 pub struct Resolved {
     /// The name asked for.
@@ -70,7 +71,7 @@ pub struct Resolved {
     /// The sha256 of the bytes.
     pub digest: Digest,
     /// The bytes (a bundled plugin's are borrowed from the binary).
-    pub bytes: std::borrow::Cow<'static, [u8]>,
+    pub bytes: GuestBytes,
     /// Where it came from.
     pub source: Source,
 }
@@ -116,40 +117,38 @@ impl Registry {
     }
 
     /// [`put_blob`](Self::put_blob) of bytes whose digest the caller already
-    /// has (from [`resolve`](Self::resolve) or [`blob`](Self::blob)): not
-    /// hashed again.
-    pub fn put_blob_known(&self, digest: &Digest, bytes: &[u8]) -> Result<(), SandboxError> {
+    /// has (from [`resolve`](Self::resolve) or [`stored`](Self::stored)):
+    /// not hashed again, and not even read when the blob is present.
+    pub fn put_blob_known(&self, digest: &Digest, bytes: &GuestBytes) -> Result<(), SandboxError> {
         let path = self.blob_path(digest);
         if !path.exists() {
-            write_atomic(&path, bytes)?;
+            write_atomic(&path, &bytes.read()?)?;
         }
         Ok(())
     }
 
     /// The bytes stored under `digest`, checked against it.
     pub fn blob(&self, digest: &Digest) -> Result<Vec<u8>, SandboxError> {
+        Ok(self.stored(digest)?.read()?.into())
+    }
+
+    /// The bytes of `digest`: its stored blob (not read yet: see
+    /// [`GuestBytes`]), or a bundled plugin's.
+    pub fn stored(&self, digest: &Digest) -> Result<GuestBytes, SandboxError> {
         let path = self.blob_path(digest);
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
+        match std::fs::metadata(&path) {
+            Ok(_) => Ok(GuestBytes::Stored(StoredBlob::new(path, *digest))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if let Some(b) = self.bundled.iter().find(|b| bundled_digest(b.wasm) == *digest) {
-                    return Ok(b.wasm.to_vec());
+                match self.bundled.iter().find(|b| bundled_digest(b.wasm) == *digest) {
+                    Some(b) => Ok(b.wasm.into()),
+                    None => Err(SandboxError::UnknownPlugin {
+                        name: format!("sha256:{digest}"),
+                        hint: " (no module with that digest is stored; `weft plugin add FILE` stores one)".into(),
+                    }),
                 }
-                return Err(SandboxError::UnknownPlugin {
-                    name: format!("sha256:{digest}"),
-                    hint: " (no module with that digest is stored; `weft plugin add FILE` stores one)".into(),
-                });
             }
-            Err(e) => return Err(Self::io("reading", &path, e)),
-        };
-        if Digest::of(&bytes) != *digest {
-            return Err(Self::io(
-                "verifying",
-                &path,
-                std::io::Error::other("the stored bytes do not match their digest (the file was altered)"),
-            ));
+            Err(e) => Err(Self::io("reading", &path, e)),
         }
-        Ok(bytes)
     }
 
     /// Registers `bytes` under `name` (or the name its `describe` gives):
@@ -182,8 +181,8 @@ impl Registry {
             Ok(text) => {
                 let digest: Digest =
                     text.trim().parse().map_err(|e| Self::io("reading", &name_file, std::io::Error::other(e)))?;
-                let bytes = self.blob(&digest)?;
-                return Ok(Resolved { name: name.into(), digest, bytes: bytes.into(), source: Source::Added });
+                let bytes = self.stored(&digest)?;
+                return Ok(Resolved { name: name.into(), digest, bytes, source: Source::Added });
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(Self::io("reading", &name_file, e)),
@@ -246,7 +245,7 @@ impl Registry {
         {
             return Ok(Some(m));
         }
-        let guest = sandbox.load(&resolved.bytes)?;
+        let guest = sandbox.load_pinned(resolved.digest, resolved.bytes.clone())?;
         let meta = sandbox.describe(&guest)?;
         if let Some(m) = &meta {
             let json = serde_json::to_vec_pretty(m).expect("metadata serializes");
@@ -262,7 +261,8 @@ impl Registry {
         for name in self.names()? {
             let r = self.resolve(&name)?;
             let metadata = self.metadata(sandbox, &r)?;
-            out.push(PluginEntry { name, digest: r.digest.hex(), source: r.source, size: r.bytes.len(), metadata });
+            let size = r.bytes.len()? as usize;
+            out.push(PluginEntry { name, digest: r.digest.hex(), source: r.source, size, metadata });
         }
         Ok(out)
     }

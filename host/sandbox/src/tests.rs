@@ -165,6 +165,52 @@ fn the_cache_serves_a_second_sandbox_from_disk() {
     assert_ne!(std::fs::read(&entry).unwrap(), b"garbage");
 }
 
+/// The runner's path: a stored guest pinned by digest is loaded from its
+/// cached artifact without its blob being read (an unreadable blob does
+/// not matter then); the bytes are read, and checked, only to compile —
+/// for the first load, or for the fuel-metered engine.
+#[test]
+fn a_stored_guest_is_read_only_when_it_must_be_compiled() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let registry = registry::Registry::new(dir.path(), vec![]);
+    let wat = command("(call $write (i32.const 1) (i32.const 100) (i32.const 11))");
+    let digest = registry.put_blob(wat.as_bytes()).unwrap();
+    let blob = dir.path().join(format!("plugins/blobs/{digest}.wasm"));
+    let fresh =
+        || Sandbox::new(SandboxConfig { max_concurrent: 2, ..SandboxConfig::default() }, Some(dir.path())).unwrap();
+    // First load: compiled from the blob, cached.
+    fresh().load_pinned(digest, registry.stored(&digest).unwrap()).unwrap();
+    // A new process: the artifact is mapped and the blob never opened (a
+    // root test process could still read a 0o000 file: swap in a folder).
+    let kept = std::fs::read(&blob).unwrap();
+    std::fs::remove_file(&blob).unwrap();
+    std::fs::create_dir(&blob).unwrap();
+    std::fs::set_permissions(&blob, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let s = fresh();
+    let g = s.load_pinned(digest, registry.stored(&digest).unwrap()).unwrap();
+    assert!(s.invoke(&g, &Invocation::new("{}")).outcome.is_ok());
+    // A CPU budget needs the metered engine, which has no artifact yet: now
+    // the bytes are read, and the unreadable blob is a host error.
+    let mut budgeted = Invocation::new("{}");
+    budgeted.limits.fuel = Some(1_000_000);
+    let err = s.invoke(&g, &budgeted).outcome.unwrap_err();
+    assert!(err.message.contains("cannot prepare the guest for fuel metering"), "{}", err.message);
+    // Without a cached artifact, an altered blob is refused, never compiled.
+    std::fs::remove_dir(&blob).unwrap();
+    let mut altered = kept.clone();
+    altered.extend_from_slice(b" ;; altered");
+    std::fs::write(&blob, &altered).unwrap();
+    std::fs::remove_dir_all(s.cache().dir().unwrap()).unwrap();
+    let err = fresh().load_pinned(digest, registry.stored(&digest).unwrap()).err().expect("refused");
+    assert!(err.to_string().contains("do not match their digest"), "{err}");
+    // Restored, it compiles again and the metered engine runs it.
+    std::fs::write(&blob, &kept).unwrap();
+    let s = fresh();
+    let g = s.load_pinned(digest, registry.stored(&digest).unwrap()).unwrap();
+    assert!(s.invoke(&g, &budgeted).outcome.is_ok());
+}
+
 /// By default the engine meters no fuel (every guest would pay for it);
 /// an invocation with a budget runs on a fuel-metered engine built on
 /// demand, so the budget holds and the fuel used is reported.

@@ -82,7 +82,8 @@ pub(super) fn inspect(settings: &Settings, what: &str) -> anyhow::Result<Exit> {
     let registry = guests::registry(settings);
     let found = guests::find(&registry, what).map_err(find_error)?;
     let sandbox = guests::sandbox(settings)?;
-    let guest = sandbox.load(&found.bytes).map_err(sandbox_error)?;
+    let size = found.bytes.len().map_err(sandbox_error)?;
+    let guest = sandbox.load_pinned(found.digest, found.bytes).map_err(sandbox_error)?;
     let metadata = sandbox.describe(&guest).map_err(|e| sandbox_error(e.into()))?;
     let source = match &found.origin {
         Origin::File(p) => json!({"file": p}),
@@ -93,7 +94,7 @@ pub(super) fn inspect(settings: &Settings, what: &str) -> anyhow::Result<Exit> {
         "name": metadata.as_ref().map(|m| m.name.clone()).unwrap_or(found.name.clone()),
         "kind": guest.kind(),
         "digest": format!("sha256:{}", found.digest),
-        "size": found.bytes.len(),
+        "size": size,
         "source": source,
     });
     if let Some(m) = metadata {

@@ -106,7 +106,7 @@ fn run_step(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
     let registry = guests::registry(settings);
     let found = guests::find(&registry, &args.guest).map_err(find_error)?;
     let sandbox = guests::sandbox(settings)?;
-    let guest = sandbox.load_verified(found.digest, &found.bytes).map_err(sandbox_error)?;
+    let guest = sandbox.load_pinned(found.digest, found.bytes).map_err(sandbox_error)?;
 
     let mut limits = settings.code_limits();
     if let Some(f) = args.fuel {

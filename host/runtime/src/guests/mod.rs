@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use weft_model::CodeRef;
 use weft_sandbox::registry::{Bundled, Registry, Source};
-use weft_sandbox::{Digest, Sandbox, SandboxConfig, SandboxError};
+use weft_sandbox::{Digest, GuestBytes, Sandbox, SandboxConfig, SandboxError};
 
 pub use files::{MAX_GUEST_BYTES, client_path_allowed, read_guest_file, resolve_path};
 
@@ -54,7 +54,8 @@ pub enum Origin {
     Digest,
 }
 
-/// A guest's bytes and what to call it.
+/// A guest's digest, its bytes (a stored blob's read only when needed)
+/// and what to call it.
 #[derive(Debug, Clone)]
 pub struct Found {
     /// A display name (the plugin name, the file stem or a short digest).
@@ -63,8 +64,9 @@ pub struct Found {
     pub origin: Origin,
     /// The sha256 of `bytes`.
     pub digest: Digest,
-    /// The module or component (a bundled plugin's borrowed from the binary).
-    pub bytes: std::borrow::Cow<'static, [u8]>,
+    /// The module or component: a file's as read, a bundled plugin's
+    /// borrowed from the binary, a stored blob not read yet.
+    pub bytes: GuestBytes,
 }
 
 /// A guest that cannot be found: bad input unless the disk failed.
@@ -78,7 +80,7 @@ pub enum FindError {
     Sandbox(SandboxError),
 }
 
-/// Finds the bytes of a guest: a plugin by name (added or bundled), a file
+/// Finds a guest: a plugin by name (added or bundled), a file
 /// (relative paths against `base_dir`, the definition file's folder), or a
 /// stored module by digest.
 pub fn resolve(registry: &Registry, base_dir: &Path, code: &CodeRef) -> Result<Found, FindError> {
@@ -96,8 +98,8 @@ pub fn resolve(registry: &Registry, base_dir: &Path, code: &CodeRef) -> Result<F
         CodeRef::Sha256(hex) => {
             let digest: Digest =
                 hex.parse().map_err(|e: weft_sandbox::BadDigest| FindError::NotFound(e.to_string()))?;
-            let bytes = registry.blob(&digest).map_err(FindError::Sandbox)?;
-            Ok(Found { name: digest.short(), origin: Origin::Digest, digest, bytes: bytes.into() })
+            let bytes = registry.stored(&digest).map_err(FindError::Sandbox)?;
+            Ok(Found { name: digest.short(), origin: Origin::Digest, digest, bytes })
         }
     }
 }
