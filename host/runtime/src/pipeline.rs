@@ -618,7 +618,7 @@ mod tests {
         assert_eq!(paths_only["steps"][1]["code"], json!({"sha256": hex}));
         pin_code(&mut doc, &registry, dir.path(), false).unwrap();
         assert_eq!(doc["steps"][0]["code"], json!({"sha256": hex}));
-        assert_eq!(registry.blob(&hex.parse().unwrap()).unwrap(), wasm);
+        assert_eq!(registry.stored(&hex.parse().unwrap()).unwrap().read().unwrap(), wasm);
 
         let mut missing = json!({"name": "x", "steps": [{"name": "a", "code": {"path": "nope.wasm"}}]});
         let p = pin_code(&mut missing, &registry, dir.path(), false).unwrap_err();

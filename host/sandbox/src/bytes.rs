@@ -11,7 +11,7 @@
 //! artifact, not the blob, is what runs, and it is native code the cache
 //! wrote (see [`crate::ArtifactCache`]).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use bytes::Bytes;
 
@@ -38,11 +38,6 @@ impl StoredBlob {
     /// The blob at `path`, which must hold the bytes of `digest`.
     pub fn new(path: PathBuf, digest: Digest) -> Self {
         StoredBlob { path, digest }
-    }
-
-    /// Where it is.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// Reads it, checked against its digest: a blob altered on disk is an
@@ -75,18 +70,13 @@ impl GuestBytes {
     }
 
     /// Their size, without reading a stored blob.
-    pub fn len(&self) -> Result<u64, SandboxError> {
+    pub fn size(&self) -> Result<u64, SandboxError> {
         match self {
             GuestBytes::Here(b) => Ok(b.len() as u64),
             GuestBytes::Stored(blob) => std::fs::metadata(&blob.path)
                 .map(|m| m.len())
                 .map_err(|source| HostError::Io { what: "reading", path: blob.path.clone(), source }.into()),
         }
-    }
-
-    /// Whether they are known to be empty (a stored blob never is).
-    pub fn is_empty(&self) -> bool {
-        matches!(self, GuestBytes::Here(b) if b.is_empty())
     }
 }
 
@@ -113,9 +103,9 @@ mod tests {
         let good = b"\0asm\x01\0\0\0".to_vec();
         let bytes = GuestBytes::Stored(StoredBlob::new(path.clone(), Digest::of(&good)));
         // Nothing is read until asked: a missing file is no error yet.
-        assert!(bytes.len().is_err());
+        assert!(bytes.size().is_err());
         std::fs::write(&path, &good).unwrap();
-        assert_eq!(bytes.len().unwrap(), 8);
+        assert_eq!(bytes.size().unwrap(), 8);
         assert_eq!(&bytes.read().unwrap()[..], &good[..]);
         // Altered on disk: refused when read.
         std::fs::write(&path, b"\0asm\x01\0\0\x01").unwrap();

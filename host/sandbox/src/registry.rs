@@ -127,11 +127,6 @@ impl Registry {
         Ok(())
     }
 
-    /// The bytes stored under `digest`, checked against it.
-    pub fn blob(&self, digest: &Digest) -> Result<Vec<u8>, SandboxError> {
-        Ok(self.stored(digest)?.read()?.into())
-    }
-
     /// The bytes of `digest`: its stored blob (not read yet: see
     /// [`GuestBytes`]), or a bundled plugin's.
     pub fn stored(&self, digest: &Digest) -> Result<GuestBytes, SandboxError> {
@@ -261,7 +256,7 @@ impl Registry {
         for name in self.names()? {
             let r = self.resolve(&name)?;
             let metadata = self.metadata(sandbox, &r)?;
-            let size = r.bytes.len()? as usize;
+            let size = r.bytes.size()? as usize;
             out.push(PluginEntry { name, digest: r.digest.hex(), source: r.source, size, metadata });
         }
         Ok(out)

@@ -82,7 +82,7 @@ pub(super) fn inspect(settings: &Settings, what: &str) -> anyhow::Result<Exit> {
     let registry = guests::registry(settings);
     let found = guests::find(&registry, what).map_err(find_error)?;
     let sandbox = guests::sandbox(settings)?;
-    let size = found.bytes.len().map_err(sandbox_error)?;
+    let size = found.bytes.size().map_err(sandbox_error)?;
     let guest = sandbox.load_pinned(found.digest, found.bytes).map_err(sandbox_error)?;
     let metadata = sandbox.describe(&guest).map_err(|e| sandbox_error(e.into()))?;
     let source = match &found.origin {
