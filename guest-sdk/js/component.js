@@ -17,6 +17,6 @@ export { __precomputed } from './index.js';
 
 export function __component(s, imports, defaults) {
   const exports = glue(s, imports, defaults);
-  warmUp();
+  warmUp(imports);
   return exports;
 }

@@ -1,10 +1,13 @@
-// The component side natively: schemas made at build time are used, and the
-// build-time warm-up leaves nothing a step could see.
+// The component side natively: schemas made at build time are used, the
+// build-time warm-up leaves nothing a step could see, and it warms the
+// realm of componentize-js's bindings up.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import vm from 'node:vm';
 
 import { __component, __precomputed } from '../component.js';
 import { step, z, log } from '../index.js';
+import { bindingsRealm } from '../warm.js';
 
 test('a step takes the JSON Schemas made at build time for its name, and makes its own otherwise', () => {
   __precomputed({ 'pre-made': { inputSchema: '{"made":"at build time"}', outputSchema: '{"out":1}' } });
@@ -38,4 +41,19 @@ test('the warm-up calls no host function, and the step then logs through the hos
   assert.equal(RegExp.$1, '', 'the warm-up left a RegExp match behind');
   const probeName = step({ name: 'weft-warm-up', input: z.object({ who: z.string() }) }, () => null);
   assert.equal(JSON.parse(probeName.metadata.inputSchema).properties.who.type, 'string', 'the warm-up left its schemas behind');
+});
+
+test("the warm-up of the bindings' realm runs there, as their calls do", async () => {
+  // A function from another realm, as the host functions componentize-js
+  // hands over are: the warm-up runs in its realm, not in ours.
+  const realm = vm.createContext({});
+  const hostFunction = vm.runInContext('(function log() {})', realm);
+  const before = Object.keys(realm);
+  const got = bindingsRealm(hostFunction);
+  assert.equal(got instanceof Promise, false, 'the calls ran in this realm, not the host function’s');
+  assert.ok(got instanceof vm.runInContext('Promise', realm));
+  // What the made-up calls wrote into memory and read back: the result of
+  // one, the step error of the other (arrays of that realm, hence JSON).
+  assert.deepEqual(JSON.parse(JSON.stringify(await got)), [['{"k": [1, "é"]}'], ['c', 'm 2', 0]]);
+  assert.deepEqual(Object.keys(realm), before, 'the warm-up left a global behind');
 });
