@@ -4,9 +4,10 @@
 # guests they replaced (taken from git at $HAND, default df08df7), same
 # inputs, in one run of the sandbox's invoke bench (per-invocation cost and
 # load from the compiled-artifact cache), so A and B share the same minutes.
-# Then the cold path, where users meet the load: `weft step run PLUGIN` as a
-# new process, the four guests in turn ($COLD_ROUNDS rounds, default 20),
-# the median wall time of each (process start, engine, load, one call).
+# Then the cold path, where users meet the load: `weft step run PLUGIN` and
+# `weft step run FILE` as new processes, the four guests in turn
+# ($COLD_ROUNDS rounds, default 20), the median wall time of each (process
+# start, engine, load, one call).
 #
 #   [WEFT=path/to/weft] scripts/bench-guest-sdk.sh [criterion filter]
 #
@@ -44,28 +45,31 @@ export WEFT_BENCH_GUESTS="js-hand=$js_hand={\"text\": \"Hello World\"};python-ha
 cargo bench -p weft-sandbox --bench invoke -- "${@:-(invoke|load-cached)/(js|python)}"
 
 # The cold path: each guest added as a plugin (stored and compiled once),
-# then run by name from new processes, interleaved.
+# then run by name from new processes, interleaved; and by its file (the
+# digest remembered by the file's stamp after the first run: not read again).
 if [ -n "${WEFT:-}" ]; then exe=$WEFT; else cargo build --quiet --release -p weft && exe="$root/target/release/weft"; fi
 data="$work/cold"
 for g in js-hand="$js_hand" js-sdk="$js_sdk" python-hand="$py_hand" python-sdk="$py_sdk"; do
   "$exe" plugin add --data-dir "$data" --name "${g%%=*}" "${g#*=}" >/dev/null
 done
-python3 - "$exe" "$data" "${COLD_ROUNDS:-20}" <<'PY'
+python3 - "$exe" "$data" "${COLD_ROUNDS:-20}" "$js_hand" "$js_sdk" "$py_hand" "$py_sdk" <<'PY'
 import statistics, subprocess, sys, time
 exe, data, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+files = dict(zip(["js-hand", "js-sdk", "python-hand", "python-sdk"], sys.argv[4:8]))
 inputs = {"js": '{"text": "Hello World"}', "python": '{"numbers": [1, 2, 3]}'}
-guests = ["js-hand", "js-sdk", "python-hand", "python-sdk"]
+guests = [g + kind for g in files for kind in ("", "-file")]
 ms = {g: [] for g in guests}
 for r in range(rounds + 1):
     for g in guests if r % 2 else guests[::-1]:
+        what = files[g[:-5]] if g.endswith("-file") else g
         t = time.perf_counter()
-        subprocess.run([exe, "step", "run", "--data-dir", data, "--input", inputs[g.split("-")[0]], g],
+        subprocess.run([exe, "step", "run", "--data-dir", data, "--input", inputs[g.split("-")[0]], what],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if r:  # the first round warms the page cache
+        if r:  # the first round warms the page cache (and remembers the files' digests)
             ms[g].append((time.perf_counter() - t) * 1e3)
 med = {g: statistics.median(v) for g, v in ms.items()}
 for g in guests:
-    hand = med[g.split("-")[0] + "-hand"]
+    hand = med[g.replace("-sdk", "-hand")]
     print(f"cold/{g}: `weft step run` median {med[g]:.1f} ms over {rounds} (quartiles "
           f"{' / '.join(f'{q:.1f}' for q in statistics.quantiles(ms[g]))}), {100 * (med[g] / hand - 1):+.0f}% over hand-written")
 PY

@@ -11,9 +11,11 @@
 //!
 //! Also measures loading a big guest from the compiled-artifact cache in a
 //! fresh sandbox (what a new `weft` process pays) against compiling it: as
-//! a file just read (hashed to find the artifact: `load-cached/<guest>`)
-//! and as a stored plugin pinned by digest, the runner's path (its bytes
-//! not read at all: `load-cached/<guest>-stored`).
+//! a file just read (hashed to find the artifact: `load-cached/<guest>`,
+//! what a file new or changed since the last load pays) and as a stored
+//! plugin pinned by digest, the runner's path (its bytes not read at all:
+//! `load-cached/<guest>-stored`, also what a file whose digest is
+//! remembered by its stamp pays: see `FileDigests`).
 //!
 //! Run: `cargo bench -p weft-sandbox --bench invoke`
 
@@ -98,8 +100,9 @@ fn cached_load(c: &mut Criterion) {
         Sandbox::new(SandboxConfig::default(), Some(cache.path())).unwrap().load(&bytes).unwrap();
         eprintln!("load-compile/{name}: {:.1} ms (no cache, {} bytes)", t.elapsed().as_secs_f64() * 1e3, bytes.len());
         // A fresh sandbox each time, as a new process would have. A guest
-        // given as a file (`weft step run guest.wasm`): its bytes, just
-        // read, are hashed to find the cached artifact.
+        // given as a file (`weft step run guest.wasm`) the first time, or
+        // just changed: its bytes, just read, are hashed to find the cached
+        // artifact.
         let file = bytes::Bytes::from(bytes.clone());
         group.bench_function(name, |b| {
             b.iter_batched(

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::cache::write_atomic;
 use crate::error::{BadName, HostError, SandboxError};
-use crate::{Digest, GuestBytes, Metadata, Sandbox, StoredBlob};
+use crate::{Digest, FileDigests, GuestBytes, Metadata, Sandbox, StoredBlob};
 
 /// A plugin compiled into the binary.
 #[derive(Debug, Clone, Copy)]
@@ -81,6 +81,7 @@ pub struct Resolved {
 pub struct Registry {
     root: PathBuf,
     bundled: Vec<Bundled>,
+    files: Option<FileDigests>,
 }
 
 /// Checks a plugin name.
@@ -95,7 +96,18 @@ pub fn check_name(name: &str) -> Result<(), BadName> {
 impl Registry {
     /// The registry under `<data_dir>/plugins`, with `bundled` as fallbacks.
     pub fn new(data_dir: &Path, bundled: Vec<Bundled>) -> Self {
-        Registry { root: data_dir.join("plugins"), bundled }
+        Registry { root: data_dir.join("plugins"), bundled, files: None }
+    }
+
+    /// This registry, remembering the digests of guest files in `dir` (a
+    /// cache folder: see [`FileDigests`]).
+    pub fn remembering_files_in(self, dir: &Path) -> Self {
+        Registry { files: Some(FileDigests::new(dir)), ..self }
+    }
+
+    /// The memo of guest files' digests, if this registry keeps one.
+    pub fn file_digests(&self) -> Option<&FileDigests> {
+        self.files.as_ref()
     }
 
     fn io(what: &'static str, path: &Path, source: std::io::Error) -> SandboxError {

@@ -379,7 +379,9 @@ fn js_toolchain() -> PathBuf {
     std::fs::read_dir(&root)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .find(|d| d.join(".weft-ready").is_file() && std::fs::read(d.join("package-lock.json")).ok().as_ref() == Some(&lock))
+        .find(|d| {
+            d.join(".weft-ready").is_file() && std::fs::read(d.join("package-lock.json")).ok().as_ref() == Some(&lock)
+        })
         .unwrap_or_else(|| panic!("no installed JavaScript toolchain in {}", root.display()))
 }
 
@@ -390,7 +392,7 @@ fn fuel_per_call(wasm: &Path, input: &serde_json::Value) -> u64 {
     let config = SandboxConfig { max_concurrent: 1, fuel_metering: true, ..SandboxConfig::default() };
     let sandbox = Sandbox::new(config, None).unwrap();
     let guest = sandbox.load(&std::fs::read(wasm).unwrap()).unwrap();
-    let mut inv = Invocation::new(&input.to_string());
+    let mut inv = Invocation::new(input.to_string());
     inv.limits.fuel = Some(u64::MAX / 4);
     let result = sandbox.invoke(&guest, &inv);
     assert!(result.outcome.is_ok(), "{}: {:?}", wasm.display(), result.outcome);

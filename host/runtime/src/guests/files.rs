@@ -1,16 +1,19 @@
-//! Guest files: reading one with a cap, and which files a definition sent
-//! by an MCP client may name (`[guests] allow_paths`).
+//! Guest files: reading one with a cap, its digest remembered by its stamp
+//! (so a settled file is not read again), and which files a definition
+//! sent by an MCP client may name (`[guests] allow_paths`).
 
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use weft_sandbox::{Digest, FileDigests, GuestBytes, Stamp, StoredBlob};
 
 /// The largest guest file read.
 pub const MAX_GUEST_BYTES: u64 = 256 << 20;
 
-/// A guest's bytes from a file: a regular file (not a device, a FIFO or a
-/// folder) of at most [`MAX_GUEST_BYTES`], read through a cap. The error
-/// says what is wrong with the file, never what is in it.
-pub fn read_guest_file(path: &Path) -> Result<Vec<u8>, String> {
-    use std::io::Read;
+/// A guest file's metadata, if it is a regular file (not a device, a FIFO
+/// or a folder) of at most [`MAX_GUEST_BYTES`]. The error says what is
+/// wrong with the file, never what is in it.
+fn checked(path: &Path) -> Result<std::fs::Metadata, String> {
     let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => format!("no file {}", path.display()),
         _ => format!("cannot read {}: {e}", path.display()),
@@ -25,6 +28,13 @@ pub fn read_guest_file(path: &Path) -> Result<Vec<u8>, String> {
             meta.len()
         ));
     }
+    Ok(meta)
+}
+
+/// A guest's bytes from a file (see [`checked`]), read through a cap.
+pub fn read_guest_file(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    checked(path)?;
     let file = std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut bytes = vec![];
     file.take(MAX_GUEST_BYTES + 1)
@@ -34,6 +44,27 @@ pub fn read_guest_file(path: &Path) -> Result<Vec<u8>, String> {
         return Err(format!("{} grew past the {MAX_GUEST_BYTES}-byte cap on guests", path.display()));
     }
     Ok(bytes)
+}
+
+/// A guest file's digest and bytes. With a memo, a file whose stamp it
+/// knows is not read (its bytes are read, and checked against the digest,
+/// only if something needs them); any other file is read and hashed, and
+/// its digest remembered once it has settled (see [`FileDigests`]).
+pub fn guest_file(memo: Option<&FileDigests>, path: &Path) -> Result<(Digest, GuestBytes), String> {
+    let stamp = memo.and_then(|_| Stamp::of(&checked(path).ok()?));
+    if let (Some(memo), Some(stamp)) = (memo, &stamp)
+        && let Some(digest) = memo.known(path, stamp)
+    {
+        return Ok((digest, GuestBytes::Stored(StoredBlob::new(path.to_path_buf(), digest))));
+    }
+    let bytes = read_guest_file(path)?;
+    let digest = Digest::of(&bytes);
+    if let (Some(memo), Some(before)) = (memo, &stamp)
+        && let Some(after) = std::fs::metadata(path).ok().and_then(|m| Stamp::of(&m))
+    {
+        memo.remember(path, before, &after, &digest, SystemTime::now());
+    }
+    Ok((digest, bytes.into()))
 }
 
 /// Whether a definition sent by a client may name the file `p`: only
@@ -84,4 +115,67 @@ pub fn client_path_allowed(allowed: &[PathBuf], base_dir: &Path, p: &str) -> Res
 pub fn resolve_path(base_dir: &Path, p: &str) -> PathBuf {
     let path = Path::new(p);
     if path.is_absolute() { path.to_path_buf() } else { base_dir.join(path) }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// Bytes this process has read so far (`rchar` of /proc/self/io).
+    fn bytes_read() -> u64 {
+        let io = std::fs::read_to_string("/proc/self/io").unwrap();
+        io.lines().find_map(|l| l.strip_prefix("rchar: ")).unwrap().parse().unwrap()
+    }
+
+    /// `guest_file`, and how many bytes it read.
+    fn resolve(memo: &FileDigests, path: &Path) -> (Digest, GuestBytes, u64) {
+        let before = bytes_read();
+        let (digest, bytes) = guest_file(Some(memo), path).unwrap();
+        (digest, bytes, bytes_read() - before)
+    }
+
+    #[test]
+    fn a_settled_guest_file_is_hashed_once_and_read_again_only_when_it_changes() {
+        const SIZE: usize = 4 << 20;
+        let dir = tempfile::tempdir().unwrap();
+        let memo = FileDigests::new(&dir.path().join("memo"));
+        let path = dir.path().join("guest.wasm");
+        let one = vec![1u8; SIZE];
+        std::fs::write(&path, &one).unwrap();
+
+        // Just written: read and hashed every time (a write in the same
+        // clock tick could go unseen), so nothing is remembered yet.
+        for _ in 0..2 {
+            let (digest, _, read) = resolve(&memo, &path);
+            assert_eq!(digest, Digest::of(&one));
+            assert!(read >= SIZE as u64, "read {read} bytes");
+        }
+
+        // Settled: hashed once more, then known without reading.
+        std::thread::sleep(weft_sandbox::SETTLED + std::time::Duration::from_millis(100));
+        let (digest, _, read) = resolve(&memo, &path);
+        assert!(read >= SIZE as u64 && digest == Digest::of(&one));
+        let (digest, bytes, read) = resolve(&memo, &path);
+        assert_eq!(digest, Digest::of(&one));
+        assert!(read < 64 << 10, "a known file was read ({read} bytes)");
+        assert!(matches!(bytes, GuestBytes::Stored(_)));
+        // The bytes, when something needs them, are the file's, checked.
+        assert_eq!(bytes.read().unwrap().as_ref(), one.as_slice());
+
+        // Rewritten with the same size: a new stamp, read and hashed again.
+        let two = vec![2u8; SIZE];
+        std::fs::write(&path, &two).unwrap();
+        let (digest, bytes, read) = resolve(&memo, &path);
+        assert_eq!(digest, Digest::of(&two));
+        assert!(read >= SIZE as u64);
+        assert_eq!(bytes.read().unwrap().as_ref(), two.as_slice());
+        // And a remembered stamp whose file changed under it is refused
+        // when read, never run as the old bytes.
+        assert!(GuestBytes::Stored(StoredBlob::new(path.clone(), Digest::of(&one))).read().is_err());
+
+        // Without a memo every resolve reads.
+        let before = bytes_read();
+        assert_eq!(guest_file(None, &path).unwrap().0, Digest::of(&two));
+        assert!(bytes_read() - before >= SIZE as u64);
+    }
 }

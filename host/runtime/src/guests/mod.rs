@@ -12,7 +12,7 @@ use weft_model::CodeRef;
 use weft_sandbox::registry::{Bundled, Registry, Source};
 use weft_sandbox::{Digest, GuestBytes, Sandbox, SandboxConfig, SandboxError};
 
-pub use files::{MAX_GUEST_BYTES, client_path_allowed, read_guest_file, resolve_path};
+pub use files::{MAX_GUEST_BYTES, client_path_allowed, guest_file, read_guest_file, resolve_path};
 
 use crate::config::Settings;
 
@@ -23,7 +23,7 @@ pub fn bundled() -> Vec<Bundled> {
 
 /// The registry of the configured data directory.
 pub fn registry(settings: &Settings) -> Registry {
-    Registry::new(&settings.data_dir, bundled())
+    Registry::new(&settings.data_dir, bundled()).remembering_files_in(&settings.cache_dir.join("file-digests"))
 }
 
 /// The sandbox of this process, with the default engine configuration and
@@ -91,9 +91,9 @@ pub fn resolve(registry: &Registry, base_dir: &Path, code: &CodeRef) -> Result<F
         }
         CodeRef::Path(p) => {
             let path = resolve_path(base_dir, p);
-            let bytes = read_guest_file(&path).map_err(FindError::NotFound)?;
+            let (digest, bytes) = guest_file(registry.file_digests(), &path).map_err(FindError::NotFound)?;
             let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| p.clone());
-            Ok(Found { name, origin: Origin::File(path), digest: Digest::of(&bytes), bytes: bytes.into() })
+            Ok(Found { name, origin: Origin::File(path), digest, bytes })
         }
         CodeRef::Sha256(hex) => {
             let digest: Digest =
