@@ -5,10 +5,9 @@
 //! this project's VM, against ~1 ms to map its compiled artifact. So, as
 //! git's index and ccache do, the digest is remembered, per real path,
 //! beside the file's stamp (device, inode, size, modification and change
-//! times, in ns); while
-//! the stamp is unchanged the file is not read at all, until something
-//! needs its bytes (then they are checked against the digest, as a stored
-//! blob's are: see [`crate::GuestBytes`]).
+//! times, in ns). While the stamp is unchanged the file is not read at
+//! all, until something needs its bytes (then they are checked against
+//! the digest, as a stored blob's are: see [`crate::GuestBytes`]).
 //!
 //! A write changes the stamp: it moves the modification and change times
 //! (the change time cannot be set back, not even by tools that restore a
