@@ -33,8 +33,14 @@ fn checked(path: &Path) -> Result<std::fs::Metadata, String> {
 
 /// A guest's bytes from a file (see [`checked`]), read through a cap.
 pub fn read_guest_file(path: &Path) -> Result<Vec<u8>, String> {
-    use std::io::Read;
     checked(path)?;
+    read_capped(path)
+}
+
+/// The bytes of a file [`checked`] already passed, read through the cap
+/// (it may have grown since).
+fn read_capped(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
     let file = std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut bytes = vec![];
     file.take(MAX_GUEST_BYTES + 1)
@@ -51,18 +57,18 @@ pub fn read_guest_file(path: &Path) -> Result<Vec<u8>, String> {
 /// only if something needs them); any other file is read and hashed, and
 /// its digest remembered once it has settled (see [`FileDigests`]).
 pub fn guest_file(memo: Option<&FileDigests>, path: &Path) -> Result<(Digest, GuestBytes), String> {
-    let stamp = memo.and_then(|_| Stamp::of(&checked(path).ok()?));
-    if let (Some(memo), Some(stamp)) = (memo, &stamp)
-        && let Some(digest) = memo.known(path, stamp)
-    {
+    let meta = checked(path)?;
+    let Some((memo, before)) = memo.zip(Stamp::of(&meta)) else {
+        let bytes = read_capped(path)?;
+        return Ok((Digest::of(&bytes), bytes.into()));
+    };
+    if let Some(digest) = memo.known(path, &before) {
         return Ok((digest, GuestBytes::Stored(StoredBlob::new(path.to_path_buf(), digest))));
     }
-    let bytes = read_guest_file(path)?;
+    let bytes = read_capped(path)?;
     let digest = Digest::of(&bytes);
-    if let (Some(memo), Some(before)) = (memo, &stamp)
-        && let Some(after) = std::fs::metadata(path).ok().and_then(|m| Stamp::of(&m))
-    {
-        memo.remember(path, before, &after, &digest, SystemTime::now());
+    if let Some(after) = std::fs::metadata(path).ok().and_then(|m| Stamp::of(&m)) {
+        memo.remember(path, &before, &after, &digest, SystemTime::now());
     }
     Ok((digest, bytes.into()))
 }
