@@ -365,6 +365,7 @@ fn w1_floor(report: &mut Report) {
         idempotency_key: format!("{run}/s/1"),
         deadline_ms: None,
         action: weft_model::Action::Code(weft_model::CodeRef::Sha256(hex)),
+        priority: 0,
         input,
         limits: None,
         run_fuel_left: None,

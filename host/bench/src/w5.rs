@@ -148,6 +148,7 @@ pub fn run(rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
             idempotency_key: format!("{run}/s{i}/1"),
             deadline_ms: None,
             action: weft_model::Action::Tool(weft_model::ToolRef { server: "ev".into(), name: "echo".into() }),
+            priority: 0,
             input: json!({"message": "hello"}),
             limits: None,
             run_fuel_left: None,

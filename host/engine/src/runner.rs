@@ -22,6 +22,13 @@ pub trait EventSink: Send + Sync {
     /// A file the attempt produced, stored with the run (before the
     /// attempt's outcome) and announced by an `artifact` event.
     fn artifact(&self, _name: String, _mime: String, _data: Vec<u8>) {}
+    /// The attempt waits for an execution slot (a code step's share of the
+    /// CPUs and of the guest memory budget): its timeout is paused until
+    /// [`admitted`](Self::admitted). The wait is the engine's, not the step's.
+    fn queued(&self) {}
+    /// The attempt got its slot after waiting `waited`: its timeout runs
+    /// from now.
+    fn admitted(&self, _waited: std::time::Duration) {}
 }
 
 /// A sink that drops everything.
@@ -42,9 +49,14 @@ pub struct StepRequest {
     pub attempt: AttemptNo,
     /// `<run_id>/<step>[/<item>]/<attempt>`
     pub idempotency_key: String,
-    /// The attempt's deadline, ms since epoch (the engine also enforces it).
+    /// The attempt's deadline, ms since epoch, counted from when the
+    /// attempt was launched (the engine also enforces it). A runner that
+    /// queues the attempt for a slot ([`EventSink::queued`]) moves it on by
+    /// the time it waited, as the engine's timer does.
     pub deadline_ms: Option<i64>,
     pub action: Action,
+    /// The step's `priority`: its place among attempts waiting for a slot.
+    pub priority: i64,
     /// The step's `input` with every ref resolved.
     pub input: Value,
     pub limits: Option<Limits>,

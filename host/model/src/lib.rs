@@ -11,6 +11,7 @@ mod decode;
 pub mod definition;
 pub mod graph;
 pub mod json_schema;
+mod json_text;
 pub mod lookalike;
 pub mod problem;
 pub mod refs;
@@ -32,6 +33,7 @@ pub use definition::{
 };
 pub use graph::{Graph, GraphEdge};
 pub use json_schema::{NoSchemas, SchemaLookup, validate_against, validate_input};
+pub use json_text::{JsonTextError, parse_json_text};
 pub use problem::{Problem, Problems, closest, did_you_mean, type_name};
 pub use refs::{Ref, RefError, RefRoot, Segment, Unresolved, describe, parse_ref};
 pub use retry::RetryPolicy;
@@ -45,14 +47,19 @@ pub use validate::validate;
 /// "" with line and column; everything else with the JSON Pointer of the
 /// offending value.
 pub fn parse_and_validate(json_text: &str, lookup: &dyn SchemaLookup) -> Result<Definition, Vec<Problem>> {
-    let v: Value = serde_json::from_str(json_text).map_err(|e| {
-        vec![Problem::new("", format!("invalid JSON: {e}")).hint(format!(
-            "the JSON syntax breaks at line {} column {}",
-            e.line(),
-            e.column()
-        ))]
-    })?;
+    let v: Value = parse_json_text(json_text).map_err(|e| vec![json_text_problem(&e)])?;
     from_value(&v, lookup)
+}
+
+/// The problem of text that is not one JSON document: a duplicate key at
+/// its path, a syntax error at "" with its line and column.
+pub fn json_text_problem(e: &JsonTextError) -> Problem {
+    match &e.path {
+        Some(path) => Problem::new(path.clone(), e.message.clone())
+            .hint(format!("line {} column {}: keep one of the two", e.line, e.column)),
+        None => Problem::new("", format!("invalid JSON: {e}"))
+            .hint(format!("the JSON syntax breaks at line {} column {}", e.line, e.column)),
+    }
 }
 
 /// Like [`parse_and_validate`], from an already parsed value.

@@ -134,6 +134,14 @@ pub struct LimitsConfig {
     pub max_output_bytes: Option<usize>,
     /// A definition, as JSON (default 1 MiB).
     pub max_definition_bytes: Option<usize>,
+    /// Guests computing at once (default: the machine's cores). More wait
+    /// in priority order; their timeouts start when they do. Guests parked
+    /// in a host call (a sleep) and tool steps take none.
+    pub max_running_guests: Option<usize>,
+    /// MiB of memory all running guests together may reserve, each its
+    /// `memory_mb` (default: half the machine's memory). A guest that does
+    /// not fit waits.
+    pub guest_memory_budget_mb: Option<u64>,
 }
 
 /// A configuration problem: exit code 2.
@@ -305,6 +313,8 @@ fn check_limits(l: &LimitsConfig) -> Result<(), (&'static str, String)> {
     range("max_input_bytes", l.max_input_bytes.map(|n| n as u64), u64::MAX)?;
     range("max_output_bytes", l.max_output_bytes.map(|n| n as u64), u64::MAX)?;
     range("max_definition_bytes", l.max_definition_bytes.map(|n| n as u64), u64::MAX)?;
+    range("max_running_guests", l.max_running_guests.map(|n| n as u64), 4096)?;
+    range("guest_memory_budget_mb", l.guest_memory_budget_mb, u64::MAX)?;
     Ok(())
 }
 

@@ -208,11 +208,12 @@ pub struct Invalid {
 /// Parses and validates `text` with `lookup`: the model's problems plus one
 /// for each guest that cannot be found, in document order.
 pub fn validate_text(text: &str, lookup: &RegistryLookup<'_>) -> Result<Definition, Invalid> {
-    match serde_json::from_str::<Value>(text) {
+    match weft_model::parse_json_text(text) {
         Ok(doc) => validate_doc(&doc, lookup),
         Err(e) => {
-            let problems = weft_model::parse_and_validate(text, lookup).err().unwrap_or_default();
-            Err(Invalid { problems, syntax: Some((e.line(), e.column())), ..Default::default() })
+            let problems = vec![weft_model::json_text_problem(&e)];
+            let syntax = e.path.is_none().then_some((e.line, e.column));
+            Err(Invalid { problems, syntax, ..Default::default() })
         }
     }
 }

@@ -218,7 +218,7 @@ impl Pipeline {
                 let file = path.clone();
                 let text = blocking(move || read_definition(&file, cap).map_err(Refused::Unusable)).await?;
                 let base_dir = base_of(&path);
-                match serde_json::from_str::<Value>(&text) {
+                match weft_model::parse_json_text(&text) {
                     Ok(doc) => self.check_doc(doc, base_dir, false, input).await,
                     Err(_) => {
                         let p = self.clone();
@@ -281,7 +281,7 @@ impl Pipeline {
         let text = read_definition(file, self.settings.caps().max_definition_bytes).map_err(Refused::Unusable)?;
         let base_dir = base_of(file);
         let def = validate_text(&text, &self.lookup(&base_dir)).map_err(Refused::Definition)?;
-        let doc: Value = serde_json::from_str(&text).expect("validated text is JSON");
+        let doc: Value = weft_model::parse_json_text(&text).expect("validated text is JSON");
         let warnings = weft_model::lookalike::check(&doc).warnings;
         Ok(Loaded { doc, def, base_dir, template: None, warnings, online: false, unanswered: false })
     }
@@ -512,6 +512,12 @@ fn input_problems(doc: &Value, input: &Value) -> Vec<Problem> {
 
 /// Runs `f` on a blocking thread (the sandbox compiles and describes guests).
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, Refused> + Send + 'static) -> Result<T, Refused> {
+    // A burst of requests queues here rather than each taking a thread of
+    // its own (200 cold starts once held 207 threads).
+    static CHECKS: std::sync::LazyLock<tokio::sync::Semaphore> = std::sync::LazyLock::new(|| {
+        tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get()) * 2)
+    });
+    let _check = CHECKS.acquire().await.map_err(|e| Refused::Unusable(format!("the check was stopped: {e}")))?;
     match tokio::task::spawn_blocking(f).await {
         Ok(r) => r,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),

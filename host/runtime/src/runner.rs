@@ -198,6 +198,7 @@ impl Inner {
             limits,
             cancel,
             observer: Some(Arc::new(ToEvents(req.events.clone()))),
+            priority: req.priority,
         };
         let result = self.sandbox.invoke_async(&guest, &inv).instrument(span.clone()).await;
         if let Some(used) = result.fuel_used {
@@ -209,6 +210,7 @@ impl Inner {
                 metrics::histogram!("weft_guest_fuel").record(used as f64);
             }
             metrics::histogram!("weft_guest_duration_seconds").record(result.elapsed.as_secs_f64());
+            metrics::histogram!("weft_guest_queued_seconds").record(result.queued.as_secs_f64());
             if let Some(peak) = result.memory_peak {
                 metrics::histogram!("weft_guest_memory_bytes").record(peak as f64);
             }
@@ -290,6 +292,12 @@ impl Observer for ToEvents {
     }
     fn progress(&self, message: &str) {
         self.0.progress(json!({"message": message}));
+    }
+    fn queued(&self) {
+        self.0.queued();
+    }
+    fn admitted(&self, waited: Duration) {
+        self.0.admitted(waited);
     }
 }
 
@@ -420,6 +428,7 @@ mod tests {
             attempt: AttemptNo::FIRST,
             deadline_ms: Some(now_ms() + 30_000),
             action,
+            priority: 0,
             input,
             limits: None,
             run_fuel_left: None,

@@ -16,6 +16,16 @@ use wasmtime::{Engine, Module};
 use crate::digest::Digest;
 use crate::error::{HostError, LoadError, SandboxError};
 
+/// Guests compiled by this process (not read from the cache), for the
+/// `weft_guest_compilations_total` metric.
+static COMPILATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many guests this process has compiled (each digest once per
+/// engine, cache misses only).
+pub fn compilations() -> u64 {
+    COMPILATIONS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Where compiled artifacts are kept (or nowhere).
 #[derive(Debug, Clone)]
 pub struct ArtifactCache {
@@ -82,6 +92,7 @@ impl ArtifactCache {
 
     /// Compiles the component `bytes` (of `digest`) and caches it.
     pub fn compile_component(&self, engine: &Engine, digest: &Digest, bytes: &[u8]) -> Result<Component, SandboxError> {
+        COMPILATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let component = Component::new(engine, bytes).map_err(|e| LoadError::Invalid(format!("{e:#}")))?;
         if let Some(path) = self.path(digest, Kind::Component) {
             let bytes = component.serialize().map_err(|e| HostError::Engine(format!("{e:#}")))?;
@@ -92,6 +103,7 @@ impl ArtifactCache {
 
     /// Compiles the core module `bytes` (of `digest`) and caches it.
     pub fn compile_module(&self, engine: &Engine, digest: &Digest, bytes: &[u8]) -> Result<Module, SandboxError> {
+        COMPILATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let module = Module::new(engine, bytes).map_err(|e| LoadError::Invalid(format!("{e:#}")))?;
         if let Some(path) = self.path(digest, Kind::Module) {
             let bytes = module.serialize().map_err(|e| HostError::Engine(format!("{e:#}")))?;

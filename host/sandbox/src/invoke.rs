@@ -46,6 +46,9 @@ pub struct Invocation {
     pub cancel: CancelHandle,
     /// Sees log lines, progress and artifacts as they happen.
     pub observer: Option<Arc<dyn Observer>>,
+    /// Its place among guests waiting to run (higher first; the step's
+    /// `priority`).
+    pub priority: i64,
 }
 
 impl Invocation {
@@ -57,6 +60,7 @@ impl Invocation {
             limits: Limits::default(),
             cancel: CancelHandle::new(),
             observer: None,
+            priority: 0,
         }
     }
 
@@ -176,12 +180,16 @@ impl Armed {
                 why.set(InterruptReason::CANCELED);
                 return Err(Trap::Interrupt.into());
             }
-            if Instant::now() >= deadline {
+            if Instant::now() >= deadline + crate::gate::extension() {
                 why.set(InterruptReason::TIMEOUT);
                 return Err(Trap::Interrupt.into());
             }
             Ok(match calls {
-                Calls::Async if armed_at.elapsed() >= YIELD_AFTER => UpdateDeadline::Yield(1),
+                Calls::Async if armed_at.elapsed() >= YIELD_AFTER => {
+                    // Computing: it keeps its CPU slot while it yields.
+                    crate::gate::note_yield();
+                    UpdateDeadline::Yield(1)
+                }
                 _ => UpdateDeadline::Continue(1),
             })
         });
@@ -201,9 +209,20 @@ impl Armed {
         &self,
         call: F,
     ) -> Result<R, GuestError> {
+        // The deadline moves by the time the guest waited for its CPU slot
+        // after host calls (`gate::extension`, read as this is polled).
+        let deadline = async {
+            loop {
+                let at = self.deadline + crate::gate::extension();
+                tokio::time::sleep_until(at.into()).await;
+                if Instant::now() >= self.deadline + crate::gate::extension() {
+                    return;
+                }
+            }
+        };
         tokio::select! {
             r = call => r.map_err(|e| self.classify(&e)),
-            _ = tokio::time::sleep_until(self.deadline.into()) => Err(GuestError::new(
+            _ = deadline => Err(GuestError::new(
                 GuestErrorKind::Timeout,
                 format!("the guest ran past its {} ms deadline (waiting in a host call)", self.limits.timeout.as_millis()),
             )),

@@ -42,6 +42,8 @@ mod digest;
 mod envelope;
 mod error;
 mod file_digests;
+pub mod gate;
+pub mod host_log;
 mod invoke;
 mod limits;
 mod pipes;
@@ -57,7 +59,7 @@ use serde::{Deserialize, Serialize};
 use wasmtime::Engine;
 
 pub use bytes::{GuestBytes, StoredBlob};
-pub use cache::{ArtifactCache, Compiled, write_atomic};
+pub use cache::{ArtifactCache, Compiled, compilations, write_atomic};
 pub use config::{EPOCH_TICK, SandboxConfig};
 pub use digest::{BadDigest, Digest};
 pub use envelope::PERMANENT_EXIT;
@@ -152,6 +154,9 @@ pub struct InvokeResult {
     /// The largest linear memory the guest grew to, in bytes (`None` when
     /// it never ran).
     pub memory_peak: Option<u64>,
+    /// How long the invocation waited for its CPU slot and memory
+    /// ([`gate`]): before it started, and again after host calls.
+    pub queued: Duration,
 }
 
 /// One wasmtime engine with what goes with it: its linkers and its
@@ -183,6 +188,15 @@ impl Tier {
                 Compiled::Module(m) => Kind::Command(CommandGuest::prepare(&self.commands, &m)?),
             });
         }
+        // Compiling takes cores and hundreds of MB: a few at a time.
+        let _compiling = COMPILING.acquire();
+        // Another process (or tier) may have compiled it meanwhile.
+        if let Some(compiled) = self.cache.cached(&self.engine, digest) {
+            return Ok(match compiled {
+                Compiled::Component(c) => Kind::Component(ComponentGuest::prepare(&self.components, &c)?),
+                Compiled::Module(m) => Kind::Command(CommandGuest::prepare(&self.commands, &m)?),
+            });
+        }
         let bytes = bytes.read()?;
         Ok(match sniff(&bytes)? {
             GuestKindName::Component => {
@@ -207,7 +221,10 @@ pub struct Sandbox {
     config: SandboxConfig,
     cache_dir: Option<std::path::PathBuf>,
     loaded: Mutex<HashMap<Digest, Arc<Guest>>>,
+    /// The digests being loaded, each with the lock its loader holds.
+    loading: Mutex<HashMap<Digest, Arc<Mutex<()>>>>,
     slots: Slots,
+    gate: Arc<gate::Gate>,
 }
 
 impl Sandbox {
@@ -218,10 +235,25 @@ impl Sandbox {
             main: Tier::new(&config, cache_dir)?,
             metered: OnceLock::new(),
             slots: Slots::new(config.max_concurrent.max(1) as usize),
+            gate: gate::Gate::new(gate::default_cpus(), gate::default_budget_mb()),
             cache_dir: cache_dir.map(Path::to_path_buf),
             loaded: Mutex::default(),
+            loading: Mutex::default(),
             config,
         })
+    }
+
+    /// At most `cpus` guests compute at once and all together reserve at
+    /// most `memory_budget_mb` (see [`gate`]); by default the machine's
+    /// cores and half its memory.
+    pub fn with_admission(mut self, cpus: usize, memory_budget_mb: u64) -> Self {
+        self.gate = gate::Gate::new(cpus, memory_budget_mb);
+        self
+    }
+
+    /// The admission gate guests wait at.
+    pub fn gate(&self) -> &gate::Gate {
+        &self.gate
     }
 
     /// The wasmtime engine.
@@ -245,14 +277,28 @@ impl Sandbox {
     /// compiled artifact and never reads, hashes or copies the `.wasm`
     /// (see [`GuestBytes`]). `digest` must be the sha256 of what `bytes`
     /// holds; a [`StoredBlob`] is checked when read.
+    ///
+    /// One load per digest at a time (single flight): callers asking for a
+    /// guest being compiled wait for that compilation instead of starting
+    /// their own (200 cold requests for one guest compile it once).
     pub fn load_pinned(&self, digest: Digest, bytes: GuestBytes) -> Result<Arc<Guest>, SandboxError> {
         if let Some(g) = self.loaded.lock().unwrap_or_else(|p| p.into_inner()).get(&digest) {
             return Ok(g.clone());
         }
-        let kind = self.main.prepare(&digest, &bytes)?;
-        let guest = Arc::new(Guest { digest, kind, bytes, metered: OnceLock::new() });
-        self.loaded.lock().unwrap_or_else(|p| p.into_inner()).insert(digest, guest.clone());
-        Ok(guest)
+        let flight = self.loading.lock().unwrap_or_else(|p| p.into_inner()).entry(digest).or_default().clone();
+        let _flight = flight.lock().unwrap_or_else(|p| p.into_inner());
+        // Another caller may have loaded it while this one waited.
+        if let Some(g) = self.loaded.lock().unwrap_or_else(|p| p.into_inner()).get(&digest) {
+            return Ok(g.clone());
+        }
+        let prepared = self.main.prepare(&digest, &bytes);
+        let result = prepared.map(|kind| {
+            let guest = Arc::new(Guest { digest, kind, bytes, metered: OnceLock::new() });
+            self.loaded.lock().unwrap_or_else(|p| p.into_inner()).insert(digest, guest.clone());
+            guest
+        });
+        self.loading.lock().unwrap_or_else(|p| p.into_inner()).remove(&digest);
+        result
     }
 
     /// The guest's metadata: `describe` for components; commands carry
@@ -290,12 +336,32 @@ impl Sandbox {
         Ok((&tier.engine, kind))
     }
 
-    /// Runs one invocation in a fresh store. The guest yields to the
-    /// executor at every epoch tick (2 ms), and a guest parked in a host
-    /// call is dropped at its deadline or cancel, so this never holds a
-    /// thread past the invocation's timeout.
+    /// Runs one invocation in a fresh store, once the [`gate`] admits it
+    /// (its limits start then). The guest yields to the executor at every
+    /// epoch tick (2 ms), and a guest parked in a host call is dropped at
+    /// its deadline or cancel, so this never holds a thread past the
+    /// invocation's timeout.
     pub async fn invoke_async(&self, guest: &Guest, inv: &Invocation) -> InvokeResult {
+        let queued_at = Instant::now();
+        if let Some(o) = &inv.observer {
+            o.queued();
+        }
+        let admitted = self.gate.admit(inv.priority, inv.limits.memory_bytes).await;
         let _slot = self.slots.acquire().await;
+        let waited = queued_at.elapsed();
+        if let Some(o) = &inv.observer {
+            o.admitted(waited);
+        }
+        // The guest's own view of its deadline moves with its start.
+        let moved;
+        let inv = if waited >= Duration::from_millis(1) && inv.ctx.deadline_ms > 0 {
+            let mut i = inv.clone();
+            i.ctx.deadline_ms = i.ctx.deadline_ms.saturating_add(waited.as_millis() as u64);
+            moved = i;
+            &moved
+        } else {
+            inv
+        };
         let start = Instant::now();
         let (engine, kind) = match self.tier_for(guest, inv) {
             Ok(t) => t,
@@ -306,15 +372,30 @@ impl Sandbox {
                     elapsed: start.elapsed(),
                     fuel_used: None,
                     memory_peak: None,
+                    queued: waited,
                 };
             }
         };
-        let (outcome, collector) = match kind {
-            Kind::Component(c) => c.invoke(engine, inv).await,
-            Kind::Command(c) => c.invoke(engine, inv).await,
+        let host_lines = host_log::HostLines::new(inv.limits.log_bytes);
+        let call = async {
+            match kind {
+                Kind::Component(c) => c.invoke(engine, inv).await,
+                Kind::Command(c) => c.invoke(engine, inv).await,
+            }
         };
+        let gated = gate::Gated::new(call, admitted, inv.priority, host_lines.clone(), inv.observer.clone());
+        let rewaited = gated.waited.clone();
+        let (outcome, mut collector) = gated.await;
+        let (lines, dropped) = host_lines.take();
+        for line in lines {
+            collector.log(Level::Warn, line);
+        }
+        if dropped > 0 {
+            collector.log(Level::Warn, format!("[weft: {dropped} more lines from wasmtime about this guest dropped]"));
+        }
         let (fuel_used, memory_peak) = (collector.fuel_used, collector.memory_peak);
-        InvokeResult { outcome, report: collector.report, elapsed: start.elapsed(), fuel_used, memory_peak }
+        let queued = waited + *rewaited.lock().unwrap_or_else(|p| p.into_inner());
+        InvokeResult { outcome, report: collector.report, elapsed: start.elapsed(), fuel_used, memory_peak, queued }
     }
 
     /// [`Sandbox::invoke_async`] for synchronous callers (the CLI, tests,
@@ -371,6 +452,41 @@ fn sniff(bytes: &[u8]) -> Result<GuestKindName, LoadError> {
     }
     // Nothing of the file is shown: it may not be meant to be read.
     Err(LoadError::NotWasm("it does not start with the \\0asm preamble of WebAssembly (nor with WAT text)".into()))
+}
+
+/// Compilations at once in this process: wasmtime compiles a module's
+/// functions in parallel itself, so two keep the cores busy; more only
+/// add memory.
+static COMPILING: Counting = Counting::new(2);
+
+/// A counting semaphore for synchronous callers.
+struct Counting {
+    free: Mutex<usize>,
+    freed: std::sync::Condvar,
+}
+
+impl Counting {
+    const fn new(n: usize) -> Self {
+        Counting { free: Mutex::new(n), freed: std::sync::Condvar::new() }
+    }
+
+    fn acquire(&self) -> CountingPermit<'_> {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        while *free == 0 {
+            free = self.freed.wait(free).unwrap_or_else(|p| p.into_inner());
+        }
+        *free -= 1;
+        CountingPermit(self)
+    }
+}
+
+struct CountingPermit<'a>(&'a Counting);
+
+impl Drop for CountingPermit<'_> {
+    fn drop(&mut self) {
+        *self.0.free.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.0.freed.notify_one();
+    }
 }
 
 /// Counts guests running at once so the pooling allocator never runs out of

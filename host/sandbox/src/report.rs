@@ -62,6 +62,10 @@ pub trait Observer: Send + Sync {
     fn progress(&self, _message: &str) {}
     /// An artifact.
     fn artifact(&self, _artifact: &Artifact) {}
+    /// The invocation waits for its CPU slot and memory (see `gate`).
+    fn queued(&self) {}
+    /// It got them after `waited`; its limits run from now.
+    fn admitted(&self, _waited: std::time::Duration) {}
 }
 
 /// The marker appended once when logs are cut.

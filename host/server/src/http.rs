@@ -1,7 +1,8 @@
 //! `weft serve --http`: MCP over streamable HTTP (rmcp's
 //! `StreamableHttpService` in axum, at `/mcp`), the JSON API (`/api/v1`),
-//! the web view (`/`), and the bearer token check in front of MCP and the
-//! API.
+//! the web view (`/`), the bearer token check in front of MCP and the
+//! API, and [`crate::guard`] (no other site's page, no other host name) in
+//! front of everything.
 //!
 //! Binding to anything but a loopback address needs a token (refused at
 //! start otherwise, by the CLI). With a token, every request must carry
@@ -40,6 +41,11 @@ pub struct HttpOptions {
     pub addr: SocketAddr,
     /// The bearer token every request must carry, if any.
     pub token: Option<String>,
+    /// Host names besides the bound address's that requests may name
+    /// (`--allow-host`; see [`crate::guard`]).
+    pub allowed_hosts: Vec<String>,
+    /// Web origins whose pages may call weft (`--allow-origin`).
+    pub allowed_origins: Vec<String>,
 }
 
 impl std::fmt::Debug for HttpOptions {
@@ -48,6 +54,8 @@ impl std::fmt::Debug for HttpOptions {
         f.debug_struct("HttpOptions")
             .field("addr", &self.addr)
             .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("allowed_origins", &self.allowed_origins)
             .finish()
     }
 }
@@ -146,6 +154,42 @@ async fn cap_sessions(State(sessions): State<Arc<LocalSessionManager>>, req: Req
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await
 }
 
+/// A body rmcp cannot read as a JSON-RPC message gets 415 from it, as if
+/// the type were wrong; a client that did send `application/json` gets
+/// 400 with a JSON-RPC error instead: -32700 (parse error) for text that
+/// is not JSON, -32600 (invalid request) for JSON that is not a message.
+async fn mcp_body_errors(State(cap): State<usize>, req: Request, next: Next) -> Response {
+    let json = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json"));
+    if req.method() != axum::http::Method::POST || !json {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, cap).await else {
+        return (StatusCode::PAYLOAD_TOO_LARGE, format!("413: the request body is over {cap} bytes\n")).into_response();
+    };
+    let response = next.run(Request::from_parts(parts, axum::body::Body::from(bytes.clone()))).await;
+    if response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        return response;
+    }
+    let detail = axum::body::to_bytes(response.into_body(), 64 << 10).await.unwrap_or_default();
+    let (code, message) = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Err(e) => (-32700, format!("Parse error: the body is not JSON ({e})")),
+        Ok(_) => (
+            -32600,
+            format!(
+                "Invalid Request: the body is JSON but not a JSON-RPC 2.0 message ({})",
+                String::from_utf8_lossy(&detail)
+            ),
+        ),
+    };
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+    (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
+}
+
 /// Serves MCP at `http://ADDR/mcp` until `stop`. `on_bound` gets the
 /// address actually bound (for port 0) before the first request.
 pub async fn serve_http(
@@ -162,25 +206,26 @@ pub async fn serve_http(
     // them, the tool answers with the cap named); past that, 413.
     let caps = core.settings.caps();
     let body_cap = caps.max_input_bytes + caps.max_definition_bytes + (256 << 10);
-    let mut config = StreamableHttpServerConfig::default()
+    let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(stop.child_token())
         .with_max_request_body_bytes(body_cap)
         // A stateless (2026-07-28) call that sends nothing before its result
         // is answered as plain JSON, not as a one-event SSE stream (rmcp
         // falls back to SSE when the handler notifies first): W9 over MCP.
-        .with_json_response(true);
-    if !is_loopback_only(&opts.addr) {
-        // Reached by other names than localhost; the token guards it.
-        config = config.disable_allowed_hosts();
-    }
+        .with_json_response(true)
+        // Host and Origin are checked for every route by `crate::guard`,
+        // with the operator's allow-lists, before rmcp sees the request.
+        .disable_allowed_hosts();
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(SESSION_IDLE);
     let sessions = Arc::new(sessions);
     let api = crate::api::router(core.clone()).layer(axum::extract::DefaultBodyLimit::max(body_cap));
     let service: StreamableHttpService<WeftServer, LocalSessionManager> =
         StreamableHttpService::new(move || Ok(WeftServer::new(core.clone())), sessions.clone(), config);
-    let mcp =
-        axum::Router::new().nest_service("/mcp", service).layer(middleware::from_fn_with_state(sessions, cap_sessions));
+    let mcp = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(middleware::from_fn_with_state(body_cap, mcp_body_errors))
+        .layer(middleware::from_fn_with_state(sessions, cap_sessions));
     let mut app = mcp.merge(api);
     if let Some(token) = &opts.token {
         app = app.layer(middleware::from_fn_with_state(Arc::new(Bearer::new(token)), check_bearer));
@@ -188,6 +233,10 @@ pub async fn serve_http(
     // The web view's page and assets hold no data: outside the token check
     // (the page asks for the token and sends it with every API call).
     let app = app.merge(crate::web::router());
+    // Outermost: no route (nor the token check) sees a request from
+    // another site or to another host name.
+    let guard = Arc::new(crate::guard::Guard::new(local, &opts.allowed_hosts, &opts.allowed_origins));
+    let app = app.layer(middleware::from_fn_with_state(guard, crate::guard::guard));
     on_bound(local);
     accept_loop(listener, app, stop).await;
     Ok(())
@@ -271,7 +320,12 @@ mod tests {
 
     #[test]
     fn debug_never_shows_the_token() {
-        let o = HttpOptions { addr: "127.0.0.1:1".parse().unwrap(), token: Some("s3cret".into()) };
+        let o = HttpOptions {
+            addr: "127.0.0.1:1".parse().unwrap(),
+            token: Some("s3cret".into()),
+            allowed_hosts: vec![],
+            allowed_origins: vec![],
+        };
         assert!(!format!("{o:?}").contains("s3cret"));
     }
 }

@@ -26,6 +26,7 @@
 //! | `tools_compare.rs` | `run_compare`: a run beside its recording or another run, step by step |
 //! | `metrics_http.rs` | `GET /metrics` (Prometheus), and the listener of `weft worker --metrics ADDR` |
 //! | `http.rs` | streamable HTTP with axum (MCP at `/mcp`, the API), the bearer token check |
+//! | `guard.rs` | the CSRF and DNS-rebinding guard in front of every HTTP route (Host, Origin, JSON mutations) |
 //! | `api/` | the HTTP JSON API at `/api/v1` (docs/api.md) and its OpenAPI document |
 //! | `web/` | the web view at `/`: one embedded page over the API and its event streams |
 //! | `trace_context.rs` | the W3C trace context of an MCP call's `_meta` or an HTTP `traceparent`, for the runs it starts |
@@ -38,6 +39,7 @@
 pub mod api;
 mod elicit;
 mod errors;
+mod guard;
 mod guide;
 mod handler;
 mod http;

@@ -138,6 +138,7 @@ impl Core {
             idempotency_key: weft_engine::ids::idempotency_key(id, step, None, AttemptNo::FIRST),
             deadline_ms: None,
             action: weft_model::Action::Code(code),
+            priority: 0,
             input,
             limits: None,
             run_fuel_left: None,

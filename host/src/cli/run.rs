@@ -11,7 +11,12 @@
 //!    executes the run itself. When another process (a `weft worker`) owns
 //!    the store, the run is left `submitted` for that process — a worker
 //!    wakes when the store is written — and this process follows it, woken
-//!    by the store's writes (taking over if the owner goes away). Either way progress goes to stderr and the result to stdout:
+//!    by the store's writes (taking over if the owner goes away). An owner
+//!    that is itself a foreground `weft run` executes the runs other
+//!    foreground runs leave meanwhile, at once (as a worker would), and
+//!    when its own run ends gives their attempts in flight up to
+//!    [`HANDOVER`] to finish before it leaves them to the next owner.
+//!    Either way progress goes to stderr and the result to stdout:
 //!    the run's output (or, when it did not complete, its error object), or
 //!    with `--json` the whole `runs show --json` object. Exit code 0
 //!    completed, 1 failed/rejected/canceled, 3 waiting for input.
@@ -29,6 +34,7 @@ use weft_engine::outside::WaitKind;
 use weft_engine::{Engine, EngineError, RunId, RunOptions, RunRecord, RunState, view};
 use weft_model::Definition;
 use weft_runtime::app::Owner;
+use weft_runtime::owner::Poller;
 use weft_runtime::pipeline::{Prepared, Refused, Source};
 
 use super::progress::Progress;
@@ -173,7 +179,7 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
         Err(pid) => {
             let id = create(&app, &engine, &pinned, input, opts)?;
             eprintln!(
-                "the store {} is owned by {}; it executes run {id} (following it here)",
+                "the store {} is owned by {}, which executes run {id}; following it here (and taking over if that process ends first)",
                 app.store_name,
                 app::holder(pid)
             );
@@ -182,12 +188,33 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
     };
     let mut owned = owned;
     let rec = follow(&app, &engine, &id, &mut owned, Progress::new(false));
+    if owned.is_some() {
+        hand_over(&app, &engine);
+    }
     if let Some(o) = owned {
         // A worker on a shared store: the runs it still drives go back.
         app.block_on(o.leave());
     }
     app.shutdown_upstreams();
     Ok(print_result(&rec?, args.json))
+}
+
+/// How long the runs another foreground `weft run` left, which this owner
+/// executes, get to finish their attempts in flight once this process's
+/// own run ended (the next owner retries what is still running).
+pub const HANDOVER: Duration = Duration::from_secs(3);
+
+/// The owner's own run ended: the other runs it drives get [`HANDOVER`]
+/// to reach a commit; those still running are stopped like a crash (their
+/// followers take the store over within half a second).
+fn hand_over(app: &App, engine: &Engine) {
+    app.block_on(async {
+        let until = tokio::time::Instant::now() + HANDOVER;
+        while engine.busy_runs() > 0 && tokio::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    engine.abort_all();
 }
 
 fn create(app: &App, engine: &Engine, def: &Definition, input: Value, opts: RunOptions) -> anyhow::Result<RunId> {
@@ -220,6 +247,9 @@ pub fn follow(
         // it leaves for this owner) wake the store's watch. A slow look
         // remains for what neither tells (an owner that died).
         let mut ended = lock.is_some().then(|| Box::pin(engine.wait(id)));
+        // While this process owns the store, it executes the runs other
+        // processes (foreground `weft run`s following theirs) submit.
+        let mut poller = lock.is_some().then(|| Poller::new(vec![id.clone()]));
         let mut changes = engine.subscribe();
         let mut watch = app.store.watch();
         // Progress is read at most every 20 ms, however often commits come.
@@ -249,11 +279,12 @@ pub fn follow(
                 }
             }
             last = tokio::time::Instant::now();
-            if lock.is_some() {
+            if let Some(p) = poller.as_mut() {
                 // This process owns the store: signals and events other
-                // processes leave in the inbox are answered here.
-                if let Err(e) = engine.process_inbox().await {
-                    tracing::warn!(error = %e, "cannot handle the inbox");
+                // processes leave in the inbox are answered here, and the
+                // runs they submit are started.
+                if let Err(e) = p.poll(engine, &*app.store).await {
+                    tracing::warn!(error = %e, "cannot look for submitted runs");
                 }
             }
             let rec = app.store.run(id).await?.with_context(|| format!("run {id} disappeared from the store"))?;
@@ -271,6 +302,7 @@ pub fn follow(
                     engine.start(id);
                     *lock = Some(l);
                     ended = Some(Box::pin(engine.wait(id)));
+                    poller = Some(Poller::new(vec![id.clone()]));
                 }
             }
         }

@@ -46,6 +46,15 @@ pub struct ServeArgs {
     /// non-loopback ADDR). Default: $WEFT_TOKEN.
     #[arg(long, value_name = "TOKEN", env = "WEFT_TOKEN", hide_env_values = true, requires = "http")]
     token: Option<String>,
+    /// Another host name clients may reach weft by (repeatable). On
+    /// loopback only localhost names are taken otherwise: a page that
+    /// rebinds its own name to 127.0.0.1 is refused.
+    #[arg(long = "allow-host", value_name = "HOST", requires = "http")]
+    allow_host: Vec<String>,
+    /// A web origin (`https://ops.example`) whose pages may call weft
+    /// (repeatable). Otherwise only weft's own page may.
+    #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
+    allow_origin: Vec<String>,
 }
 
 /// Parses `FLAG ADDR` (`HOST:PORT`, `:PORT` or `PORT`).
@@ -64,22 +73,56 @@ pub fn parse_addr(text: &str, flag: &str) -> anyhow::Result<SocketAddr> {
     addrs.next().ok_or_else(|| bad(anyhow::anyhow!("{flag} {text:?} resolves to no address")))
 }
 
+/// A token a client can send: not empty, no spaces or control characters
+/// (an HTTP header value cannot carry them intact).
+fn check_token(token: &str) -> anyhow::Result<()> {
+    if token.trim().is_empty() {
+        return Err(bad(anyhow::anyhow!("the token is empty or blank: give a non-empty --token or WEFT_TOKEN")));
+    }
+    if let Some(c) = token.chars().find(|c| c.is_whitespace() || c.is_control() || !c.is_ascii()) {
+        return Err(bad(anyhow::anyhow!(
+            "the token holds {c:?}, which a client cannot send in `Authorization: Bearer TOKEN`; use printable ASCII without spaces"
+        )));
+    }
+    Ok(())
+}
+
+/// `--allow-origin` must be an origin as browsers send it.
+fn check_origin(origin: &str) -> anyhow::Result<()> {
+    let o = origin.trim().trim_end_matches('/');
+    let rest = o.strip_prefix("http://").or_else(|| o.strip_prefix("https://"));
+    match rest {
+        Some(host) if !host.is_empty() && !host.contains('/') => Ok(()),
+        _ => Err(bad(anyhow::anyhow!(
+            "--allow-origin {origin:?} is not a web origin; give SCHEME://HOST[:PORT], e.g. https://ops.example"
+        ))),
+    }
+}
+
 pub fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<Exit> {
     // Refuse a bad listening setup before touching the store.
     let http = match &args.http {
         None => None,
         Some(a) => {
             let addr = parse_addr(a, "--http")?;
-            let token = args.token.clone().filter(|t| !t.is_empty());
-            if args.token.as_deref() == Some("") {
-                return Err(bad(anyhow::anyhow!("the token is empty: give a non-empty --token or WEFT_TOKEN")));
+            let token = args.token.clone();
+            if let Some(t) = &token {
+                check_token(t)?;
+            }
+            for o in &args.allow_origin {
+                check_origin(o)?;
             }
             if token.is_none() && !weft_server::is_loopback_only(&addr) {
                 return Err(bad(anyhow::anyhow!(
                     "refusing to serve on {addr} without a token: any address but loopback needs --token TOKEN or WEFT_TOKEN (clients then send `Authorization: Bearer TOKEN`)"
                 )));
             }
-            Some(HttpOptions { addr, token })
+            Some(HttpOptions {
+                addr,
+                token,
+                allowed_hosts: args.allow_host.clone(),
+                allowed_origins: args.allow_origin.clone(),
+            })
         }
     };
     let app = App::open(settings)?;

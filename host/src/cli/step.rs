@@ -138,6 +138,7 @@ fn run_step(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
         limits,
         cancel: Default::default(),
         observer: Some(Arc::new(Stderr)),
+        priority: 0,
     };
     let result = sandbox.invoke(&guest, &inv);
     save_artifacts(&result.report.artifacts, args.artifacts_dir.as_deref())?;

@@ -93,13 +93,13 @@ pub fn client_path_allowed(allowed: &[PathBuf], base_dir: &Path, p: &str) -> Res
     };
     let refused = || {
         if allowed.is_empty() {
-            "a definition sent over MCP cannot name a file as `code.path`: name a plugin (`{\"plugin\": NAME}`, \
-             see plugin_list) or a digest (`{\"sha256\": HEX}`); the operator can allow folders with \
-             `[guests] allow_paths`"
+            "a definition a client sends (over MCP or the HTTP API) cannot name a file as `code.path`: name a \
+             plugin (`{\"plugin\": NAME}`: the MCP tool plugin_list, or `weft plugin list`) or a digest \
+             (`{\"sha256\": HEX}`); the operator can allow folders with `[guests] allow_paths`"
                 .to_string()
         } else {
             "this `code.path` is outside the folders the operator allowed (`[guests] allow_paths`): name a plugin \
-             (see plugin_list) or a digest instead"
+             (the MCP tool plugin_list, or `weft plugin list`) or a digest instead"
                 .to_string()
         }
     };

@@ -36,7 +36,12 @@ pub fn sandbox(settings: &Settings) -> Result<Arc<Sandbox>, SandboxError> {
     match &*one {
         Some((cache, s)) if *cache == settings.cache_dir => Ok(s.clone()),
         _ => {
-            let s = Arc::new(Sandbox::new(SandboxConfig::default(), Some(&settings.cache_dir))?);
+            let l = &settings.file.limits;
+            let sandbox = Sandbox::new(SandboxConfig::default(), Some(&settings.cache_dir))?.with_admission(
+                l.max_running_guests.unwrap_or_else(weft_sandbox::gate::default_cpus),
+                l.guest_memory_budget_mb.unwrap_or_else(weft_sandbox::gate::default_budget_mb),
+            );
+            let s = Arc::new(sandbox);
             *one = Some((settings.cache_dir.clone(), s.clone()));
             Ok(s)
         }

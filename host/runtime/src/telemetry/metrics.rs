@@ -72,6 +72,7 @@ pub fn sample_engine(engine: &weft_engine::Engine) {
     g("busy", busy);
     g("parked", active.saturating_sub(busy));
     g("hibernated", engine.hibernated_runs());
+    metrics::counter!("weft_guest_compilations_total").absolute(weft_sandbox::compilations());
 }
 
 fn describe() {
@@ -87,7 +88,16 @@ fn describe() {
     describe_histogram!("weft_commit_group_batches", "Batches committed per store transaction (group commit).");
     describe_histogram!("weft_commit_duration_seconds", Unit::Seconds, "Latency of store commits.");
     describe_histogram!("weft_guest_fuel", "Fuel used per guest invocation.");
+    describe_counter!(
+        "weft_guest_compilations_total",
+        "Guests compiled by this process (artifact cache misses; one per guest however many ask at once)."
+    );
     describe_histogram!("weft_guest_duration_seconds", Unit::Seconds, "Wall time of guest invocations.");
+    describe_histogram!(
+        "weft_guest_queued_seconds",
+        Unit::Seconds,
+        "Time guest invocations waited for a CPU slot and memory (the engine's, not the step's)."
+    );
     describe_histogram!("weft_guest_memory_bytes", Unit::Bytes, "Largest linear memory per guest invocation.");
     describe_histogram!(
         "weft_upstream_call_duration_seconds",

@@ -13,6 +13,7 @@
 
 pub mod metrics;
 pub mod spans;
+mod wasmtime_lines;
 
 use std::time::Duration;
 
@@ -20,7 +21,7 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider};
 use serde::Deserialize;
-use tracing_subscriber::filter::{EnvFilter, LevelFilter, Targets};
+use tracing_subscriber::filter::{EnvFilter, FilterExt as _, LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{Layer as _, Registry};
@@ -137,13 +138,13 @@ pub fn init(cfg: &TelemetryConfig, format: Option<LogFormat>) -> Result<Telemetr
     }
     let fmt = tracing_subscriber::fmt::layer().with_writer(crate::logging::Redacting);
     let logs = match format {
-        LogFormat::Text => fmt.with_filter(log_filter(format)).boxed(),
+        LogFormat::Text => fmt.with_filter(log_filter(format).and(wasmtime_lines::WasmtimeLines::default())).boxed(),
         LogFormat::Json => fmt
             .json()
             .flatten_event(true)
             .with_current_span(true)
             .with_span_list(true)
-            .with_filter(log_filter(format))
+            .with_filter(log_filter(format).and(wasmtime_lines::WasmtimeLines::default()))
             .boxed(),
     };
     let (otel, runs) = match &out.provider {

@@ -229,8 +229,17 @@ impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequest<
         let bytes = axum::body::Bytes::from_request(req, state).await.map_err(|e| {
             ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", format!("the request body cannot be read: {e}"))
         })?;
-        let de = &mut serde_json::Deserializer::from_slice(&bytes);
-        serde_path_to_error::deserialize(de).map(Body).map_err(|e| {
+        // Strictly (a key given twice is refused at its path), then into `T`.
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|e| ApiError::invalid(format!("the request body is not UTF-8 text: {e}")))?;
+        let doc = weft_model::parse_json_text(text).map_err(|e| {
+            let err = ApiError::invalid(format!("the request body is not valid JSON: {e}"));
+            match e.path {
+                Some(p) => err.at(p).hint("keep one of the two keys"),
+                None => err,
+            }
+        })?;
+        serde_path_to_error::deserialize(doc).map(Body).map_err(|e| {
             let path = e.path().to_string();
             let pointer = if path == "." { String::new() } else { format!("/{}", path.replace('.', "/")) };
             ApiError::invalid(format!("the request body is not valid: {}", e.inner())).at(pointer)

@@ -145,6 +145,13 @@ enum SinkMsg {
         item: Option<ItemIndex>,
         line: String,
     },
+    /// An attempt waited `waited_ms` for its execution slot (the engine's
+    /// time, not the step's).
+    Admitted {
+        step: usize,
+        item: Option<ItemIndex>,
+        waited_ms: u64,
+    },
     /// Fuel an attempt's guest used, stored with the attempt's outcome.
     Fuel {
         step: usize,
@@ -180,7 +187,18 @@ impl EventSink for Sink {
     fn artifact(&self, name: String, mime: String, data: Vec<u8>) {
         let _ = self.tx.send(SinkMsg::Artifact { step: self.step, item: self.item, name, mime, data });
     }
+    fn admitted(&self, waited: std::time::Duration) {
+        // Only a wait one can see: an idle machine admits at once.
+        if waited >= ADMISSION_SHOWN {
+            let waited_ms = waited.as_millis().min(u64::MAX as u128) as u64;
+            let _ = self.tx.send(SinkMsg::Admitted { step: self.step, item: self.item, waited_ms });
+        }
+    }
 }
+
+/// An attempt that waited at least this long for its execution slot gets
+/// an `attempt.admitted` event (`{"waited_ms"}`) in its run's history.
+const ADMISSION_SHOWN: std::time::Duration = std::time::Duration::from_millis(5);
 
 enum Wake {
     Canceled,

@@ -19,6 +19,9 @@ impl Driver {
                 }
             }
             SinkMsg::Artifact { step, item, name, mime, data } => self.on_artifact(step, item, name, mime, data),
+            SinkMsg::Admitted { step, item, waited_ms } => {
+                self.event("attempt.admitted".into(), Some(step), item, json!({"waited_ms": waited_ms}));
+            }
             SinkMsg::Fuel { step, item, used } => {
                 if let Some(unit) = self.steps.get_mut(step).and_then(|s| s.units.iter_mut().find(|u| u.item == item)) {
                     unit.fuel = Some(unit.fuel.unwrap_or(0).saturating_add(used));

@@ -314,7 +314,6 @@ impl Driver {
         let step = &self.def.steps[i];
         let timeout_ms =
             step.timeout_ms.or_else(|| self.sh.runner.default_timeout_ms(&step.action)).or(step.effective_timeout_ms());
-        let timeout_at = timeout_ms.map(|t| now.saturating_add(t as i64));
         let lease_until = match timeout_ms {
             Some(t) => now.saturating_add((t + self.sh.config.lease_slack_ms) as i64),
             None => now.saturating_add(self.sh.config.default_lease_ms as i64),
@@ -351,18 +350,16 @@ impl Driver {
                 return self.attempt_failed(i, u, attempt, unresolved_error(u_err));
             }
         };
-        let deadline_ms = match (timeout_at, self.deadline_at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
         let req = StepRequest {
             run: self.id.clone(),
             step: name.clone(),
             item,
             attempt,
             idempotency_key: idempotency_key(&self.id, &name, item, attempt),
-            deadline_ms,
+            // Set when the attempt is launched (`attempt::run_attempt`).
+            deadline_ms: None,
             action: self.def.steps[i].action.clone(),
+            priority: self.def.steps[i].priority,
             input,
             limits: self.def.steps[i].limits,
             run_fuel_left: self.def.limits.and_then(|l| l.run_fuel).map(|b| b.saturating_sub(self.fuel_used)),
@@ -370,7 +367,15 @@ impl Driver {
             events: Arc::new(Sink { tx: self.sink_tx.clone(), step: i, item }),
             trace: self.info.trace.clone(),
         };
-        self.to_launch.push(Launch { step: i, unit: u, req, token, timeout_at, timeout_ms, permit });
+        self.to_launch.push(Launch {
+            step: i,
+            unit: u,
+            req,
+            token,
+            timeout_ms,
+            run_deadline: self.deadline_at,
+            permit,
+        });
         Ok(())
     }
 }
