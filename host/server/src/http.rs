@@ -14,8 +14,9 @@
 //! accept loop is weft's own (hyper's HTTP/1 connection, as axum's), with
 //! a deadline for a request's headers that also closes idle keep-alive
 //! connections ([`HEADER_READ_TIMEOUT`]), a cap on open connections sized
-//! to the process's file-descriptor limit (past it a connection is closed
-//! at once, before auth; a run's steps keep their descriptors), idle
+//! to the process's file-descriptor limit (at it the oldest idle
+//! connection makes room, and event streams are capped: `crate::conns`;
+//! a run's steps keep their descriptors), idle
 //! 2025-11-25 sessions expire ([`SESSION_IDLE`]) and at most
 //! [`MAX_SESSIONS`] live at once (past it, 503 for a new one).
 
@@ -33,6 +34,7 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use super::{Core, ServeError, WeftServer};
+use crate::conns::{Conn, Conns};
 
 /// Where and how to listen.
 #[derive(Clone)]
@@ -233,28 +235,30 @@ pub async fn serve_http(
     // The web view's page and assets hold no data: outside the token check
     // (the page asks for the token and sends it with every API call).
     let app = app.merge(crate::web::router());
+    let conns = Conns::new(connection_cap());
+    let app = app.layer(middleware::from_fn_with_state(conns.clone(), crate::conns::cap_streams));
     // Outermost: no route (nor the token check) sees a request from
     // another site or to another host name.
     let guard = Arc::new(crate::guard::Guard::new(local, &opts.allowed_hosts, &opts.allowed_origins));
     let app = app.layer(middleware::from_fn_with_state(guard, crate::guard::guard));
     on_bound(local);
-    accept_loop(listener, app, stop).await;
+    accept_loop(listener, app, conns, stop).await;
     Ok(())
 }
 
 /// Accepts connections until `stop`, each served by hyper with the
-/// header-read deadline, at most [`connection_cap`] at once.
-async fn accept_loop(listener: tokio::net::TcpListener, app: axum::Router, stop: CancellationToken) {
-    let open = Arc::new(tokio::sync::Semaphore::new(connection_cap()));
-    let mut conns = tokio::task::JoinSet::new();
+/// header-read deadline, at most [`connection_cap`] at once; at the cap
+/// the oldest idle one makes room ([`crate::conns`]).
+async fn accept_loop(listener: tokio::net::TcpListener, app: axum::Router, conns: Arc<Conns>, stop: CancellationToken) {
+    let mut tasks = tokio::task::JoinSet::new();
     loop {
         let accepted = tokio::select! {
             _ = stop.cancelled() => break,
             a = listener.accept() => a,
-            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
             Err(e) => {
                 // Out of descriptors (EMFILE) or a connection reset before
                 // it was accepted: wait a little rather than spin.
@@ -263,8 +267,8 @@ async fn accept_loop(listener: tokio::net::TcpListener, app: axum::Router, stop:
                 continue;
             }
         };
-        let Ok(permit) = open.clone().try_acquire_owned() else {
-            // At the cap: closed at once, before anything is read.
+        let Some((conn, pressed)) = conns.admit(peer.ip()) else {
+            // Every connection is busy: closed at once, before anything is read.
             drop(stream);
             continue;
         };
@@ -275,26 +279,56 @@ async fn accept_loop(listener: tokio::net::TcpListener, app: axum::Router, stop:
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "weft serve: cannot set TCP_NODELAY");
         }
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let service = ConnService { app: app.clone(), conn: conn.clone() };
         let stop = stop.clone();
-        conns.spawn(async move {
-            let _permit = permit;
-            let conn = hyper::server::conn::http1::Builder::new()
+        tasks.spawn(async move {
+            let header_deadline = if pressed { crate::conns::PRESSED_FIRST_REQUEST } else { HEADER_READ_TIMEOUT };
+            let served = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .header_read_timeout(header_deadline)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            let mut conn = std::pin::pin!(conn);
+            let mut served = std::pin::pin!(served);
             tokio::select! {
-                _ = conn.as_mut() => {}
+                _ = served.as_mut() => {}
+                // Dropped for a newer connection: it was idle.
+                _ = conn.evict.cancelled() => {}
                 _ = stop.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
+                    served.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(Duration::from_secs(5), served).await;
                 }
             }
+            conn.close();
         });
     }
     // Stopping: let open connections finish their graceful shutdown.
-    let _ = tokio::time::timeout(Duration::from_secs(6), async { while conns.join_next().await.is_some() {} }).await;
+    let _ = tokio::time::timeout(Duration::from_secs(6), async { while tasks.join_next().await.is_some() {} }).await;
+}
+
+/// The app, for one connection: each request carries the connection (for
+/// [`crate::conns::cap_streams`]) and keeps it busy until its response's
+/// body ends.
+#[derive(Clone)]
+struct ConnService {
+    app: axum::Router,
+    conn: Conn,
+}
+
+impl hyper::service::Service<Request<hyper::body::Incoming>> for ConnService {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response, Self::Error>> + Send>>;
+
+    fn call(&self, req: Request<hyper::body::Incoming>) -> Self::Future {
+        let busy = self.conn.begin();
+        let mut req = req.map(axum::body::Body::new);
+        req.extensions_mut().insert(self.conn.clone());
+        let call = hyper::service::Service::call(&hyper_util::service::TowerToHyperService::new(self.app.clone()), req);
+        Box::pin(async move {
+            let response = call.await?;
+            let (parts, body) = response.into_parts();
+            Ok(Response::from_parts(parts, axum::body::Body::new(crate::conns::Holding { body, _held: busy })))
+        })
+    }
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@
 //! | `tools_compare.rs` | `run_compare`: a run beside its recording or another run, step by step |
 //! | `metrics_http.rs` | `GET /metrics` (Prometheus), and the listener of `weft worker --metrics ADDR` |
 //! | `http.rs` | streamable HTTP with axum (MCP at `/mcp`, the API), the bearer token check |
+//! | `conns.rs` | who holds the HTTP connections: the oldest idle makes room at the cap, event streams capped |
 //! | `guard.rs` | the CSRF and DNS-rebinding guard in front of every HTTP route (Host, Origin, JSON mutations) |
 //! | `api/` | the HTTP JSON API at `/api/v1` (docs/api.md) and its OpenAPI document |
 //! | `web/` | the web view at `/`: one embedded page over the API and its event streams |
@@ -37,6 +38,7 @@
 //! 2026-07-28 clients have no sessions, so each request gets a fresh one.
 
 pub mod api;
+mod conns;
 mod elicit;
 mod errors;
 mod guard;

@@ -132,3 +132,65 @@ fn a_full_disk_stalls_a_run_and_it_goes_on_once_space_is_freed() {
     assert_eq!(check, "ok");
     assert!(std::fs::read_to_string(&log).unwrap().contains("trying again"), "the stall was logged");
 }
+
+/// Issue 40, item 3: a stall is the engine's failure, never the step's.
+/// Ten runs in flight, the disk full for 40 s: none fails, no step is
+/// charged an attempt, all complete once space returns.
+#[test]
+fn forty_seconds_of_full_disk_fail_no_run_in_flight() {
+    let w = Weft::new();
+    let data = w.data_dir();
+    let Some(mut mounted) = Mounted::new(&data, "64m") else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n*** SKIPPED: disk_full: cannot mount a tmpfs (not root?); the 40 s stall is untested ***\n"
+        );
+        return;
+    };
+    let steps: Vec<_> = (0..6)
+        .map(|i| {
+            let mut s = json!({"name": format!("s{i}"), "code": {"path": weft_test_artifacts::HOSTILE},
+                               "input": {"mode": "busy", "n": 200}});
+            if i > 0 {
+                s["after"] = json!([format!("s{}", i - 1)]);
+            }
+            s
+        })
+        .collect();
+    let file = w.write_def("long", &json!({"name": "long", "steps": steps}));
+    let ids: Vec<String> = (0..10)
+        .map(|_| {
+            let out = w.run(&["run", file.to_str().unwrap(), "--detach"]);
+            out.expect_code(0);
+            out.stdout.trim().to_string()
+        })
+        .collect();
+    let log = w.dir.path().join("worker.log");
+    let worker =
+        w.cmd().arg("worker").stdout(Stdio::null()).stderr(std::fs::File::create(&log).unwrap()).spawn().unwrap();
+    mounted.worker = Some(worker);
+    // Mid-way: some steps done, none of the runs finished.
+    let until = Instant::now() + Duration::from_secs(30);
+    while w.show(&ids[0])["steps"][0]["state"] != "succeeded" {
+        assert!(Instant::now() < until, "the runs never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let filler = fill(&data);
+    std::thread::sleep(Duration::from_secs(40));
+    std::fs::remove_file(filler).unwrap();
+    let until = Instant::now() + Duration::from_secs(120);
+    for id in &ids {
+        let run = loop {
+            let run = w.show(id);
+            if run["state"] != "working" && run["state"] != "submitted" {
+                break run;
+            }
+            assert!(Instant::now() < until, "run {id} did not go on once space was freed: {run}");
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert_eq!(run["state"], "completed", "{run}\n--- worker log\n{}", std::fs::read_to_string(&log).unwrap());
+        for s in run["steps"].as_array().unwrap() {
+            assert_eq!(s["attempts"], 1, "a step was charged an attempt for the full disk: {run}");
+        }
+    }
+}

@@ -164,14 +164,14 @@ pub(crate) struct Server {
 
 impl Server {
     pub(crate) fn start(w: &Weft, args: &[&str]) -> Server {
-        let mut child = w
-            .cmd()
-            .arg("serve")
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start weft serve");
+        let mut cmd = w.cmd();
+        cmd.arg("serve").args(args);
+        Server::spawn(cmd)
+    }
+
+    /// Starts `cmd` (a `weft serve --http ...` command) and waits until it listens.
+    pub(crate) fn spawn(mut cmd: Command) -> Server {
+        let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("start weft serve");
         let mut stderr = BufReader::new(child.stderr.take().unwrap());
         let mut head = String::new();
         let url = loop {

@@ -1,7 +1,8 @@
 //! `sleep` steps through the real binary: a `weft worker` SIGKILLed while
 //! a run sleeps; after an outage longer than the sleep, a new worker fires
 //! the timer late (not never, not twice) and finishes the run; and
-//! `weft worker --until-idle` waits for pending timers.
+//! `weft worker --until-idle` waits for pending timers; and concurrent
+//! foreground `weft run`s sleep together, not one after another.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -57,3 +58,34 @@ on_both_stores! { fn worker_until_idle_waits_for_pending_timers(w) {
     assert!(t0.elapsed() >= Duration::from_millis(700), "it waited for the timer");
     assert_eq!(w.show(&id)["state"], "completed");
 } }
+
+/// Six foreground `weft run`s at once, no worker: the first owns the
+/// store and executes the others' runs too, so all six end together
+/// (before: one after another, 2 s each, the last at 14.6 s).
+#[test]
+fn concurrent_foreground_runs_do_not_wait_for_each_other() {
+    let w = crate::common::Weft::new();
+    let def = json!({"name": "nap", "steps": [{"name": "nap", "sleep": {"ms": 2000}}]});
+    let file = w.write_def("nap", &def);
+    w.run(&["validate", file.to_str().unwrap()]).expect_code(0);
+    let started = std::time::Instant::now();
+    let children: Vec<_> = (0..6)
+        .map(|_| {
+            w.cmd()
+                .args(["run", file.to_str().unwrap()])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut ends = vec![];
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        ends.push(started.elapsed());
+    }
+    let last = ends.iter().max().unwrap();
+    assert!(*last < std::time::Duration::from_secs(7), "the six 2 s runs ended at {ends:?}");
+    assert!(w.runs().iter().all(|r| r["state"] == "completed"));
+}

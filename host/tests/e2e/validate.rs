@@ -277,3 +277,30 @@ fn long_names_control_characters_and_numbers_out_of_range_are_refused_escaped() 
     out.expect_code(0);
     assert_eq!(out.json(), json!([]));
 }
+
+/// A key given twice in one object is refused with its path and line (the
+/// last would silently win), nothing stored; a UTF-8 byte-order mark is
+/// skipped.
+#[test]
+fn duplicate_keys_are_refused_and_a_byte_order_mark_is_not() {
+    let w = Weft::new();
+    let dup = w.dir.path().join("dup.json");
+    std::fs::write(
+        &dup,
+        "{\"name\": \"dup\", \"steps\": [\n  {\"name\": \"a\", \"sleep\": {\"ms\": 1}, \"sleep\": {\"ms\": 99999}}\n]}",
+    )
+    .unwrap();
+    for cmd in ["validate", "run"] {
+        let out = w.run(&[cmd, dup.to_str().unwrap()]);
+        assert_eq!(out.code, 2, "{cmd}: {}{}", out.stdout, out.stderr);
+        let said = format!("{}{}", out.stdout, out.stderr);
+        assert!(said.contains("/steps/0/sleep") && said.contains("twice"), "{cmd}: {said}");
+        assert!(said.contains("line 2"), "{cmd}: {said}");
+    }
+    assert!(w.runs().is_empty(), "a refused definition was stored");
+    let bom = w.dir.path().join("bom.json");
+    let text = serde_json::json!({"name": "bom", "steps": [{"name": "a", "sleep": {"ms": 1}}]}).to_string();
+    std::fs::write(&bom, format!("\u{feff}{text}")).unwrap();
+    let out = w.run(&["run", bom.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
