@@ -85,7 +85,7 @@ pub struct ApiError {
     pub status: u16,
     /// `invalid` (400), `unauthorized` (401), `not_found` (404), `conflict`
     /// (409), `too_large` (413), `refused` (422), `internal` (500).
-    pub kind: String,
+    pub kind: &'static str,
     /// What is wrong, one sentence.
     pub message: String,
     /// Where: a JSON Pointer into the request body (`/definition/steps/1/code`).
@@ -124,15 +124,8 @@ impl ProblemView {
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, kind: &str, message: impl Into<String>) -> Self {
-        ApiError {
-            status: status.as_u16(),
-            kind: kind.into(),
-            message: message.into(),
-            path: None,
-            hint: None,
-            problems: vec![],
-        }
+    pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
+        ApiError { status: status.as_u16(), kind, message: message.into(), path: None, hint: None, problems: vec![] }
     }
 
     /// 400: the request is malformed.

@@ -3,6 +3,9 @@
 //! picks the misbehaviour; `fib` is an honest workload for benchmarks, and
 //! `busy` computes for `n` ms.
 
+// wit-bindgen's generated export glue passes every field as an argument.
+#![allow(clippy::too_many_arguments)]
+
 wit_bindgen::generate!({ path: "../../../wit", world: "weft:step/step" });
 
 use serde_json::{Value, json};
