@@ -4,7 +4,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-"$root/scripts/setup.sh"
+"$root/scripts/setup.sh" --demo
 cargo build --release --quiet -p weft
 weft="$root/target/release/weft"
 WEFT="$weft" "$root/examples/build-all.sh"

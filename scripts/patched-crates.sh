@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Materializes the crates weft builds with a patch of its own: each is the
+# Makes the crates weft builds with a patch of its own: each is the
 # crates.io release (sha256-checked), unpacked into vendor/NAME and patched
 # with patches/NAME-VERSION.patch; Cargo.toml's [patch.crates-io] points
-# there. Only the patches are in git; vendor/ is made here, and again when
-# a patch or version changes. scripts/setup.sh runs this first, because
-# cargo cannot read the workspace until vendor/ exists.
+# there. The result is committed (vendor/NAME, with its `.weft-patched`
+# stamp), so a fresh clone builds with cargo alone; run this after changing
+# a patch or a version, and commit vendor/ with it. scripts/setup.sh runs
+# it too: a no-op while the stamp matches.
 #
 # Today: wasmtime 50.0.1, whose pooled-memory reset decommits a guest's
 # whole heap on every call on Linux 6.18 (why: the patch's header).

@@ -11,6 +11,9 @@
 #   - the web view's browser tests: Debian's chromium, playwright-core from npm
 #     (pinned) — tests/web/setup.sh
 #   - the PostgreSQL store's tests: Debian's postgresql server — tests/postgres/setup.sh
+#
+# `scripts/setup.sh --demo` installs only what scripts/demo.sh needs: the
+# toolchain, the example guests' toolchains and the npm MCP servers.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -20,16 +23,21 @@ cd "$root"
 rustup toolchain install >/dev/null
 rustup target list --installed | grep -q wasm32-wasip2 || rustup target add wasm32-wasip2 wasm32-wasip1
 
-# The dependencies weft builds patched (vendor/, from patches/): before
-# anything reads the workspace.
+# The dependencies weft builds patched (vendor/, committed; made from
+# patches/): checked, and made again if a patch changed.
 "$root/scripts/patched-crates.sh"
 
+"$root/examples/setup.sh"
+if [ "${1:-}" = "--demo" ]; then
+    # The demo's tool steps call server-everything (npm); the Python peers,
+    # Chromium and PostgreSQL are the test suite's.
+    "$root/tests/mcp-peers/setup.sh" --npm-only
+    exit 0
+fi
 if ! cargo nextest --version >/dev/null 2>&1; then
     echo "setup: installing cargo-nextest (once)" >&2
     cargo install cargo-nextest --locked --quiet
 fi
-
-"$root/examples/setup.sh"
 "$root/tests/mcp-peers/setup.sh"
 "$root/tests/web/setup.sh"
 "$root/tests/postgres/setup.sh"

@@ -6,6 +6,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 "$root/scripts/setup.sh"
+# Lint first: formatting, clippy -D warnings, rustdoc, the docs' checks.
+"$root/scripts/lint.sh"
 # The JS, Python and C example guests are built by their own tests; building
 # them here first keeps the tests' time honest and the output readable.
 "$root/examples/build-all.sh"

@@ -1,4 +1,4 @@
-//! W5 mcp-chain-20 of performance.md as a cargo bench (the workload itself
+//! W5 mcp-chain-20 of docs/performance.md as a cargo bench (the workload itself
 //! is `weft_bench::w5`, also run by `weft bench w5`).
 //!
 //! ```text

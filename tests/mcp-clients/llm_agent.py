@@ -14,12 +14,14 @@ stdio) and `gone` (a server that cannot be started). The script:
    `workflow_guide`, and validates every example of the guide;
 2. builds a workflow from the guide's first example, validates, saves and
    runs it through its `wf_` tool twice with different input;
-3. makes every mistake of issue 23 and checks the answer it gets;
+3. makes every mistake agents were seen to make (another template
+   language's placeholders, misspelt names, `server__tool`, a `when`
+   string, a ref to a field the output lacks) and checks each answer;
 4. records a session (4 calls, two of them independent, a preset, a
    removed mistake), saves it (the DAG must keep the independent calls
    parallel), replays it with other input (the output must change), runs
    it with `run_start.presets`, and diffs the replay against the recording;
-5. records the issue's silent-wrong-answer session (`{a: 5, b: 6}`) and
+5. records a session whose literals are coincidences (`{a: 5, b: 6}`) and
    checks the save says why a replay would repeat it, and that accepting
    the candidates makes a replay follow its input.
 

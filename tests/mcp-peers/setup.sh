@@ -2,6 +2,7 @@
 # Install the real MCP test peers into tests/mcp-peers/ (node_modules/ and .venv/).
 #
 #   tests/mcp-peers/setup.sh        # as root in CI; idempotent; silent on success
+#   tests/mcp-peers/setup.sh --npm-only   # the npm servers only (what the demo calls)
 #
 # - node + npm and python3-venv come from apt, only when missing.
 # - npm packages: exact versions from package.json / package-lock.json. `npm ci`
@@ -101,6 +102,11 @@ if [ ! -f "$here/node_modules/.package-lock.json" ] ||
         (cd "$here" && quietly npm install --no-save $npm_flags)
     fi
     cp "$here/package-lock.json" "$here/node_modules/.weft-lock-installed"
+fi
+
+# `--npm-only` (the demo: its tool steps call server-everything): no Python peers.
+if [ "${1:-}" = "--npm-only" ]; then
+    exit 0
 fi
 
 # --- Python venv ----------------------------------------------------------------------

@@ -1,4 +1,4 @@
-//! The workloads of performance.md that run from the CLI (W5 tool-step
+//! The workloads of docs/performance.md that run from the CLI (W5 tool-step
 //! overhead, W7 runs parked on waits, W8 cold start, W9 served runs, W10
 //! many workers on PostgreSQL), printing one greppable line
 //! per figure (`W5 mcp-chain-20 path=engine ... per_call_us_p50=...`) and,

@@ -1,4 +1,4 @@
-//! W10 scale-out of performance.md: W3 and W6 on PostgreSQL with 1, 2 and
+//! W10 scale-out of docs/performance.md: W3 and W6 on PostgreSQL with 1, 2 and
 //! 4 `weft worker` processes (separate processes of this same binary, or
 //! of `$WEFT_BENCH_SERVER`), on a database the bench creates per
 //! configuration on the server `--database` names.

@@ -1,4 +1,4 @@
-//! W5 mcp-chain-20 of performance.md: 20 sequential tool steps calling
+//! W5 mcp-chain-20 of docs/performance.md: 20 sequential tool steps calling
 //! `echo` on a local stdio MCP server (`@modelcontextprotocol/server-everything`
 //! from `tests/mcp-peers`), against the same 20 calls made directly with
 //! rmcp on one connection: the difference per call is weft's tool-step

@@ -1,4 +1,4 @@
-//! W7 waiting of performance.md: many runs parked on a signal `wait` step
+//! W7 waiting of docs/performance.md: many runs parked on a signal `wait` step
 //! (target: 10,000 runs in ≤ 100 MB RSS), and resuming one by signal
 //! (target ≤ 1 ms p50).
 //!

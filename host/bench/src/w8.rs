@@ -1,4 +1,4 @@
-//! W8 cold of performance.md: `weft run` of a one-step workflow with a
+//! W8 cold of docs/performance.md: `weft run` of a one-step workflow with a
 //! cached plugin (the bundled `json-select`), as a new process each time,
 //! timed wall-clock from spawn to exit (target ≤ 50 ms). The first run
 //! (which compiles the plugin into the cache) is not counted.

@@ -1,4 +1,4 @@
-//! W9 served of performance.md: what a client of `weft serve` waits for.
+//! W9 served of docs/performance.md: what a client of `weft serve` waits for.
 //! This executable starts `weft serve --http` as a separate process, over
 //! a fresh data directory holding two saved templates, and calls them over
 //! MCP streamable HTTP as an LLM's client would — one `wf_<name>` call per

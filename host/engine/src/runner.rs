@@ -113,7 +113,7 @@ pub trait StepRunner: Send + Sync + 'static {
 
     /// The per-attempt timeout of a step of `action` that sets no
     /// `timeout_ms` (configuration such as a server's `timeout_ms`);
-    /// `None` leaves the defaults of workflow.md §2 (code 10 s, tool 30 s).
+    /// `None` leaves the defaults of docs/workflow-format.md (code 10 s, tool 30 s).
     fn default_timeout_ms(&self, _action: &Action) -> Option<u64> {
         None
     }

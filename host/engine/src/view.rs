@@ -1,7 +1,8 @@
 //! The run views every front end shows: typed structs that serialise to the
-//! documented JSON (interfaces.md) — `weft runs show --json`, the MCP tools
-//! `run_get` and `run_events`, the run resources, and the coming HTTP API.
-//! Built straight from the store's records; times as RFC 3339.
+//! documented JSON (docs/cli.md, "The run as JSON") —
+//! `weft runs show --json`, the MCP tools `run_get` and `run_events`, the
+//! run resources, and the HTTP API. Built straight from the store's
+//! records; times as RFC 3339.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -4,7 +4,7 @@
 //! upstream when it passes (as does the caller's cancellation), progress
 //! routed to the caller, and the result mapped to one JSON value:
 //! `structuredContent`, else the text content parsed as JSON, else the
-//! text (workflow.md §2). Failures are classified ([`CallErrorKind`]).
+//! text (docs/workflow-format.md, "Steps"). Failures are classified ([`CallErrorKind`]).
 //! The caller's W3C `traceparent`, when given, travels in `_meta` too
 //! (MCP's trace context, SEP-414). Each call's latency and failures are
 //! recorded per server (`weft_upstream_*` metrics, docs/observability.md)

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Default per-call timeout of a tool step (workflow.md §2).
+/// Default per-call timeout of a tool step (docs/workflow-format.md).
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One `[servers.NAME]` table.

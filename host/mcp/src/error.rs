@@ -1,5 +1,5 @@
 //! Why a tool call failed, classified so retry policies can act
-//! (reliability.md §5): the upstream could not be reached or went away
+//! (docs/reliability.md, promise 5): the upstream could not be reached or went away
 //! (`transport`), did not answer in time (`timeout`), answered with
 //! `isError` (`tool_error`), or answered something that is not MCP
 //! (`protocol`). Refusals that no retry can help (an unknown server, a

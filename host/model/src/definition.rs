@@ -1,4 +1,4 @@
-//! The typed form of a workflow definition (workflow.md §1–2): `Definition`,
+//! The typed form of a workflow definition (docs/workflow-format.md): `Definition`,
 //! `Step`, `Action` and the small vocabularies (`EdgeOn`, `Join`, `Backoff`,
 //! `ErrorKind`, `StepState`). Values are built by `decode` from JSON (so
 //! every problem is reported with a path); `Serialize` writes the canonical
@@ -12,9 +12,9 @@ use crate::condition::Condition;
 use crate::template::Template;
 use crate::timestamp::Timestamp;
 
-/// Default per-attempt timeout of a code step (workflow.md §2).
+/// Default per-attempt timeout of a code step (docs/workflow-format.md).
 pub const DEFAULT_CODE_TIMEOUT_MS: u64 = 10_000;
-/// Default per-attempt timeout of a tool step (workflow.md §2).
+/// Default per-attempt timeout of a tool step (docs/workflow-format.md).
 pub const DEFAULT_TOOL_TIMEOUT_MS: u64 = 30_000;
 /// Largest `limits.memory_mb` (a wasm32 memory is at most 4 GiB).
 pub const MAX_MEMORY_MB: u64 = 4096;
@@ -140,7 +140,7 @@ pub struct Step {
 }
 
 impl Step {
-    /// The per-attempt timeout, with the defaults of workflow.md §2 for
+    /// The per-attempt timeout, with the defaults of docs/workflow-format.md for
     /// code and tool steps (`None`: no per-attempt timeout).
     pub fn effective_timeout_ms(&self) -> Option<u64> {
         self.timeout_ms.or(match self.action {

@@ -1,5 +1,5 @@
 //! Workflow definitions: types, validation, refs and conditions (pure data,
-//! no I/O, no clocks). The contract is workflow.md; the user guide is
+//! no I/O, no clocks). The format and its rules, for users, are
 //! docs/workflow-format.md.
 //!
 //! Entry point: [`parse_and_validate`] turns JSON text into a validated

@@ -1,4 +1,4 @@
-//! Retry policies (workflow.md §2 `retry`): defaults, which errors are
+//! Retry policies (`retry`, docs/workflow-format.md): defaults, which errors are
 //! retried, and the delay before the next attempt. Pure: the caller
 //! supplies the random number used for jitter.
 

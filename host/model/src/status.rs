@@ -1,12 +1,13 @@
 //! The one vocabulary of states and outcomes, shared by the engine, the
 //! store and every front end: [`RunState`], [`StepState`] and
-//! [`ErrorKind`] (the `kind` of a step error, interfaces.md).
+//! [`ErrorKind`] (the `kind` of a step error: docs/cli.md, "The run as
+//! JSON").
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The `kind` of a step's or a run's error.
-// (interfaces.md; the doc comment above is the JSON Schema's description.)
+// (docs/cli.md, "The run as JSON"; the doc comment above is the JSON Schema's description.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
@@ -84,7 +85,7 @@ impl ErrorKind {
 /// input-required or auth-required while it waits, then completed, failed,
 /// canceled or rejected.
 // The engine's state machine (`weft_engine::state`) decides the
-// transitions; every front end shows these names (interfaces.md).
+// transitions; every front end shows these names (docs/cli.md, "The run as JSON").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum RunState {
@@ -129,7 +130,7 @@ impl RunState {
     }
 }
 
-/// A step's state (workflow.md §5; for a `for_each` step, the state of
+/// A step's state (docs/workflow-format.md; for a `for_each` step, the state of
 /// the whole step); `@step.$status` yields these names. The engine's state
 /// machine decides the transitions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]

@@ -1,4 +1,4 @@
-//! Validation rules of workflow.md §4 that go beyond shape (which `decode`
+//! Validation rules (docs/workflow-format.md) that go beyond shape (which `decode`
 //! checks): name patterns and uniqueness, ranges, refs and `after` naming
 //! unknown steps, `@item`/`@index` outside `for_each`, field/action
 //! combinations, cycles, JSON Schemas (meta-validated, see `json_schema`),

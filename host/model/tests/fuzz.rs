@@ -1,4 +1,4 @@
-//! Fuzzing on stable (reliability.md "fuzzing"): generated and mutated
+//! Fuzzing on stable (docs/reliability.md, "fuzzing"): generated and mutated
 //! definitions, refs and templates through the parser, validator and ref
 //! resolver. Properties: nothing panics or hangs; what parses survives a
 //! round trip; a problem always has a JSON path that exists or is `/`.

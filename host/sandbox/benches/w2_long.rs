@@ -1,4 +1,4 @@
-//! Benchmark W2 of performance.md, long-10: ten sequential invocations of
+//! Benchmark W2 of docs/performance.md, long-10: ten sequential invocations of
 //! fib(38) — natively, as a guest without epoch checks or fuel, with epoch
 //! interruption (weft's default: no fuel unless a budget is asked for), and
 //! with a fuel budget (epoch + the fuel-metered engine). Prints one

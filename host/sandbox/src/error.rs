@@ -7,7 +7,7 @@
 use std::fmt;
 
 /// Why an invocation failed. Serialized in snake_case at the JSON edge
-/// (`"fuel_exhausted"`, ...), the kinds of `interfaces.md`.
+/// (`"fuel_exhausted"`, ...), the kinds of docs/guests.md ("Limits and errors").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum GuestErrorKind {
     /// The guest returned its own `step-error`, or a command guest exited

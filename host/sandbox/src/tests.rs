@@ -242,7 +242,7 @@ fn a_fuel_budget_runs_on_a_metered_engine_built_on_demand() {
     assert_eq!(dirs, 2, "the metered engine has a cache folder of its own");
 }
 
-// Fuzzing the decoding of a guest's output (reliability.md "fuzzing"):
+// Fuzzing the decoding of a guest's output (docs/reliability.md, "fuzzing"):
 // any bytes, nested without bound, are a value or a classified error,
 // never a panic or a stack overflow. `PROPTEST_CASES=N` runs longer.
 proptest::proptest! {

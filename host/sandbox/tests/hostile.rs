@@ -1,4 +1,4 @@
-//! The "hostile guests" row of reliability.md: guests compiled from source
+//! The "hostile guests" row of docs/reliability.md: guests compiled from source
 //! (tests/guests) that loop, allocate, recurse, flood, snoop and trap. Each
 //! must fail its own invocation with the right error kind within its limit
 //! (plus a small slack), and the same sandbox must run the next invocation

@@ -1,5 +1,5 @@
 //! Who holds `weft serve --http`'s connections, so a flood of them cannot
-//! lock the user out (reliability.md, promise 3).
+//! lock the user out (docs/reliability.md, promise 6).
 //!
 //! Why: the server holds at most [`Conns::cap`] connections (descriptors
 //! are finite); once ~1,024 idle sockets or event streams held them all,

@@ -10,7 +10,7 @@
 //! constant time (as SHA-256 digests, so their lengths do not leak either)
 //! and never logged.
 //!
-//! A client cannot starve the server (reliability.md, promise 3): the
+//! A client cannot starve the server (docs/reliability.md, promise 6): the
 //! accept loop is weft's own (hyper's HTTP/1 connection, as axum's), with
 //! a deadline for a request's headers that also closes idle keep-alive
 //! connections ([`HEADER_READ_TIMEOUT`]), a cap on open connections sized

@@ -16,14 +16,15 @@
 //! | `tools_runs.rs` | `run_start`, `run_get`, `run_list`, `run_events`, `run_cancel`; waiting with progress |
 //! | `tools_waits.rs` | `run_signal`, `event_emit`: answering waits |
 //! | `elicit.rs` | asking a waiting client for a run's input (elicitation; `input_required` results and tasks on 2026-07-28) |
-//! | `views.rs` | the run shapes tools return: `RunView`, `WaitView`, `RunStartOut` |
+//! | `views.rs` | what `run_start` and `wf_<name>` answer once they stop waiting: `RunStartOut` (the run views are `weft_engine::view`'s) |
 //! | `wf_tools.rs` | every saved template as a tool `wf_<name>` (a [`ToolSource`]) |
 //! | `proxy.rs`, `proxy_tools.rs` | every upstream tool as `<server>__<tool>` (a [`ToolSource`]), forwarded; recorded in recording mode |
-//! | `recording.rs` | a recording's journal turned into a workflow definition (the DAG of proxied calls) |
-//! | `tools_recording.rs` | `recording_start`, `step_preset`, `recording_save`, `recording_stop`; journals |
+//! | `recording/` | recording mode's bookkeeping: a session's calls turned into a workflow definition (the DAG of proxied calls) with literals proposed as refs (`mod.rs`); what a save says about the template: candidates, unused input, what a replay changes (`review.rs`) |
+//! | `tools_recording.rs` | `recording_start`, `step_preset`, `step_code`, `recording_remove_step`, `recording_save`, `recording_stop`; journals |
 //! | `resources.rs` | runs as resources `weft://runs/{id}` |
 //! | `guide.rs`, `guide.md` | the guide (`weft://guide`, the prompt `workflow_guide`) and the definition schema (`weft://schema/definition`) |
 //! | `tools_compare.rs` | `run_compare`: a run beside its recording or another run, step by step |
+//! | `settle.rs` | the one way a front end waits for a run: `run_start`, `wf_<name>` and tasks over MCP, `POST /api/v1/runs` with `wait_ms` |
 //! | `metrics_http.rs` | `GET /metrics` (Prometheus), and the listener of `weft worker --metrics ADDR` |
 //! | `http.rs` | streamable HTTP with axum (MCP at `/mcp`, the API), the bearer token check |
 //! | `conns.rs` | who holds the HTTP connections: the oldest idle makes room at the cap, event streams capped |
@@ -32,6 +33,7 @@
 //! | `web/` | the web view at `/`: one embedded page over the API and its event streams |
 //! | `trace_context.rs` | the W3C trace context of an MCP call's `_meta` or an HTTP `traceparent`, for the runs it starts |
 //! | `errors.rs` | [`ToolError`]: `isError` results that say what, where and how to fix; [`ServeError`] |
+//! | `tests.rs` | fuzzing the decoding of MCP tool requests (property tests) |
 //!
 //! Sessions: over stdio the one client is one session; over HTTP each
 //! 2025-11-25 client session gets its own [`WeftServer`] (and [`Session`]);

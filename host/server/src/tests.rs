@@ -1,4 +1,4 @@
-//! Fuzzing the decoding of MCP tool requests (reliability.md "fuzzing"):
+//! Fuzzing the decoding of MCP tool requests (docs/reliability.md, "fuzzing"):
 //! any JSON as any tool's arguments, and any definition document, is
 //! decoded or refused without a panic. `PROPTEST_CASES=N` runs longer.
 

@@ -1,5 +1,5 @@
 //! `weft bench NAME... [--rounds N] [--runs N] [--json FILE]`: the
-//! workloads of performance.md that run from the CLI (see
+//! workloads of docs/performance.md that run from the CLI (see
 //! [`weft_bench`]). Names: `w5` (tool-step overhead against
 //! server-everything), `w7` (runs parked on a wait: memory, and resuming
 //! one by signal), `w8` (cold `weft run`), `w9` (runs served by `weft serve

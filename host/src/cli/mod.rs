@@ -1,6 +1,6 @@
 //! The command line: argument parsing, dispatch, and exit codes.
 //!
-//! Exit codes (interfaces.md): 0 success, 1 the step or run failed (or was
+//! Exit codes (docs/cli.md): 0 success, 1 the step or run failed (or was
 //! rejected or canceled), 2 bad usage or invalid input, 3 the run is waiting
 //! for input. Errors that are the user's to fix are wrapped in [`BadInput`]
 //! and exit with 2; anything else exits with 1.
@@ -88,7 +88,7 @@ enum Command {
     Worker(worker::WorkerArgs),
     /// Serve MCP (stdio or streamable HTTP): manage and run workflows from an MCP client.
     Serve(serve::ServeArgs),
-    /// Run the CLI workloads of performance.md (w5 tool steps, w8 cold start).
+    /// Run the CLI workloads of docs/performance.md (w5 tool steps, w8 cold start).
     Bench(bench::BenchArgs),
     /// See what the configured upstream MCP servers offer.
     #[command(subcommand)]

@@ -13,7 +13,7 @@ pub fn json<T: Serialize>(value: &T) {
     let _ = writeln!(out, "{text}");
 }
 
-/// A JSON error object as interfaces.md shapes it.
+/// A JSON error object as docs/cli.md shapes it ("The run as JSON").
 pub fn error_object(kind: &str, message: &str, retryable: bool) -> serde_json::Value {
     serde_json::json!({"kind": kind, "message": message, "retryable": retryable})
 }

@@ -147,7 +147,12 @@ pub fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<Exit> {
     let extra: Vec<Arc<dyn weft_server::ToolSource>> = vec![Arc::new(weft_server::ProxyTools::default())];
     let core =
         Core::new(settings.clone(), app.store.clone(), engine.clone(), app.sandbox()?, app.upstreams.clone(), extra);
-    eprintln!("weft serve: {} {} (pid {})", owns(&app), app.store_name, std::process::id());
+    weft_runtime::telemetry::say(&format!(
+        "weft serve: {} {} (pid {})",
+        owns(&app),
+        app.store_name,
+        std::process::id()
+    ));
     let tenure = weft_runtime::owner::Tenure::new(owner, app.backend.clone());
     let result = app.block_on(async {
         let stop = CancellationToken::new();
@@ -161,8 +166,10 @@ pub fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<Exit> {
                 Some(opts) => {
                     let secured = if opts.token.is_some() { " (bearer token required)" } else { "" };
                     weft_server::serve_http(core.clone(), opts, stop.clone(), |a| {
-                        eprintln!("weft serve: listening on http://{a}/mcp{secured}");
-                        eprintln!("weft serve: the web view is http://{a}/ and the JSON API http://{a}/api/v1");
+                        weft_runtime::telemetry::say(&format!("weft serve: listening on http://{a}/mcp{secured}"));
+                        weft_runtime::telemetry::say(&format!(
+                            "weft serve: the web view is http://{a}/ and the JSON API http://{a}/api/v1"
+                        ));
                     })
                     .await
                 }
@@ -188,9 +195,9 @@ pub fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<Exit> {
             }
             let left = engine.busy_runs();
             if left > 0 {
-                eprintln!(
+                weft_runtime::telemetry::say(&format!(
                     "weft serve: stopped; {left} unfinished run(s) resume when weft serve or weft worker starts again"
-                );
+                ));
             }
         }
         // Parked runs (waiting for a signal or an event) write nothing when

@@ -1,7 +1,7 @@
 //! `weft signal RUN STEP --data JSON` and `weft emit EVENT --data JSON
 //! [--id ID]`: outside input for `wait` steps, from a shell.
 //!
-//! Both work whether or not a worker runs (interfaces.md). The answer is
+//! Both work whether or not a worker runs (docs/waits.md). The answer is
 //! always decided by the one process that owns the store, so two answers
 //! to the same wait can never both win:
 //!

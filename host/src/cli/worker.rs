@@ -56,14 +56,19 @@ pub fn run(settings: &Settings, args: WorkerArgs) -> anyhow::Result<Exit> {
             );
         }
     };
-    eprintln!("weft worker: {} {} (pid {})", super::serve::owns(&app), app.store_name, std::process::id());
+    weft_runtime::telemetry::say(&format!(
+        "weft worker: {} {} (pid {})",
+        super::serve::owns(&app),
+        app.store_name,
+        std::process::id()
+    ));
     let mut tenure = Tenure::new(owner, app.backend.clone());
     let engine = app.engine()?;
     let store = app.store.clone();
     let result = app.block_on(async {
         let recovered = engine.recover().await?;
         if !recovered.is_empty() {
-            eprintln!("weft worker: resuming {} unfinished run(s)", recovered.len());
+            weft_runtime::telemetry::say(&format!("weft worker: resuming {} unfinished run(s)", recovered.len()));
         }
         // Fires cron schedules (`weft schedule add`); ends with the runtime.
         let schedules = tokio::spawn(engine.clone().run_schedules());
@@ -76,7 +81,7 @@ pub fn run(settings: &Settings, args: WorkerArgs) -> anyhow::Result<Exit> {
             });
             let task = tokio::spawn(served);
             match bound_rx.await {
-                Ok(a) => eprintln!("weft worker: metrics at http://{a}/metrics"),
+                Ok(a) => weft_runtime::telemetry::say(&format!("weft worker: metrics at http://{a}/metrics")),
                 Err(_) => {
                     // The listener ended before it was bound: its error says why.
                     let why = match task.await {
@@ -103,7 +108,10 @@ pub fn run(settings: &Settings, args: WorkerArgs) -> anyhow::Result<Exit> {
         };
         let active = engine.busy_runs();
         if active > 0 {
-            eprintln!("weft worker: {stop}: waiting up to {} s for {active} run(s) in flight", GRACE.as_secs());
+            weft_runtime::telemetry::say(&format!(
+                "weft worker: {stop}: waiting up to {} s for {active} run(s) in flight",
+                GRACE.as_secs()
+            ));
             let until = Instant::now() + GRACE;
             while engine.busy_runs() > 0 && Instant::now() < until {
                 tokio::select! {
@@ -114,7 +122,9 @@ pub fn run(settings: &Settings, args: WorkerArgs) -> anyhow::Result<Exit> {
             }
             let left = engine.busy_runs();
             if left > 0 {
-                eprintln!("weft worker: stopped; {left} unfinished run(s) resume when a worker starts again");
+                weft_runtime::telemetry::say(&format!(
+                    "weft worker: stopped; {left} unfinished run(s) resume when a worker starts again"
+                ));
             }
         }
         // Parked runs (waiting for a signal or an event) write nothing when
@@ -122,7 +132,7 @@ pub fn run(settings: &Settings, args: WorkerArgs) -> anyhow::Result<Exit> {
         engine.abort_all();
         schedules.abort();
         tenure.leave().await;
-        eprintln!("weft worker: stopped ({stop})");
+        weft_runtime::telemetry::say(&format!("weft worker: stopped ({stop})"));
         Ok::<_, anyhow::Error>(())
     });
     app.shutdown_upstreams();

@@ -2,7 +2,7 @@
 //!
 //! Why: SQLite's automatic checkpoint runs inside the commit that crosses
 //! its threshold, on the writer's connection, and syncs the WAL and the
-//! database file. On the 2-core VM of performance.md an fsync takes ~0.7
+//! database file. On the 2-core VM of docs/performance.md an fsync takes ~0.7
 //! ms (p50) to ~3 ms (p90) of wall time, during which no transaction can
 //! commit and every run waits: under W3 that was a quarter of the wall
 //! time, with both cores idle.

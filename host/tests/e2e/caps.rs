@@ -1,4 +1,4 @@
-//! reliability.md "oversized": run input, signal and event data, a
+//! docs/reliability.md, "oversized": run input, signal and event data, a
 //! definition and a step's output (a guest's and a tool's) over their caps
 //! are refused with the cap named (exit 2 on the CLI), and nothing is
 //! stored. The run-input cap is tested at its default (4 MiB); the others

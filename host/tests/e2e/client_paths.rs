@@ -1,4 +1,4 @@
-//! A client reads no host file (reliability.md promise 3): a definition
+//! A client reads no host file (docs/reliability.md, promise 6): a definition
 //! sent over MCP may name plugins and digests, and a `code.path` only under
 //! a folder the operator allowed (`[guests] allow_paths`); no file outside
 //! is even looked at, and an error never shows a file's content. Guest

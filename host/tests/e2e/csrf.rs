@@ -1,9 +1,9 @@
-//! No web page can drive `weft serve --http` (issue 40, item 1): what a
+//! No web page can drive `weft serve --http`: what a
 //! page's `fetch` or form can send without a preflight — another
 //! `Origin`, `text/plain` or form bodies — and what a DNS-rebinding page
 //! sends (its own `Host`) are refused on every route and change nothing;
 //! the page's own same-origin JSON requests, and hosts and origins the
-//! operator allowed, pass. Also the HTTP refusals of item 8: malformed JSON
+//! operator allowed, pass. Also two HTTP refusals: malformed JSON
 //! to `/mcp` is a 400 with a JSON-RPC error, and a `code.path` refusal
 //! over HTTP does not speak of MCP. (The web view still works in Chromium:
 //! `web.rs` starts, answers and cancels runs through it.)

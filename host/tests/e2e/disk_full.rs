@@ -1,4 +1,4 @@
-//! reliability.md "disk full": the store on a small filesystem (a tmpfs
+//! docs/reliability.md, "disk full": the store on a small filesystem (a tmpfs
 //! mounted by the test) filled up while a run is in flight. The run is not
 //! failed or stranded: its driver waits the fault out, and once space is
 //! freed the run goes on and completes; new work is refused meanwhile with
@@ -62,7 +62,7 @@ fn a_full_disk_stalls_a_run_and_it_goes_on_once_space_is_freed() {
     let Some(mut mounted) = Mounted::new(&data, "64m") else {
         let _ = writeln!(
             std::io::stderr(),
-            "\n*** SKIPPED: disk_full: cannot mount a tmpfs (not root?); the disk-full row of reliability.md is untested ***\n"
+            "\n*** SKIPPED: disk_full: cannot mount a tmpfs (not root?); the disk-full row of docs/reliability.md is untested ***\n"
         );
         return;
     };
@@ -133,7 +133,7 @@ fn a_full_disk_stalls_a_run_and_it_goes_on_once_space_is_freed() {
     assert!(std::fs::read_to_string(&log).unwrap().contains("trying again"), "the stall was logged");
 }
 
-/// Issue 40, item 3: a stall is the engine's failure, never the step's.
+/// A stall is the engine's failure, never the step's (docs/reliability.md).
 /// Ten runs in flight, the disk full for 40 s: none fails, no step is
 /// charged an attempt, all complete once space returns.
 #[test]

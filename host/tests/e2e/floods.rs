@@ -1,4 +1,4 @@
-//! A connection flood does not lock the user out (issue 40, item 5):
+//! A connection flood does not lock the user out:
 //! past the connection cap the oldest idle connection makes room, event
 //! streams are capped at half the connections, so `/healthz` and an
 //! authenticated client stay served with 1,100 idle sockets, with a client

@@ -1,6 +1,5 @@
-//! Ordinary load with default settings fails no run (issue 40, items 2, 4,
-//! 6 and 7): a batch of CPU-bound runs larger than the machine completes
-//! (guests wait for a CPU slot; their timeouts start when they do); a
+//! Ordinary load with default settings fails no run: a batch of CPU-bound
+//! runs larger than the machine completes (guests wait for a CPU slot; their timeouts start when they do); a
 //! burst of cold starts compiles the guest once; a guest calling an
 //! unimplemented WASI function in a loop cannot flood weft's stderr; a
 //! fan-out of guests holding 60 MiB each stays under the memory budget.

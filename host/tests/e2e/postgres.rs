@@ -1,8 +1,8 @@
 //! Many workers on one PostgreSQL database, through the real binary
-//! (reliability.md "many workers"): three `weft worker` processes share a
+//! (docs/reliability.md, "many workers"): three `weft worker` processes share a
 //! database under load; one is SIGKILLed, one SIGSTOPped past its lease and
 //! SIGCONTed; every run completes exactly once and the paused worker's late
-//! commits are refused; and the scenario whole (two workers and
+//! commits are refused; and the same at full size (two workers and
 //! `weft serve` drain 10,000 runs through a kill and a pause). Also: a
 //! schedule fires once per time across three
 //! workers; retention deletes exactly the finished runs it should (the
@@ -573,7 +573,7 @@ fn backlog(w: &Weft, n: usize) {
     });
 }
 
-/// The scenario, whole: two `weft worker`s and a `weft serve`
+/// Many workers at full size: two `weft worker`s and a `weft serve`
 /// (a worker too) on one database drain 10,000 runs; one worker is
 /// SIGKILLed and the other SIGSTOPped while they hold runs; both are taken
 /// over, the paused one is SIGCONTed past its lease; every run completes,

@@ -1,4 +1,4 @@
-//! kill-and-resume (reliability.md): runs of side-effect steps, executed by
+//! kill-and-resume (docs/reliability.md): runs of side-effect steps, executed by
 //! a real `weft worker` that is SIGKILLed at random moments and restarted,
 //! until every run completed.
 //!
@@ -64,7 +64,7 @@ fn spawn_worker(w: &Weft, log: &Path, until_idle: bool) -> Child {
 /// Side-effect steps: fib steps long enough (tens of ms each) to be
 /// running when the kill comes, an `ok` step and `for_each` items whose
 /// outputs echo the idempotency key the guest was given. No step has a
-/// retry policy, and no setting is changed (reliability.md "kill-and-resume,
+/// retry policy, and no setting is changed (docs/reliability.md, "kill-and-resume,
 /// defaults"): an attempt whose process died is interrupted, not failed,
 /// and runs again as itself with the same idempotency key.
 fn workflow(fib: u64) -> Value {

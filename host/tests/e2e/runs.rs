@@ -52,7 +52,7 @@ on_both_stores! { fn the_example_runs_branches_a_when_a_retry_a_failure_handler_
     assert_eq!(list[0]["template"], "order-digest");
 
     let run = w.show(&id);
-    // The exact top-level shape of interfaces.md.
+    // The exact top-level shape (docs/cli.md, "The run as JSON").
     let mut keys: Vec<&str> = run.as_object().unwrap().keys().map(String::as_str).collect();
     keys.sort();
     assert_eq!(
@@ -85,7 +85,7 @@ on_both_stores! { fn the_example_runs_branches_a_when_a_retry_a_failure_handler_
     let names: Vec<&str> = run["steps"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["parse", "refs", "check", "lines", "top", "enrich", "enrich_fallback", "summary"]);
     for s in run["steps"].as_array().unwrap() {
-        // The shape of interfaces.md, plus what each attempt was given:
+        // The shape of docs/cli.md ("The run as JSON"), plus what each attempt was given:
         // `input` (the latest attempt's, refs resolved) and `tries` (every
         // attempt, when there are several).
         let mut k: Vec<&str> = s.as_object().unwrap().keys().map(String::as_str).collect();

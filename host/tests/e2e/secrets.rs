@@ -1,4 +1,4 @@
-//! Secrets never reach the store, the output or the logs (reliability.md
+//! Secrets never reach the store, the output or the logs (docs/reliability.md,
 //! promise 6): a `${VAR}` in a server's URL (query and `user:pass@`) and
 //! headers, and one an upstream prints on stderr before it crashes. Their
 //! values are grepped for in the SQLite file, `runs show --json`,

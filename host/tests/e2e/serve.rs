@@ -2,7 +2,7 @@
 //! wrote — the official Python SDK (`mcp` 2.3.0: `ClientSession` speaks
 //! 2025-11-25, `mcp.Client(mode="auto")` 2026-07-28) through
 //! tests/mcp-clients/weft_mcp_check.py — over stdio and streamable HTTP;
-//! plus the HTTP bearer-token row of reliability.md and the store
+//! plus the HTTP bearer-token row of docs/reliability.md and the store
 //! ownership rules, checked from Rust.
 //!
 //! The Python SDK comes from the venv `tests/mcp-peers/.venv`
@@ -257,7 +257,7 @@ fn http_on_a_non_loopback_address_needs_the_bearer_token() {
     let token = "tok-3f9a2c71e";
     let server = Server::start(&w, &["--http", "0.0.0.0:0", "--token", token]);
     let port = server.port();
-    // reliability.md: no token, a wrong token, the right token.
+    // docs/reliability.md, "auth": no token, a wrong token, the right token.
     assert_eq!(post_initialize(port, None), 401);
     assert_eq!(post_initialize(port, Some("Bearer wrong-token")), 401);
     assert_eq!(post_initialize(port, Some(&format!("Basic {token}"))), 401);

@@ -1,8 +1,12 @@
 //! An LLM agent that knows weft only through MCP, played by a script on the
 //! official Python SDK (tests/mcp-clients/llm_agent.py): it learns the
 //! format from `tools/list`, the instructions and the guide resource,
-//! builds, validates, saves and runs a workflow, makes every mistake of
-//! issue 23 and checks the answer, records a session with two independent
+//! builds, validates, saves and runs a workflow, makes every mistake agents
+//! were seen to make (another template language's placeholders, misspelt
+//! tool, server, plugin, template and step names, a tool written as
+//! `server__tool`, a `when` written as a string, a literal input that
+//! breaks the tool's schema, a ref to a field the output does not have)
+//! and checks the answer, records a session with two independent
 //! calls (the saved DAG keeps them parallel), replays it with new input
 //! (new output), uses `step_preset`, `step_code`, `recording_remove_step`
 //! and `run_start.presets`, diffs the replay against its recording, and

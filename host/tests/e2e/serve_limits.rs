@@ -1,4 +1,4 @@
-//! reliability.md promise 3 for HTTP clients: idle and half-sent
+//! docs/reliability.md, promise 6, for HTTP clients: idle and half-sent
 //! connections and abandoned MCP sessions cannot starve `weft serve`. 300
 //! idle sockets and 10,000 abandoned 2025-11-25 sessions later, a real
 //! client's run still completes, the idle sockets are closed after the

@@ -395,3 +395,30 @@ fn a_worker_serves_metrics_and_json_logs_carry_run_and_trace_ids() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// With `--log-format json`, every line `weft serve` writes to stderr is
+/// JSON, its start-up lines ("owns ...", "listening on ...") included.
+#[test]
+fn every_stderr_line_is_json_in_json_mode() {
+    let w = Weft::new();
+    let mut child = w
+        .cmd()
+        .args(["--log-format", "json", "serve", "--http", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = vec![];
+    while let Some(Ok(line)) = lines.next() {
+        let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        seen.push(v["message"].as_str().unwrap_or_default().to_string());
+        if seen.last().is_some_and(|m| m.contains("JSON API")) {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(seen.iter().any(|m| m.contains("owns") || m.contains("store")), "{seen:?}");
+    assert!(seen.iter().any(|m| m.contains("listening on http://127.0.0.1:")), "{seen:?}");
+}

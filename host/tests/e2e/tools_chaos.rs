@@ -1,4 +1,4 @@
-//! The "upstream chaos" row of reliability.md, through the real `weft`
+//! The "upstream chaos" row of docs/reliability.md, through the real `weft`
 //! binary: an MCP server (`tests/mcp-peers/chaos_server.py`) that crashes
 //! mid-call, hangs, writes garbage, answers malformed results or `isError`.
 //! Each is a classified step failure, retried per the step's policy; the

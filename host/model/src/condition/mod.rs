@@ -1,5 +1,6 @@
-//! `when` conditions (workflow.md §2): `{"ref": REF}` plus at most one of
-//! `eq, neq, gt, gte, lt, lte, in, exists`, and their evaluation.
+//! `when` conditions (docs/workflow-format.md, "Conditions"): `{"ref": REF}`
+//! plus at most one of `eq, neq, gt, gte, lt, lte, in, exists`, and their
+//! evaluation.
 //!
 //! - no operator: the value's truthiness (null, false, 0, "", [] and {} are
 //!   false; everything else is true);

@@ -124,12 +124,29 @@ fn log_filter(format: LogFormat) -> EnvFilter {
     given.and_then(|g| EnvFilter::try_new(g).ok()).unwrap_or_else(|| EnvFilter::new(default))
 }
 
+/// Whether this process logs JSON lines (set by [`init`]).
+static JSON_LINES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Writes a line for the person or log collector watching stderr: as is,
+/// or, when logs are JSON (`--log-format json`), as a JSON log line
+/// (`timestamp`, `level`, `message`, `target`), so every line on stderr is
+/// JSON in that mode.
+pub fn say(line: &str) {
+    if JSON_LINES.load(std::sync::atomic::Ordering::Relaxed) {
+        let at = humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string();
+        eprintln!("{}", serde_json::json!({"timestamp": at, "level": "INFO", "message": line, "target": "weft"}));
+    } else {
+        eprintln!("{line}");
+    }
+}
+
 /// Sets up logs and, when wanted, trace export for this process. `format`
 /// is the command line's choice (`--log-format`, `WEFT_LOG_FORMAT`), which
 /// wins over `[telemetry] log_format`. Call once, early; keep the result
 /// until the process ends.
 pub fn init(cfg: &TelemetryConfig, format: Option<LogFormat>) -> Result<Telemetry, TelemetryError> {
     let format = format.or(cfg.log_format).unwrap_or_default();
+    JSON_LINES.store(format == LogFormat::Json, std::sync::atomic::Ordering::Relaxed);
     let mut out = Telemetry { provider: None, _grpc: None };
     if traces_wanted(cfg) {
         let (provider, grpc) = provider(cfg)?;

@@ -13,6 +13,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tracing::field::{Field, Visit};
+use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::layer::{Context, Filter};
 
 /// wasmtime lines printed per second at most, outside guests.
@@ -64,6 +65,14 @@ impl WasmtimeLines {
 impl<S> Filter<S> for WasmtimeLines {
     fn enabled(&self, _meta: &tracing::Metadata<'_>, _cx: &Context<'_, S>) -> bool {
         true
+    }
+
+    /// No limit of its own: the log filter beside it decides the level.
+    /// (Without a hint the combined filter has none either, and every
+    /// `log` record of cranelift's compiler is formatted and dispatched:
+    /// a JavaScript guest then compiled for minutes instead of seconds.)
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        Some(LevelFilter::TRACE)
     }
 
     fn event_enabled(&self, event: &tracing::Event<'_>, _cx: &Context<'_, S>) -> bool {

@@ -1,5 +1,5 @@
-//! Every semantic of workflow.md §5 with a ManualClock, a MemStore and a
-//! fake runner.
+//! Every execution semantic (docs/workflow-format.md; docs/architecture.md,
+//! "The scheduler") with a ManualClock, a MemStore and a fake runner.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
