@@ -88,6 +88,19 @@ impl Gate {
         Admitted { gate: self.clone(), mb, cpu: true }
     }
 
+    /// [`admit`](Self::admit) when a slot and the memory are free now and
+    /// nobody waits ahead; `None` otherwise.
+    pub fn try_admit(self: &Arc<Self>, memory_bytes: usize) -> Option<Admitted> {
+        let mb = (memory_bytes as u64).div_ceil(1 << 20).clamp(1, self.budget_mb);
+        let mut st = self.lock();
+        if st.queue.is_empty() && st.free_cpus > 0 && st.free_mb >= mb {
+            st.free_cpus -= 1;
+            st.free_mb -= mb;
+            return Some(Admitted { gate: self.clone(), mb, cpu: true });
+        }
+        None
+    }
+
     async fn wait(self: &Arc<Self>, class: u8, priority: i64, mb: u64) {
         let rx = {
             let mut st = self.lock();

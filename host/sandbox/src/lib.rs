@@ -343,13 +343,28 @@ impl Sandbox {
     /// invocation's timeout.
     pub async fn invoke_async(&self, guest: &Guest, inv: &Invocation) -> InvokeResult {
         let queued_at = Instant::now();
-        if let Some(o) = &inv.observer {
-            o.queued();
-        }
-        let admitted = self.gate.admit(inv.priority, inv.limits.memory_bytes).await;
-        let _slot = self.slots.acquire().await;
+        let (admitted, told) = match self.gate.try_admit(inv.limits.memory_bytes) {
+            Some(a) => (a, false),
+            None => {
+                // It waits: its timeouts pause (the engine's time, not the step's).
+                if let Some(o) = &inv.observer {
+                    o.queued();
+                }
+                (self.gate.admit(inv.priority, inv.limits.memory_bytes).await, true)
+            }
+        };
+        let (_slot, told) = match self.slots.0.try_acquire() {
+            Ok(p) => (p, told),
+            Err(_) => {
+                // Every pooled instance is held (by guests parked in host calls).
+                if let (Some(o), false) = (&inv.observer, told) {
+                    o.queued();
+                }
+                (self.slots.acquire().await, true)
+            }
+        };
         let waited = queued_at.elapsed();
-        if let Some(o) = &inv.observer {
+        if let Some(o) = inv.observer.as_ref().filter(|_| told) {
             o.admitted(waited);
         }
         // The guest's own view of its deadline moves with its start.

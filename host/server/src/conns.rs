@@ -217,7 +217,11 @@ impl<G: Send + Unpin + 'static> axum::body::HttpBody for Holding<G> {
 
 /// The middleware that caps event streams (see the module docs).
 pub(crate) async fn cap_streams(State(conns): State<Arc<Conns>>, req: Request, next: Next) -> Response {
-    let sse = req.method() == axum::http::Method::GET
+    let path = req.uri().path();
+    let stream_route =
+        path == "/mcp" || path == "/api/v1/stream" || (path.starts_with("/api/v1/runs/") && path.ends_with("/events"));
+    let sse = stream_route
+        && req.method() == axum::http::Method::GET
         && req
             .headers()
             .get(header::ACCEPT)

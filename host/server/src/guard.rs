@@ -38,6 +38,8 @@ use axum::response::{IntoResponse, Response};
 /// What the guard accepts, from the bound address and the operator's lists.
 #[derive(Debug, Clone)]
 pub struct Guard {
+    /// The bound address, for the hints.
+    addr: std::net::SocketAddr,
     port: u16,
     loopback: bool,
     /// Lower-case host names (no port) the operator allowed.
@@ -60,6 +62,7 @@ impl Guard {
     /// origins (`--allow-host`, `--allow-origin`).
     pub fn new(addr: std::net::SocketAddr, hosts: &[String], origins: &[String]) -> Self {
         Guard {
+            addr,
             port: addr.port(),
             loopback: addr.ip().is_loopback(),
             hosts: hosts.iter().map(|h| h.trim().to_ascii_lowercase()).collect(),
@@ -74,7 +77,8 @@ impl Guard {
         }
         if let Some(origin) = headers.get(header::ORIGIN) {
             let origin = origin.to_str().unwrap_or("").trim().to_ascii_lowercase();
-            let own = !host.is_empty() && (origin == format!("http://{host}") || origin == format!("https://{host}"));
+            let own = !host.is_empty() && (origin == format!("http://{host}") || origin == format!("https://{host}"))
+                || self.is_loopback_origin(&origin);
             if !own && !self.origins.contains(&origin) {
                 return Err(Refusal::Origin(origin));
             }
@@ -96,6 +100,19 @@ impl Guard {
         Ok(())
     }
 
+    /// On a loopback bind, `http://localhost:PORT` and `http://127.0.0.1:PORT`
+    /// are the same server: a page of one may call the other.
+    fn is_loopback_origin(&self, origin: &str) -> bool {
+        let Some(host) = origin.strip_prefix("http://") else { return false };
+        let (name, port) = split_host(host);
+        self.loopback && port == Some(self.port) && is_loopback_name(name)
+    }
+
+    /// Where the server's own page is, for a hint.
+    fn own_page(&self) -> String {
+        if self.loopback { format!("http://{}/", self.addr) } else { "http://HOST:PORT/ (this server)".to_string() }
+    }
+
     fn host_allowed(&self, host: &str) -> bool {
         let (name, port) = split_host(host);
         if self.hosts.iter().any(|h| h == name || h == host) {
@@ -106,12 +123,16 @@ impl Guard {
             // allow-list narrows it when given.
             return self.hosts.is_empty();
         }
-        let loopback_name = name == "localhost"
-            || name.ends_with(".localhost")
-            || name == "[::1]"
-            || name.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| ip.is_loopback());
-        loopback_name && port.is_none_or(|p| p == self.port)
+        is_loopback_name(name) && port.is_none_or(|p| p == self.port)
     }
+}
+
+/// `localhost`, `*.localhost`, `[::1]` or `127.x.y.z`.
+fn is_loopback_name(name: &str) -> bool {
+    name == "localhost"
+        || name.ends_with(".localhost")
+        || name == "[::1]"
+        || name.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// `name` and `port` of a Host header (`[::1]:80` → `("[::1]", Some(80))`).
@@ -143,24 +164,27 @@ pub async fn guard(State(guard): State<Arc<Guard>>, req: Request, next: Next) ->
     let Err(refusal) = refusal else {
         return next.run(req).await;
     };
+    let page = guard.own_page();
     let (status, kind, message, hint) = match refusal {
         Refusal::Host(h) => (
             StatusCode::FORBIDDEN,
             "forbidden",
             format!("the Host {h:?} is not this server's name"),
-            "use http://localhost:PORT or http://127.0.0.1:PORT; to reach weft by another name, start it with --allow-host NAME",
+            format!(
+                "use {page} (or localhost with the same port); to reach weft by another name, start it with --allow-host NAME"
+            ),
         ),
         Refusal::Origin(o) => (
             StatusCode::FORBIDDEN,
             "forbidden",
             format!("requests from the web origin {o:?} are refused: a page on another site may not drive weft"),
-            "open weft's own page (http://HOST:PORT/), or start weft serve with --allow-origin ORIGIN to trust that site",
+            format!("open weft's own page ({page}), or start weft serve with --allow-origin ORIGIN to trust that site"),
         ),
         Refusal::CrossSite(s) => (
             StatusCode::FORBIDDEN,
             "forbidden",
             format!("a {s} request from a browser is refused: a page on another site may not drive weft"),
-            "open weft's own page (http://HOST:PORT/), or start weft serve with --allow-origin ORIGIN to trust that site",
+            format!("open weft's own page ({page}), or start weft serve with --allow-origin ORIGIN to trust that site"),
         ),
         Refusal::NotJson(t) => (
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -170,7 +194,7 @@ pub async fn guard(State(guard): State<Arc<Guard>>, req: Request, next: Next) ->
             } else {
                 format!("the body's Content-Type {t:?} is not JSON")
             },
-            "send the body as JSON with `Content-Type: application/json`",
+            "send the body as JSON with `Content-Type: application/json`".to_string(),
         ),
     };
     let body = serde_json::json!({ "kind": kind, "message": message, "hint": hint });
@@ -234,6 +258,10 @@ mod tests {
             ("content-type", "application/json; charset=utf-8"),
         ]);
         assert_eq!(g.check(&Method::POST, &own, true), Ok(()));
+        let other_name = headers(&[("host", "127.0.0.1:7777"), ("origin", "http://localhost:7777")]);
+        assert_eq!(g.check(&Method::GET, &other_name, false), Ok(()), "localhost and 127.0.0.1 are one server");
+        let other_port = headers(&[("host", "127.0.0.1:7777"), ("origin", "http://localhost:8080")]);
+        assert!(g.check(&Method::GET, &other_port, false).is_err(), "another port is another site");
     }
 
     #[test]

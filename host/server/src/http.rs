@@ -173,6 +173,15 @@ async fn mcp_body_errors(State(cap): State<usize>, req: Request, next: Next) -> 
     let Ok(bytes) = axum::body::to_bytes(body, cap).await else {
         return (StatusCode::PAYLOAD_TOO_LARGE, format!("413: the request body is over {cap} bytes\n")).into_response();
     };
+    // A key given twice (`"name"` in a definition, or the message's `id`):
+    // JSON keeps one silently, so the request is refused, naming it.
+    if let Ok(Err(e)) = std::str::from_utf8(&bytes).map(weft_model::parse_json_text)
+        && let Some(path) = &e.path
+    {
+        let message = format!("Invalid Request: {} (at {path}, line {} column {})", e.message, e.line, e.column);
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": message}});
+        return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
+    }
     let response = next.run(Request::from_parts(parts, axum::body::Body::from(bytes.clone()))).await;
     if response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE {
         return response;

@@ -70,7 +70,7 @@ pub fn definition_doc(v: Value) -> Result<Value, ToolError> {
     let fix = "pass the workflow definition as a JSON object: {\"name\": ..., \"steps\": [...]}";
     match v {
         Value::Object(_) => Ok(v),
-        Value::String(text) => match serde_json::from_str::<Value>(&text) {
+        Value::String(text) => match weft_model::parse_json_text(&text) {
             Ok(doc @ Value::Object(_)) => Ok(doc),
             Ok(other) => Err(ToolError::new(format!(
                 "`definition` is JSON text of {}, not of an object",
@@ -81,9 +81,9 @@ pub fn definition_doc(v: Value) -> Result<Value, ToolError> {
                 "`definition` is a string that is not valid JSON",
                 vec![ProblemOut {
                     argument: "definition".into(),
-                    path: String::new(),
-                    message: format!("{e} (line {}, column {})", e.line(), e.column()),
-                    hint: None,
+                    path: e.path.clone().unwrap_or_default(),
+                    message: e.to_string(),
+                    hint: e.path.is_some().then(|| "keep one of the two keys".to_string()),
                 }],
             )
             .fix(fix)),

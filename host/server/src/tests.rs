@@ -63,3 +63,15 @@ proptest! {
         let _ = super::prepare::definition_doc(Value::String(v.to_string()));
     }
 }
+
+/// A definition sent as JSON text with a key given twice is refused with
+/// the key's path, not run with the last value.
+#[test]
+fn a_definition_string_with_a_duplicate_key_is_refused() {
+    let text = r#"{"name": "dup", "steps": [{"name": "a", "return": 1}], "name": "dup2"}"#;
+    let err = crate::prepare::definition_doc(Value::String(text.into())).expect_err("a duplicate key");
+    let shown = format!("{err:?}");
+    assert!(shown.contains("/name") && shown.contains("twice"), "{shown}");
+    let ok = crate::prepare::definition_doc(Value::String(r#"{"name": "a", "steps": []}"#.into()));
+    assert!(ok.is_ok());
+}

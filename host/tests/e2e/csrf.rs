@@ -116,6 +116,14 @@ fn cross_site_and_rebinding_requests_are_refused_and_change_nothing() {
     let (st, body) = raw(port, &mcp, "{\"hello\": 1}");
     assert_eq!(st, 400, "{body}");
     assert_eq!(body["error"]["code"], -32600, "{body}");
+    // A key given twice (JSON would keep one silently): refused, named.
+    let twice = r#"{"jsonrpc": "2.0", "id": 3, "id": 4, "method": "tools/list"}"#;
+    let (st, body) = raw(port, &mcp, twice);
+    assert_eq!(st, 400, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("\"id\" appears twice"), "{body}");
+    // The same server by its other loopback name is not another site.
+    let (st, _) = raw(port, &format!("GET /api/v1/runs HTTP/1.1\r\n{host}\r\nOrigin: http://localhost:{port}"), "");
+    assert_eq!(st, 200);
 
     // A code.path over HTTP: the refusal speaks of clients, not of MCP.
     let def = json!({"name": "p", "steps": [{"name": "s", "code": {"path": "/etc/passwd"}}]});

@@ -83,8 +83,10 @@ pub struct ApiError {
     #[serde(skip)]
     #[schemars(skip)]
     pub status: u16,
-    /// `invalid` (400), `unauthorized` (401), `not_found` (404), `conflict`
-    /// (409), `too_large` (413), `refused` (422), `internal` (500).
+    /// `invalid` (400), `unauthorized` (401), `forbidden` (403: another
+    /// Host or web origin), `not_found` (404), `conflict` (409), `too_large`
+    /// (413), `unsupported_media_type` (415), `refused` (422), `internal`
+    /// (500), `unavailable` (503: too many event streams open).
     pub kind: &'static str,
     /// What is wrong, one sentence.
     pub message: String,
@@ -95,7 +97,7 @@ pub struct ApiError {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
     /// Every problem, when there are several.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<ProblemView>,
 }
 

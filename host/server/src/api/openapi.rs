@@ -88,7 +88,7 @@ pub fn spec() -> Value {
             ],
             body: None,
             ok: (200, r(g.subschema_for::<EventPage>())),
-            errors: &[400, 404],
+            errors: &[400, 404, 503],
         },
         Op {
             method: "get",
@@ -221,10 +221,22 @@ pub fn spec() -> Value {
             op.ok.0.to_string(),
             json!({"description": "OK", "content": {"application/json": {"schema": op.ok.1}}}),
         );
-        for code in op.errors.iter().chain(&[401, 500]) {
+        // Every route: the token (401), the guard against other sites (403:
+        // another Host or Origin; 415: a body that is not JSON), and 500.
+        let mutation = op.method != "get";
+        let guard: &[u16] = if mutation { &[401, 403, 415, 500] } else { &[401, 403, 500] };
+        for code in op.errors.iter().chain(guard) {
+            let description = match code {
+                403 => {
+                    "forbidden: the Host is not this server's name, or the request comes from another web site's page"
+                }
+                415 => "unsupported_media_type: the body is not `application/json`",
+                503 => "unavailable: the server holds as many event streams as it may; retry after `Retry-After`",
+                _ => "an error",
+            };
             responses.insert(
                 code.to_string(),
-                json!({"description": "an error", "content": {"application/json": {"schema": error}}}),
+                json!({"description": description, "content": {"application/json": {"schema": error}}}),
             );
         }
         let mut o = json!({"summary": op.summary, "parameters": params, "responses": responses});

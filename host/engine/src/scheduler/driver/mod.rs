@@ -145,6 +145,11 @@ enum SinkMsg {
         item: Option<ItemIndex>,
         line: String,
     },
+    /// An attempt waits for its execution slot (a CPU slot, guest memory).
+    Queued {
+        step: usize,
+        item: Option<ItemIndex>,
+    },
     /// An attempt waited `waited_ms` for its execution slot (the engine's
     /// time, not the step's).
     Admitted {
@@ -172,6 +177,8 @@ struct Sink {
     tx: mpsc::UnboundedSender<SinkMsg>,
     step: usize,
     item: Option<ItemIndex>,
+    /// The attempt said it queues for a slot (one event per attempt).
+    queued: std::sync::atomic::AtomicBool,
 }
 
 impl EventSink for Sink {
@@ -187,6 +194,11 @@ impl EventSink for Sink {
     fn artifact(&self, name: String, mime: String, data: Vec<u8>) {
         let _ = self.tx.send(SinkMsg::Artifact { step: self.step, item: self.item, name, mime, data });
     }
+    fn queued(&self) {
+        if !self.queued.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            let _ = self.tx.send(SinkMsg::Queued { step: self.step, item: self.item });
+        }
+    }
     fn admitted(&self, waited: std::time::Duration) {
         // Only a wait one can see: an idle machine admits at once.
         if waited >= ADMISSION_SHOWN {
@@ -197,7 +209,8 @@ impl EventSink for Sink {
 }
 
 /// An attempt that waited at least this long for its execution slot gets
-/// an `attempt.admitted` event (`{"waited_ms"}`) in its run's history.
+/// an `attempt.admitted` event (`{"waited_ms"}`) in its run's history
+/// (its wait began with an `attempt.queued` event).
 const ADMISSION_SHOWN: std::time::Duration = std::time::Duration::from_millis(5);
 
 enum Wake {

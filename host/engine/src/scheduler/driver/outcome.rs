@@ -19,6 +19,10 @@ impl Driver {
                 }
             }
             SinkMsg::Artifact { step, item, name, mime, data } => self.on_artifact(step, item, name, mime, data),
+            SinkMsg::Queued { step, item } => {
+                let why = "waiting for a CPU slot or guest memory (other guests run); the step's timeout starts when it gets one";
+                self.event("attempt.queued".into(), Some(step), item, json!({"message": why}));
+            }
             SinkMsg::Admitted { step, item, waited_ms } => {
                 self.event("attempt.admitted".into(), Some(step), item, json!({"waited_ms": waited_ms}));
             }

@@ -364,7 +364,7 @@ impl Driver {
             limits: self.def.steps[i].limits,
             run_fuel_left: self.def.limits.and_then(|l| l.run_fuel).map(|b| b.saturating_sub(self.fuel_used)),
             transform: self.def.steps[i].transform.clone(),
-            events: Arc::new(Sink { tx: self.sink_tx.clone(), step: i, item }),
+            events: Arc::new(Sink { tx: self.sink_tx.clone(), step: i, item, queued: Default::default() }),
             trace: self.info.trace.clone(),
         };
         self.to_launch.push(Launch {
