@@ -12,7 +12,7 @@ pub enum Level {
     Trace,
     /// Debugging detail.
     Debug,
-    /// Normal operation (what [`log!`](crate::log) uses by default).
+    /// Normal operation (what [`log!`](macro@crate::log) uses by default).
     Info,
     /// Something looks wrong but the step goes on.
     Warn,
@@ -36,7 +36,7 @@ impl fmt::Display for Level {
 use crate::__private::weft::step::host as wit;
 
 /// Log a line, kept with the step's attempt (the host caps the volume per
-/// invocation). [`log!`](crate::log) formats and calls this.
+/// invocation). [`log!`](macro@crate::log) formats and calls this.
 pub fn log(level: Level, message: &str) {
     #[cfg(target_arch = "wasm32")]
     {

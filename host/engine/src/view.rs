@@ -161,7 +161,7 @@ pub struct EventView {
     pub seq: u64,
     /// When.
     pub at: String,
-    /// run.<state>, step.<state>, item.<state>, attempt.*, progress, log, ...
+    /// `run.<state>`, `step.<state>`, `item.<state>`, `attempt.*`, `progress`, `log`, ...
     pub kind: String,
     pub step: Option<String>,
     pub item: Option<u32>,

@@ -17,7 +17,7 @@
 //! | [`telemetry`] | logs (text, JSON), OpenTelemetry traces over OTLP, the Prometheus recorder |
 //! | [`error`] | [`RuntimeError`]: the user's to fix, or not |
 //!
-//! The way a run travels: a front end calls [`pipeline::prepare`] (which
+//! The way a run travels: a front end calls `pipeline::Pipeline::prepare` (which
 //! validates the definition once, against the sandbox of this process) and
 //! then [`app::App::engine`]'s `submit` or `create_run`; the process that
 //! owns the store drives it ([`owner::own_store`]).

@@ -48,7 +48,7 @@ pub struct CodeRunner {
 }
 
 /// A pinned guest whose recent calls took less than this (a decaying
-/// average; see [`Recent`] for how a slow call raises it) runs in place.
+/// average; see `Recent` for how a slow call raises it) runs in place.
 pub const FAST: Duration = Duration::from_micros(300);
 
 /// How long a pinned guest's recent calls took, on the wall clock.

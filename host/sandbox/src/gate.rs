@@ -13,7 +13,7 @@
 //! - A guest reserves its whole memory limit (`limits.memory_mb`, at most
 //!   the budget) for its whole invocation.
 //! - It holds a CPU slot only while it computes: parked in a host call (a
-//!   sleep, a socket) it gives the slot back ([`Gated`]) and takes one
+//!   sleep, a socket) it gives the slot back (`Gated`) and takes one
 //!   again, before anyone new, when it wakes. A guest that yields at an
 //!   epoch tick keeps its slot (it is computing).
 //! - Waiters are served by priority (the step's `priority`, higher first),

@@ -5,7 +5,7 @@
 //! Why: such a line is written for every call a guest makes, so a guest
 //! calling an unimplemented function in a loop wrote 398 MB to weft's
 //! stderr in ten seconds, outside its own 1 MiB log cap. While a guest's
-//! future is polled ([`Scope`]), the host's log layer hands these lines to
+//! future is polled (`Scope`), the host's log layer hands these lines to
 //! [`capture`]; they become the invocation's log lines (`[warn] wasmtime:
 //! ...`), under its log cap, and never reach stderr. Lines logged outside
 //! any guest are the host's to rate-limit (the runtime's telemetry does).

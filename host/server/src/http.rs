@@ -44,7 +44,7 @@ pub struct HttpOptions {
     /// The bearer token every request must carry, if any.
     pub token: Option<String>,
     /// Host names besides the bound address's that requests may name
-    /// (`--allow-host`; see [`crate::guard`]).
+    /// (`--allow-host`; see `guard.rs`).
     pub allowed_hosts: Vec<String>,
     /// Web origins whose pages may call weft (`--allow-origin`).
     pub allowed_origins: Vec<String>,

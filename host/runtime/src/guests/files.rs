@@ -31,7 +31,7 @@ fn checked(path: &Path) -> Result<std::fs::Metadata, String> {
     Ok(meta)
 }
 
-/// A guest's bytes from a file (see [`checked`]), read through a cap.
+/// A guest's bytes from a file (see `checked`), read through a cap.
 pub fn read_guest_file(path: &Path) -> Result<Vec<u8>, String> {
     checked(path)?;
     read_capped(path)

@@ -4,7 +4,7 @@
 //! [`weft_engine::trace::RunTrace`]: the same in every process), so a long
 //! run shows up attempt by attempt while it runs. The run's own span is
 //! built here, from the event the engine emits when the run ends
-//! ([`RunSpans`]), with the run's derived span id (the [`RunIdGenerator`]
+//! (`RunSpans`), with the run's derived span id (the `RunIdGenerator`
 //! lends it to the SDK), started at the run's creation: the whole run, even
 //! when another process drove part of it.
 //!
