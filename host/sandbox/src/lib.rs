@@ -346,11 +346,22 @@ impl Sandbox {
         let (admitted, told) = match self.gate.try_admit(inv.limits.memory_bytes) {
             Some(a) => (a, false),
             None => {
-                // It waits: its timeouts pause (the engine's time, not the step's).
-                if let Some(o) = &inv.observer {
-                    o.queued();
+                // A wait shorter than `QUEUE_SHOWN` (a busy machine's usual
+                // turn) is neither said nor paused for: saying it costs a
+                // stored event per attempt. Past it, the attempt says it
+                // waits and its timeouts pause (the engine's time, not the
+                // step's).
+                let admit = self.gate.admit(inv.priority, inv.limits.memory_bytes);
+                let mut admit = std::pin::pin!(admit);
+                match tokio::time::timeout(QUEUE_SHOWN, admit.as_mut()).await {
+                    Ok(a) => (a, false),
+                    Err(_) => {
+                        if let Some(o) = &inv.observer {
+                            o.queued();
+                        }
+                        (admit.await, true)
+                    }
                 }
-                (self.gate.admit(inv.priority, inv.limits.memory_bytes).await, true)
             }
         };
         let (_slot, told) = match self.slots.0.try_acquire() {
@@ -468,6 +479,10 @@ fn sniff(bytes: &[u8]) -> Result<GuestKindName, LoadError> {
     // Nothing of the file is shown: it may not be meant to be read.
     Err(LoadError::NotWasm("it does not start with the \\0asm preamble of WebAssembly (nor with WAT text)".into()))
 }
+
+/// How long a guest may wait for its CPU slot and memory before it says it
+/// queues (`Observer::queued`, an `attempt.queued` event).
+pub const QUEUE_SHOWN: Duration = Duration::from_millis(5);
 
 /// Compilations at once in this process: wasmtime compiles a module's
 /// functions in parallel itself, so two keep the cores busy; more only
