@@ -83,7 +83,7 @@ impl Gate {
     /// Waits for a CPU slot and `memory_bytes` of the budget (rounded up to
     /// MiB, at most the whole budget), serving higher `priority` first.
     pub async fn admit(self: &Arc<Self>, priority: i64, memory_bytes: usize) -> Admitted {
-        let mb = (memory_bytes as u64).div_ceil(1 << 20).clamp(1, self.budget_mb);
+        let mb = self.mb_of(memory_bytes);
         self.wait(STARTING, priority, mb).await;
         Admitted { gate: self.clone(), mb, cpu: true }
     }
@@ -91,23 +91,20 @@ impl Gate {
     /// [`admit`](Self::admit) when a slot and the memory are free now and
     /// nobody waits ahead; `None` otherwise.
     pub fn try_admit(self: &Arc<Self>, memory_bytes: usize) -> Option<Admitted> {
-        let mb = (memory_bytes as u64).div_ceil(1 << 20).clamp(1, self.budget_mb);
-        let mut st = self.lock();
-        if st.queue.is_empty() && st.free_cpus > 0 && st.free_mb >= mb {
-            st.free_cpus -= 1;
-            st.free_mb -= mb;
-            return Some(Admitted { gate: self.clone(), mb, cpu: true });
-        }
-        None
+        let mb = self.mb_of(memory_bytes);
+        self.lock().take_now(mb).then(|| Admitted { gate: self.clone(), mb, cpu: true })
+    }
+
+    /// What a guest of `memory_bytes` reserves: whole MiB, at most the budget.
+    fn mb_of(&self, memory_bytes: usize) -> u64 {
+        (memory_bytes as u64).div_ceil(1 << 20).clamp(1, self.budget_mb)
     }
 
     async fn wait(self: &Arc<Self>, class: u8, priority: i64, mb: u64) {
         let rx = {
             let mut st = self.lock();
             // Nobody ahead: take it now.
-            if st.queue.is_empty() && st.free_cpus > 0 && st.free_mb >= mb {
-                st.free_cpus -= 1;
-                st.free_mb -= mb;
+            if st.take_now(mb) {
                 return;
             }
             let (tx, rx) = oneshot::channel();
@@ -132,6 +129,16 @@ impl Gate {
 }
 
 impl State {
+    /// Takes a CPU slot and `mb` when nobody waits ahead and both are free.
+    fn take_now(&mut self, mb: u64) -> bool {
+        let free = self.queue.is_empty() && self.free_cpus > 0 && self.free_mb >= mb;
+        if free {
+            self.free_cpus -= 1;
+            self.free_mb -= mb;
+        }
+        free
+    }
+
     fn dispatch(&mut self) {
         let mut memory_blocked = false;
         let keys: Vec<(u8, i64, u64)> = self.queue.keys().copied().collect();

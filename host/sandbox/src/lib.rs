@@ -182,20 +182,14 @@ impl Tier {
     /// Loads from the cache (without reading the bytes) or compiles, and
     /// prepares, the guest of `digest`.
     fn prepare(&self, digest: &Digest, bytes: &GuestBytes) -> Result<Kind, SandboxError> {
-        if let Some(compiled) = self.cache.cached(&self.engine, digest) {
-            return Ok(match compiled {
-                Compiled::Component(c) => Kind::Component(ComponentGuest::prepare(&self.components, &c)?),
-                Compiled::Module(m) => Kind::Command(CommandGuest::prepare(&self.commands, &m)?),
-            });
+        if let Some(kind) = self.from_cache(digest) {
+            return kind;
         }
         // Compiling takes cores and hundreds of MB: a few at a time.
         let _compiling = COMPILING.acquire();
         // Another process (or tier) may have compiled it meanwhile.
-        if let Some(compiled) = self.cache.cached(&self.engine, digest) {
-            return Ok(match compiled {
-                Compiled::Component(c) => Kind::Component(ComponentGuest::prepare(&self.components, &c)?),
-                Compiled::Module(m) => Kind::Command(CommandGuest::prepare(&self.commands, &m)?),
-            });
+        if let Some(kind) = self.from_cache(digest) {
+            return kind;
         }
         let bytes = bytes.read()?;
         Ok(match sniff(&bytes)? {
@@ -207,6 +201,15 @@ impl Tier {
                 let m = self.cache.compile_module(&self.engine, digest, &bytes)?;
                 Kind::Command(CommandGuest::prepare(&self.commands, &m)?)
             }
+        })
+    }
+
+    /// The guest of `digest` prepared from the artifact cache, if it holds it.
+    fn from_cache(&self, digest: &Digest) -> Option<Result<Kind, SandboxError>> {
+        let compiled = self.cache.cached(&self.engine, digest)?;
+        Some(match compiled {
+            Compiled::Component(c) => ComponentGuest::prepare(&self.components, &c).map(Kind::Component),
+            Compiled::Module(m) => CommandGuest::prepare(&self.commands, &m).map(Kind::Command),
         })
     }
 }

@@ -55,29 +55,41 @@ fn fill(dir: &Path) -> PathBuf {
     file
 }
 
-#[test]
-fn a_full_disk_stalls_a_run_and_it_goes_on_once_space_is_freed() {
-    let w = Weft::new();
-    let data = w.data_dir();
-    let Some(mut mounted) = Mounted::new(&data, "64m") else {
+/// A 64 MiB tmpfs at the data directory of `w`, or `None` after saying
+/// loudly that `what` is untested (mounting needs root).
+fn mount_or_skip(w: &Weft, what: &str) -> Option<Mounted> {
+    let mounted = Mounted::new(&w.data_dir(), "64m");
+    if mounted.is_none() {
         let _ = writeln!(
             std::io::stderr(),
-            "\n*** SKIPPED: disk_full: cannot mount a tmpfs (not root?); the disk-full row of docs/reliability.md is untested ***\n"
+            "\n*** SKIPPED: disk_full: cannot mount a tmpfs (not root?); {what} is untested ***\n"
         );
-        return;
-    };
-    // Steps of 300 ms of computation each: the run is mid-way when the disk fills.
-    let steps: Vec<_> = (0..8)
+    }
+    mounted
+}
+
+/// A chain of `n` steps of `ms` ms of computation each.
+fn busy_chain(n: usize, ms: u64) -> serde_json::Value {
+    let steps: Vec<_> = (0..n)
         .map(|i| {
             let mut s = json!({"name": format!("s{i}"), "code": {"path": weft_test_artifacts::HOSTILE},
-                               "input": {"mode": "busy", "n": 300}});
+                               "input": {"mode": "busy", "n": ms}});
             if i > 0 {
                 s["after"] = json!([format!("s{}", i - 1)]);
             }
             s
         })
         .collect();
-    let file = w.write_def("long", &json!({"name": "long", "steps": steps}));
+    json!({"name": "long", "steps": steps})
+}
+
+#[test]
+fn a_full_disk_stalls_a_run_and_it_goes_on_once_space_is_freed() {
+    let w = Weft::new();
+    let data = w.data_dir();
+    let Some(mut mounted) = mount_or_skip(&w, "the disk-full row of docs/reliability.md") else { return };
+    // Steps of 300 ms of computation each: the run is mid-way when the disk fills.
+    let file = w.write_def("long", &busy_chain(8, 300));
     let out = w.run(&["run", file.to_str().unwrap(), "--detach"]);
     out.expect_code(0);
     let id = out.stdout.trim().to_string();
@@ -140,24 +152,8 @@ fn a_full_disk_stalls_a_run_and_it_goes_on_once_space_is_freed() {
 fn forty_seconds_of_full_disk_fail_no_run_in_flight() {
     let w = Weft::new();
     let data = w.data_dir();
-    let Some(mut mounted) = Mounted::new(&data, "64m") else {
-        let _ = writeln!(
-            std::io::stderr(),
-            "\n*** SKIPPED: disk_full: cannot mount a tmpfs (not root?); the 40 s stall is untested ***\n"
-        );
-        return;
-    };
-    let steps: Vec<_> = (0..6)
-        .map(|i| {
-            let mut s = json!({"name": format!("s{i}"), "code": {"path": weft_test_artifacts::HOSTILE},
-                               "input": {"mode": "busy", "n": 200}});
-            if i > 0 {
-                s["after"] = json!([format!("s{}", i - 1)]);
-            }
-            s
-        })
-        .collect();
-    let file = w.write_def("long", &json!({"name": "long", "steps": steps}));
+    let Some(mut mounted) = mount_or_skip(&w, "the 40 s stall") else { return };
+    let file = w.write_def("long", &busy_chain(6, 200));
     let ids: Vec<String> = (0..10)
         .map(|_| {
             let out = w.run(&["run", file.to_str().unwrap(), "--detach"]);
