@@ -182,13 +182,13 @@ impl Tier {
     /// Loads from the cache (without reading the bytes) or compiles, and
     /// prepares, the guest of `digest`.
     fn prepare(&self, digest: &Digest, bytes: &GuestBytes) -> Result<Kind, SandboxError> {
-        if let Some(kind) = self.from_cache(digest) {
+        if let Some(kind) = self.prepare_cached(digest) {
             return kind;
         }
         // Compiling takes cores and hundreds of MB: a few at a time.
         let _compiling = COMPILING.acquire();
         // Another process (or tier) may have compiled it meanwhile.
-        if let Some(kind) = self.from_cache(digest) {
+        if let Some(kind) = self.prepare_cached(digest) {
             return kind;
         }
         let bytes = bytes.read()?;
@@ -205,7 +205,7 @@ impl Tier {
     }
 
     /// The guest of `digest` prepared from the artifact cache, if it holds it.
-    fn from_cache(&self, digest: &Digest) -> Option<Result<Kind, SandboxError>> {
+    fn prepare_cached(&self, digest: &Digest) -> Option<Result<Kind, SandboxError>> {
         let compiled = self.cache.cached(&self.engine, digest)?;
         Some(match compiled {
             Compiled::Component(c) => ComponentGuest::prepare(&self.components, &c).map(Kind::Component),
