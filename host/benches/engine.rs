@@ -62,7 +62,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use weft_engine::clock::system_now_ms as now_ms;
 
-use weft_bench::loadavg;
+use weft_workloads::loadavg;
 
 use serde_json::{Value, json};
 use weft_engine::runner::{StepOutput, StepRequest, StepRunner};

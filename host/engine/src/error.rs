@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use crate::model_glue::ErrorKind;
+pub use weft_model::ErrorKind;
 
 /// Why a step, attempt or run failed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -5,14 +5,13 @@
 //! - [`runner`]: the seam that does code and tool steps ([`runner::StepRunner`]).
 //! - [`clock`], [`rng`]: injected time and randomness.
 //! - [`retry`]: retry decisions and delays.
-//! - [`caps`]: size and depth caps on what is accepted and stored.
+//! - [`size_limits`]: size and depth caps on what is accepted and stored.
 //! - [`scheduler`]: the [`Engine`] that creates, drives, recovers and cancels runs.
 //! - [`view`]: the `runs show --json` shape.
 //! - [`compare`]: two runs side by side, step by step (`runs diff`, `run_compare`).
 //! - [`trace`]: a run's W3C trace context (stored with it) and the metrics switch.
 
 pub mod cancel;
-pub mod caps;
 pub mod clock;
 pub mod compare;
 #[cfg(feature = "conformance")]
@@ -27,6 +26,7 @@ pub mod retry;
 pub mod rng;
 pub mod runner;
 pub mod scheduler;
+pub mod size_limits;
 pub mod state;
 pub mod store;
 pub mod stored;

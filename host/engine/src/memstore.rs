@@ -50,7 +50,7 @@ impl MemStore {
         self.commits.load(Ordering::SeqCst)
     }
 
-    /// How many times a run was read (`Store::run`).
+    /// How many times a run was read (`RunStore::run`).
     pub fn run_reads(&self) -> u64 {
         self.run_reads.load(Ordering::SeqCst)
     }
@@ -368,7 +368,7 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut impl EventLog,
 }
 
 #[async_trait::async_trait]
-impl Store for MemStore {
+impl RunStore for MemStore {
     async fn commit(&self, batch: Batch) -> Result<(), StoreError> {
         self.commit_then_hook(&batch).await
     }
@@ -435,38 +435,6 @@ impl Store for MemStore {
             .collect())
     }
 
-    async fn save_template(&self, name: &str, definition: &Value, at: i64) -> Result<u32, StoreError> {
-        let mut inner = self.inner.lock().unwrap();
-        let versions = inner.templates.entry(name.to_string()).or_default();
-        let v = versions.last().map(|t| t.version + 1).unwrap_or(1);
-        versions.push(TemplateRecord {
-            name: name.to_string(),
-            version: v,
-            definition: definition.clone(),
-            created_at: at,
-        });
-        Ok(v)
-    }
-
-    async fn template(&self, name: &str, version: Option<u32>) -> Result<Option<TemplateRecord>, StoreError> {
-        let inner = self.inner.lock().unwrap();
-        let Some(vs) = inner.templates.get(name) else { return Ok(None) };
-        Ok(match version {
-            None => vs.last().cloned(),
-            Some(v) => vs.iter().find(|t| t.version == v).cloned(),
-        })
-    }
-
-    async fn list_templates(&self) -> Result<Vec<TemplateRecord>, StoreError> {
-        let inner = self.inner.lock().unwrap();
-        Ok(inner.templates.values().filter_map(|v| v.last().cloned()).collect())
-    }
-
-    async fn delete_template(&self, name: &str) -> Result<u32, StoreError> {
-        let mut inner = self.inner.lock().unwrap();
-        Ok(inner.templates.remove(name).map(|v| v.len() as u32).unwrap_or(0))
-    }
-
     async fn event_waits(&self, event: &str) -> Result<Vec<WaitRecord>, StoreError> {
         let inner = self.inner.lock().unwrap();
         let mut all: Vec<WaitRecord> = inner
@@ -525,7 +493,52 @@ impl Store for MemStore {
         let inner = self.inner.lock().unwrap();
         Ok(inner.artifacts.get(run).and_then(|m| m.get(name)).map(|(a, d)| (a.clone(), d.to_vec())))
     }
+}
 
+/// One process owns the whole store: it drives every run (the defaults).
+impl LeaseStore for MemStore {}
+
+#[async_trait::async_trait]
+impl TemplateStore for MemStore {
+    async fn save_template(&self, name: &str, definition: &Value, at: i64) -> Result<u32, StoreError> {
+        let mut inner = self.inner.lock().unwrap();
+        let versions = inner.templates.entry(name.to_string()).or_default();
+        let v = versions.last().map(|t| t.version + 1).unwrap_or(1);
+        versions.push(TemplateRecord {
+            name: name.to_string(),
+            version: v,
+            definition: definition.clone(),
+            created_at: at,
+        });
+        Ok(v)
+    }
+
+    async fn template(&self, name: &str, version: Option<u32>) -> Result<Option<TemplateRecord>, StoreError> {
+        let inner = self.inner.lock().unwrap();
+        let Some(vs) = inner.templates.get(name) else { return Ok(None) };
+        Ok(match version {
+            None => vs.last().cloned(),
+            Some(v) => vs.iter().find(|t| t.version == v).cloned(),
+        })
+    }
+
+    async fn list_templates(&self) -> Result<Vec<TemplateRecord>, StoreError> {
+        let inner = self.inner.lock().unwrap();
+        Ok(inner.templates.values().filter_map(|v| v.last().cloned()).collect())
+    }
+
+    async fn delete_template(&self, name: &str) -> Result<u32, StoreError> {
+        let mut inner = self.inner.lock().unwrap();
+        Ok(inner.templates.remove(name).map(|v| v.len() as u32).unwrap_or(0))
+    }
+
+    async fn template_versions(&self, name: &str) -> Result<Vec<TemplateRecord>, StoreError> {
+        Ok(self.inner.lock().unwrap().templates.get(name).cloned().unwrap_or_default())
+    }
+}
+
+#[async_trait::async_trait]
+impl ArchiveStore for MemStore {
     async fn finished_before(&self, before_ms: i64, f: &RunFilter) -> Result<Vec<RunId>, StoreError> {
         let inner = self.inner.lock().unwrap();
         let mut ended: Vec<(i64, RunId)> = inner
@@ -556,10 +569,6 @@ impl Store for MemStore {
             }
         }
         Ok(deleted)
-    }
-
-    async fn template_versions(&self, name: &str) -> Result<Vec<TemplateRecord>, StoreError> {
-        Ok(self.inner.lock().unwrap().templates.get(name).cloned().unwrap_or_default())
     }
 
     async fn import_run(&self, e: RunExport) -> Result<(), StoreError> {

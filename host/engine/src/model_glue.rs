@@ -3,7 +3,7 @@
 
 pub use weft_model::{
     Action, CodeRef, Condition, Definition, EdgeOn, ErrorKind, Graph, Join, Limits, Problem, Problems, RetryPolicy,
-    Scope, Step, StepView, Template, Unresolved, did_you_mean,
+    Scope, Step, StepOutcome, Template, Unresolved, did_you_mean,
 };
 
 use serde_json::Value;

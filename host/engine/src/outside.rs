@@ -87,7 +87,7 @@ pub enum InboxKind {
         id: String,
     },
     /// Cancel `run`: left for the worker that drives it (a store shared by
-    /// many workers; see [`crate::store::Store::claim_run`]).
+    /// many workers; see [`crate::store::LeaseStore::claim_run`]).
     Cancel { run: RunId },
     /// Hand the event `event` (its data is the message's) to the wait of
     /// `step` in `run`: what an event becomes for a run another worker

@@ -111,7 +111,7 @@ pub fn done_step(run: &RunId, s: &DoneStep, seq: &mut u64) -> Result<Vec<Write>,
         attempt: AttemptNo::FIRST,
         lease_until: s.ended_at,
         at: s.started_at,
-        input: s.input.as_ref().map(crate::caps::shown_input),
+        input: s.input.as_ref().map(crate::size_limits::shown_input),
     });
     out.push(Write::FinishAttempt {
         run: run.clone(),
@@ -144,7 +144,7 @@ pub fn done_step(run: &RunId, s: &DoneStep, seq: &mut u64) -> Result<Vec<Write>,
 mod tests {
     use super::*;
     use crate::memstore::MemStore;
-    use crate::store::Store;
+    use crate::store::RunStore;
 
     #[tokio::test]
     async fn a_recorded_run_reads_like_any_other() {

@@ -19,6 +19,18 @@ use crate::ids::{AttemptNo, ItemIndex, RunId, Seq};
 pub use crate::outside::{InboxKind, InboxRecord, ScheduleRecord, WaitKind, WaitRecord};
 use crate::state::{AttemptState, RunState, StepState};
 
+/// What a commit survives: the one vocabulary of `durability` in
+/// `weft.toml`, each store mapping it to its own settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// Survives a process crash (a power loss may lose the last moments).
+    #[default]
+    Normal,
+    /// Survives power loss: every group commit is flushed to disk.
+    Full,
+}
+
 /// A run to create, with the plan it pins.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NewRun {
@@ -67,7 +79,7 @@ pub enum Write {
     /// and keeps its count of interruptions) or another attempt of the same
     /// (run, step, item) is running.
     /// `input`: the attempt's resolved input as shown (see
-    /// [`crate::caps::shown_input`]); `None` when it could not be resolved.
+    /// [`crate::size_limits::shown_input`]); `None` when it could not be resolved.
     StartAttempt {
         run: RunId,
         step: String,
@@ -306,7 +318,7 @@ pub struct AttemptRecord {
     /// Fuel its guest used, summed over its interrupted runs.
     pub fuel: Option<u64>,
     /// Its input with refs resolved, as shown (see
-    /// [`crate::caps::shown_input`]); `None` when unknown (runs stored
+    /// [`crate::size_limits::shown_input`]); `None` when unknown (runs stored
     /// before inputs were kept, or a ref that resolved to nothing).
     #[serde(default)]
     pub input: Option<Value>,
@@ -424,7 +436,7 @@ pub struct RunExport {
 }
 
 /// Waits for commits of other processes to the same store (see
-/// [`Store::watch`]).
+/// [`RunStore::watch`]).
 #[async_trait::async_trait]
 pub trait StoreWatch: Send {
     /// Resolves after the store was written (by any process) since the last
@@ -432,9 +444,23 @@ pub trait StoreWatch: Send {
     async fn changed(&mut self) -> bool;
 }
 
-/// The persistence seam (see the module docs).
+// The seam is split by role, as the engine's callers use it: the engine
+// writes and reads runs ([`RunStore`]); workers of a shared store hold
+// leases on the runs they drive ([`LeaseStore`]); templates are saved and
+// read by name and version ([`TemplateStore`]); runs are pruned, exported
+// and imported ([`ArchiveStore`]). A store implements all four: [`Store`].
+
+/// Everything a store is: the four roles below. Implemented for every type
+/// that has them all; front ends and the engine hold an `Arc<dyn Store>`.
+pub trait Store: RunStore + LeaseStore + TemplateStore + ArchiveStore {}
+
+impl<T: RunStore + LeaseStore + TemplateStore + ArchiveStore> Store for T {}
+
+/// What the engine writes and reads of runs: batches committed atomically,
+/// runs with their steps, events, waits, the inbox, schedules, queues and
+/// artifacts, and a watch on other processes' writes.
 #[async_trait::async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait RunStore: Send + Sync + 'static {
     /// A way to wait for writes of other processes to this store without
     /// reading it in a loop (SQLite: the file system tells; PostgreSQL:
     /// LISTEN/NOTIFY). `None` when the store cannot tell: poll.
@@ -442,7 +468,7 @@ pub trait Store: Send + Sync + 'static {
         None
     }
 
-    /// As [`Store::watch`], for a store's owner loop: wakes when there may
+    /// As [`RunStore::watch`], for a store's owner loop: wakes when there may
     /// be work for it (runs created elsewhere, messages, schedules), not at
     /// every commit. The same watch where the store cannot tell them apart.
     fn watch_work(&self) -> Option<Box<dyn StoreWatch>> {
@@ -452,7 +478,7 @@ pub trait Store: Send + Sync + 'static {
     /// Commit a batch atomically; returns once it is durable.
     async fn commit(&self, batch: Batch) -> Result<(), StoreError>;
 
-    /// [`Store::commit`] of a batch the caller keeps (to try it again, to
+    /// [`RunStore::commit`] of a batch the caller keeps (to try it again, to
     /// apply it to a record of its own), without copying it where the
     /// store can avoid that.
     async fn commit_shared(&self, batch: std::sync::Arc<Batch>) -> Result<(), StoreError> {
@@ -485,18 +511,6 @@ pub trait Store: Send + Sync + 'static {
     /// Running attempts of unfinished runs whose lease ended before `now_ms`.
     async fn expired_leases(&self, now_ms: i64) -> Result<Vec<ExpiredLease>, StoreError>;
 
-    /// Save a new version of a template (1 for a new name); returns it.
-    async fn save_template(&self, name: &str, definition: &Value, at: i64) -> Result<u32, StoreError>;
-
-    /// A version of a template, or its latest when `version` is `None`.
-    async fn template(&self, name: &str, version: Option<u32>) -> Result<Option<TemplateRecord>, StoreError>;
-
-    /// The latest version of every template, by name.
-    async fn list_templates(&self) -> Result<Vec<TemplateRecord>, StoreError>;
-
-    /// Delete every version of a template; returns how many were deleted.
-    async fn delete_template(&self, name: &str) -> Result<u32, StoreError>;
-
     /// Open event waits for `event`, oldest first.
     async fn event_waits(&self, event: &str) -> Result<Vec<WaitRecord>, StoreError>;
 
@@ -518,15 +532,16 @@ pub trait Store: Send + Sync + 'static {
 
     /// One artifact of a run and its bytes.
     async fn artifact(&self, run: &RunId, name: &str) -> Result<Option<(ArtifactRecord, Vec<u8>)>, StoreError>;
+}
 
-    // ---- who drives which run ---------------------------------------------
-    //
-    // A store that one process owns whole (SQLite: its scheduler lock) lets
-    // that process drive every run: the defaults below. A store shared by
-    // many workers (PostgreSQL) gives each run an owner, a worker holding a
-    // lease it renews; a batch writing a run another worker owns, or written
-    // after this worker's lease ran out, is refused ([`StoreError::Fenced`]).
-
+/// Who drives which run. A store that one process owns whole (SQLite: its
+/// scheduler lock) lets that process drive every run: the defaults. A
+/// store shared by many workers (PostgreSQL) gives each run an owner, a
+/// worker holding a lease it renews; a batch writing a run another worker
+/// owns, or written after this worker's lease ran out, is refused
+/// ([`StoreError::Fenced`]).
+#[async_trait::async_trait]
+pub trait LeaseStore: RunStore {
     /// Whether many processes drive this store's runs, each its own (see
     /// above): then cancels and signals for a run go to its owner.
     fn is_shared(&self) -> bool {
@@ -563,9 +578,32 @@ pub trait Store: Send + Sync + 'static {
     async fn release_runs(&self, _ids: &[RunId]) -> Result<(), StoreError> {
         Ok(())
     }
+}
 
-    // ---- retention -----------------------------------------------------------
+/// Templates: named definitions, each save a new version.
+#[async_trait::async_trait]
+pub trait TemplateStore: Send + Sync + 'static {
+    /// Save a new version of a template (1 for a new name); returns it.
+    async fn save_template(&self, name: &str, definition: &Value, at: i64) -> Result<u32, StoreError>;
 
+    /// A version of a template, or its latest when `version` is `None`.
+    async fn template(&self, name: &str, version: Option<u32>) -> Result<Option<TemplateRecord>, StoreError>;
+
+    /// The latest version of every template, by name.
+    async fn list_templates(&self) -> Result<Vec<TemplateRecord>, StoreError>;
+
+    /// Delete every version of a template; returns how many were deleted.
+    async fn delete_template(&self, name: &str) -> Result<u32, StoreError>;
+
+    /// Every version of a template, oldest first.
+    async fn template_versions(&self, name: &str) -> Result<Vec<TemplateRecord>, StoreError>;
+}
+
+/// Keeping a store in shape: counting and pruning finished runs (retention,
+/// `weft runs prune`), and copying runs and templates between stores
+/// (`weft store export|import`).
+#[async_trait::async_trait]
+pub trait ArchiveStore: RunStore {
     /// How many runs match `filter` (its `limit` and `before` apply).
     async fn count_runs(&self, filter: &RunFilter) -> Result<u64, StoreError> {
         Ok(self.list_runs(&RunFilter { limit: None, ..filter.clone() }).await?.len() as u64)
@@ -580,11 +618,6 @@ pub trait Store: Send + Sync + 'static {
     /// attempts, events, waits, artifacts, their messages); an unfinished
     /// or unknown run is left out. Returns the runs deleted.
     async fn delete_runs(&self, ids: &[RunId]) -> Result<Vec<RunId>, StoreError>;
-
-    // ---- copying a store -------------------------------------------------
-
-    /// Every version of a template, oldest first.
-    async fn template_versions(&self, name: &str) -> Result<Vec<TemplateRecord>, StoreError>;
 
     /// Everything stored of a run.
     async fn export_run(&self, id: &RunId) -> Result<Option<RunExport>, StoreError> {

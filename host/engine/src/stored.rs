@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::store::StoreError;
 
 /// Nesting past which a stored value is taken for damage, not data (what
-/// weft writes nests at most `weft_engine::caps::MAX_DEPTH` plus a few).
+/// weft writes nests at most `weft_engine::size_limits::MAX_DEPTH` plus a few).
 const READ_DEPTH: usize = 1000;
 
 /// A stored JSON value. serde_json's 128-level default would make a value

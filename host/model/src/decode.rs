@@ -40,6 +40,13 @@ const STEP_FIELDS: [&str; 14] = [
     "transform",
 ];
 
+/// Which top-level fields decoded well enough to be checked further.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DefFlags {
+    pub name_ok: bool,
+    pub steps_ok: bool,
+}
+
 /// Where a decoded step's parts sit in the document.
 #[derive(Debug, Clone)]
 pub(crate) struct StepMeta {
@@ -63,7 +70,7 @@ impl StepMeta {
 pub(crate) struct Decoded {
     pub def: Definition,
     pub metas: Vec<StepMeta>,
-    pub flags: crate::validate::DefFlags,
+    pub flags: DefFlags,
 }
 
 /// A field's value; `null` counts as absent.
@@ -100,7 +107,7 @@ pub(crate) fn decode(v: &Value, out: &mut Vec<Problem>) -> Option<Decoded> {
             other => d.push("/steps", format!("`steps` must be an array of steps, got {}", type_name(other))),
         }
     }
-    let flags = crate::validate::DefFlags { name_ok: name.is_some(), steps_ok };
+    let flags = DefFlags { name_ok: name.is_some(), steps_ok };
     let def = Definition {
         name: name.unwrap_or_default(),
         version: opt(m, "version")

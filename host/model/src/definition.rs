@@ -12,24 +12,7 @@ use crate::condition::Condition;
 use crate::template::Template;
 use crate::timestamp::Timestamp;
 
-/// Default per-attempt timeout of a code step (docs/workflow-format.md).
-pub const DEFAULT_CODE_TIMEOUT_MS: u64 = 10_000;
-/// Default per-attempt timeout of a tool step (docs/workflow-format.md).
-pub const DEFAULT_TOOL_TIMEOUT_MS: u64 = 30_000;
-/// Largest `limits.memory_mb` (a wasm32 memory is at most 4 GiB).
-pub const MAX_MEMORY_MB: u64 = 4096;
-/// Longest duration a definition may give (`timeout_ms`, retry delays,
-/// `sleep.ms`, a wait's `timeout_ms`): a year. The engine adds durations
-/// to a clock in ms; past this they are surely a mistake, not a plan.
-pub const MAX_DURATION_MS: u64 = 366 * 24 * 3600 * 1000;
-/// Most attempts a retry policy may ask for.
-pub const MAX_ATTEMPTS: u32 = 10_000;
-/// Longest step, definition or template name (and event, server or tool
-/// name a definition gives), in characters.
-pub const MAX_NAME_CHARS: usize = 128;
-/// Largest `priority` magnitude: the engine orders ready steps by its
-/// negation, so `i64::MIN` cannot be allowed; a million levels is plenty.
-pub const MAX_PRIORITY: i64 = 1_000_000;
+pub use crate::bounds::*;
 
 /// A workflow definition: a name, steps that form a graph (refs such as
 /// `@step.field` are dependencies), an optional input schema and output.
@@ -391,20 +374,7 @@ impl Join {
     }
 }
 
-/// How long to wait between attempts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Backoff {
-    /// `initial_delay_ms` every time.
-    Fixed,
-    /// `initial_delay_ms × n` after attempt n.
-    Linear,
-    /// `initial_delay_ms × 2^(n-1)` after attempt n.
-    #[default]
-    Exponential,
-}
-
-pub use crate::retry::RetryPolicy;
+pub use crate::retry::{Backoff, RetryPolicy};
 pub use crate::status::{ErrorKind, RunState, StepState, UnknownState};
 
 /// Resource limits of a code step (defaults come from weft.toml `[limits]`).

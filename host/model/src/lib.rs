@@ -6,6 +6,7 @@
 //! [`Definition`] whose refs are compiled, or lists every [`Problem`] with
 //! its JSON Pointer.
 
+pub mod bounds;
 pub mod condition;
 mod decode;
 pub mod definition;
@@ -38,7 +39,7 @@ pub use problem::{Problem, Problems, closest, did_you_mean, type_name};
 pub use refs::{Ref, RefError, RefRoot, Segment, Unresolved, describe, parse_ref};
 pub use retry::RetryPolicy;
 pub use schema::definition_schema;
-pub use scope::{MapScope, Scope, StepView};
+pub use scope::{MapScope, Scope, StepOutcome};
 pub use template::{CompiledValue, Part, RefSite, Template, TemplateError};
 pub use timestamp::Timestamp;
 pub use validate::validate;

@@ -5,12 +5,26 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::definition::{Backoff, ErrorKind};
+use crate::bounds::{MAX_ATTEMPTS, MAX_DURATION_MS};
+use crate::status::ErrorKind;
 
 /// Default `initial_delay_ms`.
 pub const DEFAULT_INITIAL_DELAY_MS: u64 = 1_000;
 /// Default `max_delay_ms`.
 pub const DEFAULT_MAX_DELAY_MS: u64 = 60_000;
+
+/// How long to wait between attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Backoff {
+    /// `initial_delay_ms` every time.
+    Fixed,
+    /// `initial_delay_ms × n` after attempt n.
+    Linear,
+    /// `initial_delay_ms × 2^(n-1)` after attempt n.
+    #[default]
+    Exponential,
+}
 
 /// How a step is retried.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -18,15 +32,15 @@ pub const DEFAULT_MAX_DELAY_MS: u64 = 60_000;
 pub struct RetryPolicy {
     /// Attempts in all, the first included (1 = no retry).
     #[serde(default = "one")]
-    #[schemars(range(min = 1, max = crate::definition::MAX_ATTEMPTS))]
+    #[schemars(range(min = 1, max = MAX_ATTEMPTS))]
     pub max_attempts: u32,
     #[serde(default)]
     pub backoff: Backoff,
     #[serde(default = "initial")]
-    #[schemars(range(max = crate::definition::MAX_DURATION_MS))]
+    #[schemars(range(max = MAX_DURATION_MS))]
     pub initial_delay_ms: u64,
     #[serde(default = "max")]
-    #[schemars(range(max = crate::definition::MAX_DURATION_MS))]
+    #[schemars(range(max = MAX_DURATION_MS))]
     pub max_delay_ms: u64,
     /// Randomise each delay within [delay/2, delay].
     #[serde(default = "yes")]

@@ -5,11 +5,11 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::definition::StepState;
+use crate::status::StepState;
 
 /// A step's state and output as seen by refs.
 #[derive(Debug, Clone, Copy)]
-pub struct StepView<'a> {
+pub struct StepOutcome<'a> {
     pub status: StepState,
     /// The output (for a failed step handled by `continue_on_error`, the
     /// engine passes the error object here).
@@ -21,7 +21,7 @@ pub struct StepView<'a> {
 pub trait Scope {
     fn input(&self) -> &Value;
     /// `None` when the step has not finished (or does not exist): refs give `null`.
-    fn step(&self, name: &str) -> Option<StepView<'_>>;
+    fn step(&self, name: &str) -> Option<StepOutcome<'_>>;
     fn item(&self) -> Option<&Value> {
         None
     }
@@ -65,8 +65,8 @@ impl Scope for MapScope {
     fn input(&self) -> &Value {
         &self.input
     }
-    fn step(&self, name: &str) -> Option<StepView<'_>> {
-        self.steps.get(name).map(|(status, output)| StepView { status: *status, output })
+    fn step(&self, name: &str) -> Option<StepOutcome<'_>> {
+        self.steps.get(name).map(|(status, output)| StepOutcome { status: *status, output })
     }
     fn item(&self) -> Option<&Value> {
         self.item.as_ref()

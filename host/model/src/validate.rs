@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::decode::StepMeta;
+use crate::decode::{DefFlags, StepMeta};
 use crate::definition::{
     Action, CodeRef, Definition, MAX_ATTEMPTS, MAX_DURATION_MS, MAX_MEMORY_MB, MAX_NAME_CHARS, MAX_PRIORITY, SleepSpec,
     Step, StepPart,
@@ -66,13 +66,6 @@ fn part_base(meta: &StepMeta, part: StepPart) -> String {
         StepPart::WaitPrompt => format!("{}/wait/prompt", meta.at),
         StepPart::WaitMatch => format!("{}/wait/match", meta.at),
     }
-}
-
-/// Which top-level fields decoded well enough to be checked further.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct DefFlags {
-    pub name_ok: bool,
-    pub steps_ok: bool,
 }
 
 pub(crate) fn check(

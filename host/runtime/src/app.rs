@@ -20,9 +20,9 @@ use weft_engine::{Engine, EngineConfig, SeededRng, Store, StoreError, SystemCloc
 use weft_sandbox::Sandbox;
 use weft_sandbox::registry::Registry;
 use weft_store_postgres::{Lease, PgStore};
-use weft_store_sqlite::{Durability, SchedulerLock, SqliteStore};
+use weft_store_sqlite::{SchedulerLock, SqliteStore};
 
-use crate::config::{self, Settings};
+use crate::config::Settings;
 use crate::error::{Result, RuntimeError};
 use crate::runner::CodeRunner;
 use crate::tool_runner::{Runners, ToolRunner};
@@ -56,21 +56,16 @@ impl Backend {
 /// Opens (creating and migrating if needed) the store `db` names, with
 /// the durability and lease of `settings`: its name for messages and it.
 pub fn open_backend(db: &Database, settings: &Settings, rt: &tokio::runtime::Runtime) -> Result<(String, Backend)> {
-    let full = settings.file.durability.unwrap_or_default() == config::Durability::Full;
+    let durability = settings.file.durability.unwrap_or_default();
     Ok(match db {
         Database::Sqlite(path) => {
-            let durability = if full { Durability::Full } else { Durability::Normal };
             let store = SqliteStore::open(path, durability)
                 .map_err(RuntimeError::store(format!("cannot open the store {}", path.display())))?;
             (path.display().to_string(), Backend::Sqlite(Arc::new(store)))
         }
         Database::Postgres(url) => {
             let opts = weft_store_postgres::Options {
-                durability: if full {
-                    weft_store_postgres::Durability::Full
-                } else {
-                    weft_store_postgres::Durability::Normal
-                },
+                durability,
                 lease: Duration::from_millis(settings.file.workers.lease_ms.unwrap_or(5_000).max(500)),
                 ..Default::default()
             };
@@ -135,7 +130,7 @@ pub struct App {
     pub rt: tokio::runtime::Runtime,
     /// The upstream MCP servers of tool steps (started on first use,
     /// shared by every run of this process).
-    pub upstreams: Arc<weft_mcp::Upstreams>,
+    pub upstreams: Arc<weft_mcp_client::Upstreams>,
 }
 
 /// The configured database: `$WEFT_DATABASE`, else `database` (a
@@ -265,7 +260,7 @@ impl App {
                     // leases (what `runs show` reports) need not outlast it.
                     max_interruptions: limits.max_interruptions.unwrap_or(d.max_interruptions),
                     max_run_log_bytes: limits.max_run_log_bytes.unwrap_or(d.max_run_log_bytes),
-                    caps: self.settings.caps(),
+                    size_limits: self.settings.size_limits(),
                     ..d
                 }
             },

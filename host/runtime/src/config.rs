@@ -98,16 +98,8 @@ impl<'de> Deserialize<'de> for Retention {
     }
 }
 
-/// How hard commits are pushed to disk.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Durability {
-    /// Survives a process kill (WAL, synchronous=NORMAL).
-    #[default]
-    Normal,
-    /// Survives power loss (fsync every group commit).
-    Full,
-}
+/// How hard commits are pushed to disk (`durability = "normal" | "full"`).
+pub use weft_engine::store::Durability;
 
 /// `[limits]`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -144,28 +136,7 @@ pub struct LimitsConfig {
     pub guest_memory_budget_mb: Option<u64>,
 }
 
-/// A configuration problem: exit code 2.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The file could not be read.
-    #[error("cannot read the configuration file {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The file is not valid (unknown key, wrong type, bad TOML).
-    #[error("{path}:{line}: {message}")]
-    Invalid {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line.
-        line: usize,
-        /// What is wrong.
-        message: String,
-    },
-}
+pub use crate::error::ConfigError;
 
 /// Everything a command needs to know about where things are.
 #[derive(Debug, Clone)]
@@ -179,7 +150,7 @@ pub struct Settings {
     /// The parsed file (defaults when there is none).
     pub file: ConfigFileShared,
     /// `[servers.*]`, checked and with `${VAR}`s expanded (memory only).
-    pub servers: std::sync::Arc<Vec<weft_mcp::ServerConfig>>,
+    pub servers: std::sync::Arc<Vec<weft_mcp_client::ServerConfig>>,
 }
 
 /// The parsed file, shareable.
@@ -241,8 +212,8 @@ impl Settings {
     }
 
     /// The upstream MCP servers, none started yet.
-    pub fn upstreams(&self) -> weft_mcp::Upstreams {
-        weft_mcp::Upstreams::new(self.servers.iter().cloned())
+    pub fn upstreams(&self) -> weft_mcp_client::Upstreams {
+        weft_mcp_client::Upstreams::new(self.servers.iter().cloned())
     }
 
     /// Default limits of a code step, from `[limits]`.
@@ -258,15 +229,15 @@ impl Settings {
         if let Some(t) = c.code_timeout_ms {
             l.timeout = Duration::from_millis(t);
         }
-        l.output_bytes = self.caps().max_output_bytes;
+        l.output_bytes = self.size_limits().max_output_bytes;
         l
     }
 
     /// The caps of `[limits]` (defaults where unset).
-    pub fn caps(&self) -> weft_engine::caps::Caps {
-        let d = weft_engine::caps::Caps::default();
+    pub fn size_limits(&self) -> weft_engine::size_limits::SizeLimits {
+        let d = weft_engine::size_limits::SizeLimits::default();
         let c = &self.file.limits;
-        weft_engine::caps::Caps {
+        weft_engine::size_limits::SizeLimits {
             max_input_bytes: c.max_input_bytes.unwrap_or(d.max_input_bytes),
             max_output_bytes: c.max_output_bytes.unwrap_or(d.max_output_bytes),
             max_definition_bytes: c.max_definition_bytes.unwrap_or(d.max_definition_bytes),

@@ -3,6 +3,8 @@
 //! definition: the same request fails again) or the machine's (the store,
 //! the disk, a sandbox that cannot be built: trying again can help).
 
+use std::path::PathBuf;
+
 use weft_engine::{EngineError, StoreError};
 use weft_sandbox::SandboxError;
 
@@ -26,6 +28,10 @@ pub enum RuntimeError {
     /// The sandbox (wasmtime) cannot be built or refused a guest.
     #[error("the sandbox: {0}")]
     Sandbox(#[from] SandboxError),
+    /// The process that owns the store did not answer in time (the request
+    /// stays queued for it).
+    #[error("{0}")]
+    Unanswered(String),
     /// The operating system said no (a runtime, a file).
     #[error("{what}: {source}")]
     Io {
@@ -46,7 +52,7 @@ impl RuntimeError {
         match self {
             RuntimeError::Store { source, .. } => source.is_retryable(),
             RuntimeError::Engine(EngineError::Store(e)) => e.is_retryable(),
-            RuntimeError::Io { .. } => true,
+            RuntimeError::Io { .. } | RuntimeError::Unanswered(_) => true,
             _ => false,
         }
     }
@@ -60,3 +66,26 @@ impl RuntimeError {
 
 /// A runtime `Result`.
 pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;
+
+/// A configuration problem: exit code 2.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read the configuration file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid (unknown key, wrong type, bad TOML).
+    #[error("{path}:{line}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+}

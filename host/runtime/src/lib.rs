@@ -1,5 +1,6 @@
-//! How weft runs whoever asks: the CLI, the MCP server and (next) the HTTP
-//! API are thin adapters over this crate.
+//! How weft runs whoever asks: the CLI, the MCP server and the HTTP API
+//! are thin adapters over this crate, and over its [`usecase`] layer in
+//! particular.
 //!
 //! | module | owns |
 //! |---|---|
@@ -9,7 +10,8 @@
 //! | [`lookup`] | validating a definition against the installed plugins and configured servers |
 //! | [`online`] | asking the upstreams of tool steps for their tools before a run |
 //! | [`pipeline`] | THE prepare-a-run pipeline: read → validate once (plugins, servers, live tools, child templates) → check input → pin |
-//! | [`reader`] | whom hints are written for: the CLI, an MCP client, an HTTP client |
+//! | [`audience`] | whom hints are written for: the CLI, an MCP client, an HTTP client |
+//! | [`usecase`] | THE use-case layer: start (and wait), signal, emit, cancel, as typed requests and refusals every front end calls |
 //! | [`app`] | an open store, its scheduler lock, and an engine over it |
 //! | [`owner`] | the one loop of a store's owner: inbox, runs created elsewhere, cancels |
 //! | [`runner`], [`tool_runner`] | the engine's `StepRunner`s: code (sandbox) and tools (MCP) |
@@ -30,6 +32,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 pub mod app;
+pub mod audience;
 pub mod config;
 pub mod error;
 pub mod guests;
@@ -39,11 +42,11 @@ pub mod online;
 pub mod owner;
 pub mod pipeline;
 pub mod process;
-pub mod reader;
 pub mod retention;
 pub mod runner;
 pub mod servers;
 pub mod telemetry;
 pub mod tool_runner;
+pub mod usecase;
 
 pub use error::RuntimeError;

@@ -1,13 +1,13 @@
 //! weft's log lines go to stderr through one writer that replaces every
 //! secret of the configuration (the values `${VAR}`s expanded to, URL
-//! credentials: `weft_mcp::redact`) — including in what libraries log
+//! credentials: `weft_mcp_client::redact`) — including in what libraries log
 //! (rmcp logs the failing request's URL, query string and all). The
 //! subscriber that writes through it is set up by [`crate::telemetry::init`].
 
 use std::io::Write;
 use std::sync::RwLock;
 
-use weft_mcp::Secrets;
+use weft_mcp_client::Secrets;
 
 static SECRETS: RwLock<Vec<Secrets>> = RwLock::new(Vec::new());
 
@@ -57,7 +57,7 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Redacting {
 mod tests {
     #[test]
     fn log_lines_lose_their_secrets() {
-        let mut s = weft_mcp::Secrets::none();
+        let mut s = weft_mcp_client::Secrets::none();
         s.add("hunter2-xyz", "${PW}");
         super::add_secrets(s);
         assert_eq!(super::redact("url?pw=hunter2-xyz"), "url?pw=${PW}");

@@ -8,10 +8,10 @@
 //! schema" to it), so the existence check is done here, on the raw JSON.
 //! So are strings that look like another template language's refs
 //! (`weft_model::lookalike`: a placeholder naming a step is a problem).
-//! Hints name what the [`Reader`] can use (commands, MCP tools, routes).
+//! Hints name what the [`Audience`] can use (commands, MCP tools, routes).
 
+use crate::audience::Audience;
 use crate::guests::resolve_code;
-use crate::reader::Reader;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -39,7 +39,7 @@ pub struct RegistryLookup<'a> {
     /// `input_schema`s of saved templates (child runs), by (name, version).
     template_schemas: HashMap<(String, Option<u32>), Value>,
     /// Whom the hints are for.
-    reader: Reader,
+    audience: Audience,
 }
 
 impl<'a> RegistryLookup<'a> {
@@ -53,13 +53,13 @@ impl<'a> RegistryLookup<'a> {
             servers: None,
             tool_schemas: HashMap::new(),
             template_schemas: HashMap::new(),
-            reader: Reader::default(),
+            audience: Audience::default(),
         }
     }
 
-    /// Hints for `reader`.
-    pub fn for_reader(mut self, reader: Reader) -> Self {
-        self.reader = reader;
+    /// Hints for `audience`.
+    pub fn for_audience(mut self, audience: Audience) -> Self {
+        self.audience = audience;
         self
     }
 
@@ -131,7 +131,7 @@ impl<'a> RegistryLookup<'a> {
                 let known = if servers.is_empty() { "none is configured".to_string() } else { servers.join(", ") };
                 let hint = match weft_model::closest(server, servers.iter().map(String::as_str)) {
                     Some(s) => format!("did you mean `{s}`?"),
-                    None => self.reader.add_server(server),
+                    None => self.audience.add_server(server),
                 };
                 out.push(
                     Problem::new(
@@ -148,12 +148,12 @@ impl<'a> RegistryLookup<'a> {
                         CodeRef::Plugin(name) => {
                             let names = self.registry.names().unwrap_or_default();
                             match weft_model::closest(name, names.iter().map(String::as_str)) {
-                                Some(n) => format!("did you mean `{n}`? {}", self.reader.plugins()),
-                                None => format!("known plugins: {}; {}", names.join(", "), self.reader.plugins()),
+                                Some(n) => format!("did you mean `{n}`? {}", self.audience.plugins()),
+                                None => format!("known plugins: {}; {}", names.join(", "), self.audience.plugins()),
                             }
                         }
                         CodeRef::Path(_) => "a relative path is resolved against the definition file's folder".into(),
-                        CodeRef::Sha256(_) => self.reader.digests().into(),
+                        CodeRef::Sha256(_) => self.audience.digests().into(),
                     };
                     out.push(Problem::new(format!("/steps/{i}/{field}"), why).hint(hint));
                 }

@@ -9,10 +9,10 @@
 use std::collections::{BTreeSet, HashMap};
 
 use serde_json::Value;
-use weft_mcp::Upstreams;
+use weft_mcp_client::Upstreams;
 use weft_model::Problem;
 
-use crate::reader::Reader;
+use crate::audience::Audience;
 
 /// What the upstreams said about a document's tool steps.
 #[derive(Debug, Default)]
@@ -42,8 +42,8 @@ pub fn tool_steps(doc: &Value) -> Vec<(usize, String, String)> {
 
 /// Asks each configured server named by `doc`'s tool steps for its tools.
 /// Servers that are not configured are skipped (the offline check reports
-/// them). Hints are written for `reader`.
-pub async fn check(upstreams: &Upstreams, doc: &Value, reader: Reader) -> Online {
+/// them). Hints are written for `audience`.
+pub async fn check(upstreams: &Upstreams, doc: &Value, audience: Audience) -> Online {
     let mut out = Online::default();
     let steps = tool_steps(doc);
     let servers: BTreeSet<&str> =
@@ -63,7 +63,7 @@ pub async fn check(upstreams: &Upstreams, doc: &Value, reader: Reader) -> Online
                             format!("/steps/{i}/tool/server"),
                             format!("cannot reach MCP server `{server}` to check its tools: {e}"),
                         )
-                        .hint(reader.reach_server(&server)),
+                        .hint(audience.reach_server(&server)),
                     );
                 }
             }
@@ -86,7 +86,7 @@ pub async fn check(upstreams: &Upstreams, doc: &Value, reader: Reader) -> Online
                         .hint(format!(
                             "{mean}it offers: {}{more}; {}",
                             shown.join(", "),
-                            reader.tools(&server)
+                            audience.tools(&server)
                         )),
                     );
                 }

@@ -19,7 +19,7 @@
 //! Nothing here stores a run: the front end submits the [`Prepared`] plan
 //! to the engine. A refusal is a [`Refused`], which each front end renders
 //! in its reader's terms; the hints inside are written for the pipeline's
-//! [`Reader`] (commands, MCP tools or API routes).
+//! [`Audience`] (commands, MCP tools or API routes).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -33,12 +33,12 @@ use weft_model::{Action, CodeRef, Definition, Problem};
 use weft_sandbox::Sandbox;
 use weft_sandbox::registry::Registry;
 
+use crate::audience::Audience;
 use crate::config::Settings;
 use crate::error::RuntimeError;
 use crate::guests::{self, client_path_allowed, resolve_code};
 use crate::lookup::{Invalid, RegistryLookup, sort_problems, validate_doc, validate_text};
 use crate::online;
-use crate::reader::Reader;
 
 /// Where a definition comes from.
 #[derive(Debug, Clone)]
@@ -157,11 +157,11 @@ pub struct Pipeline {
     settings: Settings,
     sandbox: Arc<Sandbox>,
     registry: Arc<Registry>,
-    upstreams: Arc<weft_mcp::Upstreams>,
+    upstreams: Arc<weft_mcp_client::Upstreams>,
     store: Option<Arc<dyn Store>>,
     base_dir: PathBuf,
     saved: Arc<Mutex<HashMap<(String, u32), Memo>>>,
-    reader: Reader,
+    audience: Audience,
 }
 
 /// A saved template version as validated and pinned, kept while the
@@ -181,24 +181,29 @@ impl Pipeline {
     /// A pipeline over this process's sandbox; `store` (for templates)
     /// may be `None` where no store is open; a client's relative paths
     /// are resolved against `base_dir`. Its hints are for the CLI until
-    /// [`Pipeline::for_reader`].
+    /// [`Pipeline::for_audience`].
     pub fn new(
         settings: &Settings,
         sandbox: Arc<Sandbox>,
-        upstreams: Arc<weft_mcp::Upstreams>,
+        upstreams: Arc<weft_mcp_client::Upstreams>,
         store: Option<Arc<dyn Store>>,
         base_dir: PathBuf,
     ) -> Pipeline {
         let registry = Arc::new(guests::registry(settings));
         let saved = Arc::default();
-        let reader = Reader::default();
-        Pipeline { settings: settings.clone(), sandbox, registry, upstreams, store, base_dir, saved, reader }
+        let audience = Audience::default();
+        Pipeline { settings: settings.clone(), sandbox, registry, upstreams, store, base_dir, saved, audience }
+    }
+
+    /// The configuration it was made with.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     /// The same pipeline (sharing what it remembers), its hints written
-    /// for `reader`.
-    pub fn for_reader(mut self, reader: Reader) -> Pipeline {
-        self.reader = reader;
+    /// for `audience`.
+    pub fn for_audience(mut self, audience: Audience) -> Pipeline {
+        self.audience = audience;
         self
     }
 
@@ -214,7 +219,7 @@ impl Pipeline {
     async fn load_for(&self, source: Source, input: Option<&Value>) -> Result<Loaded, Refused> {
         match source {
             Source::File(path) => {
-                let cap = self.settings.caps().max_definition_bytes;
+                let cap = self.settings.size_limits().max_definition_bytes;
                 let file = path.clone();
                 let text = blocking(move || read_definition(&file, cap).map_err(Refused::Unusable)).await?;
                 let base_dir = base_of(&path);
@@ -278,7 +283,8 @@ impl Pipeline {
     /// offline (without asking servers: [`prepare`](Self::prepare) does
     /// that before a run).
     pub fn load_file(&self, file: &Path) -> Result<Loaded, Refused> {
-        let text = read_definition(file, self.settings.caps().max_definition_bytes).map_err(Refused::Unusable)?;
+        let text =
+            read_definition(file, self.settings.size_limits().max_definition_bytes).map_err(Refused::Unusable)?;
         let base_dir = base_of(file);
         let def = validate_text(&text, &self.lookup(&base_dir)).map_err(Refused::Definition)?;
         let doc: Value = weft_model::parse_json_text(&text).expect("validated text is JSON");
@@ -344,7 +350,7 @@ impl Pipeline {
     async fn facts(&self, doc: &Value) -> Facts {
         let mut facts = Facts::default();
         if !online::tool_steps(doc).is_empty() {
-            let o = online::check(&self.upstreams, doc, self.reader).await;
+            let o = online::check(&self.upstreams, doc, self.audience).await;
             (facts.tool_schemas, facts.problems, facts.unreachable) = (o.schemas, o.problems, o.unreachable);
         }
         (facts.template_schemas, facts.missing) = self.children(doc).await;
@@ -376,7 +382,7 @@ impl Pipeline {
                     let known = names.as_deref().unwrap_or_default();
                     let hint = match weft_model::closest(name, known.iter().map(String::as_str)) {
                         Some(n) if n != name => format!("did you mean `{n}`?"),
-                        _ => format!("save it with {} before a run starts this step", self.reader.save_template()),
+                        _ => format!("save it with {} before a run starts this step", self.audience.save_template()),
                     };
                     let what = match version {
                         Some(v) => format!("no template `{name}` version {v} is saved"),
@@ -471,7 +477,7 @@ impl Pipeline {
 
     fn lookup(&self, base_dir: &Path) -> RegistryLookup<'_> {
         let servers = self.settings.servers.iter().map(|s| s.name.clone());
-        RegistryLookup::new(&self.sandbox, &self.registry, base_dir).with_servers(servers).for_reader(self.reader)
+        RegistryLookup::new(&self.sandbox, &self.registry, base_dir).with_servers(servers).for_audience(self.audience)
     }
 
     /// A problem for each `code.path` (or `transform.path`) of a client's

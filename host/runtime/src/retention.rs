@@ -80,6 +80,7 @@ mod tests {
     use weft_engine::MemStore;
     use weft_engine::conformance::{b, create, rid};
     use weft_engine::store::Write;
+    use weft_engine::store::{ArchiveStore, RunStore};
 
     /// `prune` pages through everything that matches, and `dry_run` only
     /// counts.

@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
-use weft_mcp::{ServerConfig, ToolFilter, Transport};
+use weft_mcp_client::{ServerConfig, ToolFilter, Transport};
 
-use crate::config::ConfigError;
+use crate::error::ConfigError;
 
 /// One `[servers.NAME]` table as written.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -67,8 +67,8 @@ pub fn resolve(
                 &format!("[servers.{name}]"),
             ));
         }
-        // Every value a `${VAR}` expanded to is a secret (see weft_mcp::redact).
-        let secrets = std::cell::RefCell::new(weft_mcp::Secrets::none());
+        // Every value a `${VAR}` expanded to is a secret (see weft_mcp_client::redact).
+        let secrets = std::cell::RefCell::new(weft_mcp_client::Secrets::none());
         let lookup_noting = |var: &str| {
             let v = lookup(var);
             if let Some(value) = &v {

@@ -15,7 +15,7 @@ use weft_engine::clock::system_now_ms as now_ms;
 use serde_json::{Value, json};
 use tracing::Instrument as _;
 use weft_engine::{CancelToken, ErrorKind, StepError, StepFailure, StepOutput, StepRequest, StepRunner};
-use weft_mcp::{CallError, CallErrorKind, ToolCall, Upstreams};
+use weft_mcp_client::{CallError, CallErrorKind, ToolCall, Upstreams};
 use weft_model::{Action, ToolRef};
 
 use crate::runner::CodeRunner;

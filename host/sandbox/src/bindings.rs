@@ -4,7 +4,7 @@
 //! cancel can drop a guest parked in a host call. And the host side of its
 //! `host` interface (log, progress, artifact), the same for both.
 
-use crate::component::ComponentState;
+use crate::component_state::ComponentState;
 use crate::report::Level;
 
 /// Plain calls.

@@ -9,28 +9,14 @@ use std::sync::Arc;
 
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Engine, Store};
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::bindings::{asynk, sync};
+use crate::component_state::ComponentState;
 use crate::error::{GuestError, GuestErrorKind, LoadError, SandboxError};
 use crate::invoke::{self, Armed, Calls, Invocation};
 use crate::pipes::CappedPipe;
 use crate::report::{Collector, Level};
 use crate::{GuestOutcome, Metadata};
-
-/// What a component guest's store holds.
-pub(crate) struct ComponentState {
-    wasi: WasiCtx,
-    table: ResourceTable,
-    pub(crate) limits: invoke::Limiter,
-    pub(crate) collector: Collector,
-}
-
-impl WasiView for ComponentState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
-    }
-}
 
 /// The linkers shared by every component guest: all of WASI 0.2 (guests
 /// from componentize-py import sockets; the context denies them) plus the

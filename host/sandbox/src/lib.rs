@@ -37,6 +37,7 @@ mod bytes;
 mod cache;
 mod command;
 mod component;
+mod component_state;
 mod config;
 mod digest;
 mod envelope;

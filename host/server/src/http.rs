@@ -215,7 +215,7 @@ pub async fn serve_http(
     let local = listener.local_addr()?;
     // A request may carry an input and a definition at their caps (over
     // them, the tool answers with the cap named); past that, 413.
-    let caps = core.settings.caps();
+    let caps = core.settings.size_limits();
     let body_cap = caps.max_input_bytes + caps.max_definition_bytes + (256 << 10);
     let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(stop.child_token())

@@ -1,39 +1,26 @@
-//! What `weft serve` offers: weft as an MCP server (and proxy), over stdio
-//! or streamable HTTP. Every tool is a thin adapter over `weft-runtime`:
-//! runs are prepared by its one pipeline and executed by the engine of the
+//! What `weft serve` offers: weft as an MCP server (and proxy) over stdio
+//! or streamable HTTP, the HTTP JSON API and the web view. Every front end
+//! is a thin adapter over `weft-runtime`'s use-case layer
+//! (`weft_runtime::usecase`: start and wait, signal, emit, cancel, with
+//! typed refusals each front end phrases in its reader's terms) and its
+//! one prepare-a-run pipeline; runs are executed by the engine of the
 //! store this process owns.
 //!
 //! The process owns the store's scheduler like `weft worker` does (the
 //! lock, recovery of unfinished runs, runs created by other processes:
-//! `weft_runtime::owner`), and offers the management tools to MCP clients.
+//! `weft_runtime::owner`).
 //!
-//! | file | owns |
+//! | where | owns |
 //! |---|---|
-//! | `lib.rs` | [`Core`] (what every session shares), owning the store, serving stdio |
-//! | `handler.rs` | [`WeftServer`] (one per MCP session), the rmcp `ServerHandler`, [`ToolSource`] — the seam for tools that are not built in, [`Session`] |
-//! | `prepare.rs` | definitions from tool arguments, through the runtime's pipeline; its refusals as tool errors |
-//! | `tools_templates.rs` | `workflow_validate`, `template_*`, `plugin_list` |
-//! | `tools_runs.rs` | `run_start`, `run_get`, `run_list`, `run_events`, `run_cancel`; waiting with progress |
-//! | `tools_waits.rs` | `run_signal`, `event_emit`: answering waits |
-//! | `elicit.rs` | asking a waiting client for a run's input (elicitation; `input_required` results and tasks on 2026-07-28) |
-//! | `views.rs` | what `run_start` and `wf_<name>` answer once they stop waiting: `RunStartOut` (the run views are `weft_engine::view`'s) |
-//! | `wf_tools.rs` | every saved template as a tool `wf_<name>` (a [`ToolSource`]) |
-//! | `proxy.rs`, `proxy_tools.rs` | every upstream tool as `<server>__<tool>` (a [`ToolSource`]), forwarded; recorded in recording mode |
-//! | `recording/` | recording mode's bookkeeping: a session's calls turned into a workflow definition (the DAG of proxied calls) with literals proposed as refs (`mod.rs`); what a save says about the template: candidates, unused input, what a replay changes (`review.rs`) |
-//! | `tools_recording.rs` | `recording_start`, `step_preset`, `step_code`, `recording_remove_step`, `recording_save`, `recording_stop`; journals |
-//! | `resources.rs` | runs as resources `weft://runs/{id}` |
-//! | `guide.rs`, `guide.md` | the guide (`weft://guide`, the prompt `workflow_guide`) and the definition schema (`weft://schema/definition`) |
-//! | `tools_compare.rs` | `run_compare`: a run beside its recording or another run, step by step |
-//! | `settle.rs` | the one way a front end waits for a run: `run_start`, `wf_<name>` and tasks over MCP, `POST /api/v1/runs` with `wait_ms` |
-//! | `metrics_http.rs` | `GET /metrics` (Prometheus), and the listener of `weft worker --metrics ADDR` |
-//! | `http.rs` | streamable HTTP with axum (MCP at `/mcp`, the API), the bearer token check |
-//! | `conns.rs` | who holds the HTTP connections: the oldest idle makes room at the cap, event streams capped |
-//! | `guard.rs` | the CSRF and DNS-rebinding guard in front of every HTTP route (Host, Origin, JSON mutations) |
+//! | `lib.rs` | [`Core`] (what every session and request shares: the store, the engine, the use cases per reader), owning the store, serving stdio |
+//! | `mcp/` | everything an MCP client meets: sessions, tools by theme, the proxy, recording, elicitation, resources, the guide (see its module table) |
 //! | `api/` | the HTTP JSON API at `/api/v1` (docs/api.md) and its OpenAPI document |
 //! | `web/` | the web view at `/`: one embedded page over the API and its event streams |
+//! | `http.rs` | streamable HTTP with axum (MCP at `/mcp`, the API, the page), the bearer token check |
+//! | `conns.rs` | who holds the HTTP connections: the oldest idle makes room at the cap, event streams capped |
+//! | `guard.rs` | the CSRF and DNS-rebinding guard in front of every HTTP route (Host, Origin, JSON mutations) |
+//! | `metrics_http.rs` | `GET /metrics` (Prometheus), and the listener of `weft worker --metrics ADDR` |
 //! | `trace_context.rs` | the W3C trace context of an MCP call's `_meta` or an HTTP `traceparent`, for the runs it starts |
-//! | `errors.rs` | [`ToolError`]: `isError` results that say what, where and how to fix; [`ServeError`] |
-//! | `tests.rs` | fuzzing the decoding of MCP tool requests (property tests) |
 //!
 //! Sessions: over stdio the one client is one session; over HTTP each
 //! 2025-11-25 client session gets its own [`WeftServer`] (and [`Session`]);
@@ -41,30 +28,12 @@
 
 pub mod api;
 mod conns;
-mod elicit;
-mod errors;
 mod guard;
-mod guide;
-mod handler;
 mod http;
+pub mod mcp;
 mod metrics_http;
-mod prepare;
-pub mod proxy;
-mod proxy_tools;
-pub mod recording;
-mod resources;
-mod settle;
-#[cfg(test)]
-mod tests;
-mod tools_compare;
-mod tools_recording;
-mod tools_runs;
-mod tools_templates;
-mod tools_waits;
 mod trace_context;
-mod views;
 mod web;
-mod wf_tools;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -76,17 +45,17 @@ use tokio_util::sync::CancellationToken;
 use weft_engine::Engine;
 use weft_sandbox::Sandbox;
 
-pub use errors::{ProblemOut, ServeError, ToolError};
-pub use handler::{Session, SourceCall, ToolSource, WeftServer};
 pub use http::{HttpOptions, is_loopback_only, serve_http};
+pub use mcp::proxy_tools::ProxyTools;
+pub use mcp::views::{RunStartOut, RunView, WaitView};
+pub use mcp::{ProblemOut, ServeError, Session, SourceCall, ToolError, ToolSource, WeftServer};
 pub use metrics_http::serve_metrics;
-pub use proxy_tools::ProxyTools;
-pub use views::{RunStartOut, RunView, WaitView};
 
+use weft_runtime::audience::Audience;
 use weft_runtime::config::Settings;
 use weft_runtime::owner::{self, Owning};
 use weft_runtime::pipeline::Pipeline;
-use weft_runtime::reader::Reader;
+use weft_runtime::usecase::UseCases;
 
 /// Something every session should hear about.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,15 +77,15 @@ pub struct Core {
     pub sandbox: Arc<Sandbox>,
     /// The upstream MCP servers of tool steps (shared with the engine's
     /// tool runner).
-    pub upstreams: Arc<weft_mcp::Upstreams>,
+    pub upstreams: Arc<weft_mcp_client::Upstreams>,
     /// Where relative `path`s of code steps in inline definitions are
     /// resolved: the working directory of `weft serve`.
     pub base_dir: PathBuf,
-    /// The one prepare-a-run pipeline (shared with the CLI), its hints
-    /// written for MCP clients.
-    pub pipeline: Pipeline,
-    /// The same pipeline, its hints written for HTTP API clients.
-    pub api_pipeline: Pipeline,
+    /// The use cases (start, wait, signal, emit, cancel) with refusals
+    /// whose hints are written for MCP clients.
+    pub for_mcp: UseCases,
+    /// The same, the hints written for HTTP API clients.
+    pub for_http: UseCases,
     /// Runs a plugin outside any run (`step_code` while recording).
     pub code: weft_runtime::runner::CodeRunner,
     changes: broadcast::Sender<Change>,
@@ -138,22 +107,23 @@ impl Core {
         store: Arc<dyn weft_engine::Store>,
         engine: Engine,
         sandbox: Arc<Sandbox>,
-        upstreams: Arc<weft_mcp::Upstreams>,
+        upstreams: Arc<weft_mcp_client::Upstreams>,
         extra: Vec<Arc<dyn ToolSource>>,
     ) -> Arc<Core> {
         let (changes, _) = broadcast::channel(64);
         let base_dir = std::env::current_dir().unwrap_or_else(|_| ".".into());
         let pipeline =
             Pipeline::new(&settings, sandbox.clone(), upstreams.clone(), Some(store.clone()), base_dir.clone())
-                .for_reader(Reader::Mcp);
-        let api_pipeline = pipeline.clone().for_reader(Reader::Http);
+                .for_audience(Audience::Mcp);
+        let for_http = UseCases::new(engine.clone(), store.clone(), pipeline.clone().for_audience(Audience::Http));
+        let for_mcp = UseCases::new(engine.clone(), store.clone(), pipeline);
         let code = weft_runtime::runner::CodeRunner::new(
             sandbox.clone(),
             weft_runtime::guests::registry(&settings),
             settings.code_limits(),
             base_dir.clone(),
         );
-        let mut sources: Vec<Arc<dyn ToolSource>> = vec![Arc::new(wf_tools::TemplateTools::default())];
+        let mut sources: Vec<Arc<dyn ToolSource>> = vec![Arc::new(mcp::wf_tools::TemplateTools::default())];
         sources.extend(extra);
         Arc::new(Core {
             settings,
@@ -162,8 +132,8 @@ impl Core {
             sandbox,
             upstreams,
             base_dir,
-            pipeline,
-            api_pipeline,
+            for_mcp,
+            for_http,
             code,
             changes,
             router: WeftServer::tool_router_all(),
@@ -201,7 +171,7 @@ impl Core {
     /// Resumes the store's unfinished runs (recovery: what the previous
     /// owner left running is retried per policy); returns their ids.
     pub async fn recover(&self) -> Result<Vec<weft_engine::RunId>, ServeError> {
-        tools_recording::recover_journals(self).await;
+        mcp::recording::journal::recover_journals(self).await;
         let recovered = self.engine.recover().await?;
         if !recovered.is_empty() {
             eprintln!("weft serve: resuming {} unfinished run(s)", recovered.len());

@@ -39,7 +39,7 @@ pub fn artifacts(app: &App, rec: &RunRecord, out: Option<&Path>, json: bool) -> 
     for a in &rec.artifacts {
         // Names were checked when stored (a plain file name); check again
         // before it becomes a path.
-        weft_engine::caps::artifact_name(&a.name).map_err(|why| anyhow::anyhow!("artifact refused: {why}"))?;
+        weft_engine::size_limits::artifact_name(&a.name).map_err(|why| anyhow::anyhow!("artifact refused: {why}"))?;
         let (_, data) = app
             .block_on(app.store.artifact(&rec.id, &a.name))?
             .with_context(|| format!("artifact `{}` of {} is gone", a.name, rec.id))?;

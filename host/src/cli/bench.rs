@@ -1,6 +1,6 @@
 //! `weft bench NAME... [--rounds N] [--runs N] [--json FILE]`: the
 //! workloads of docs/performance.md that run from the CLI (see
-//! [`weft_bench`]). Names: `w5` (tool-step overhead against
+//! [`weft_workloads`]). Names: `w5` (tool-step overhead against
 //! server-everything), `w7` (runs parked on a wait: memory, and resuming
 //! one by signal), `w8` (cold `weft run`), `w9` (runs served by `weft serve
 //! --http` to a client process over MCP), `w10` (many workers on
@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::{Exit, bad};
-use weft_bench::Figures;
+use weft_workloads::Figures;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -62,18 +62,18 @@ pub fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             "weft bench: this is a debug build; figures of a release build (`cargo build --release`) are the ones to compare"
         );
     }
-    outln!("# load {}", weft_bench::loadavg());
+    outln!("# load {}", weft_workloads::loadavg());
     let mut figures = Figures::default();
     for n in &names {
         match n.as_str() {
-            "w5" => weft_bench::w5::run(args.rounds.unwrap_or(30).max(1), &mut figures)?,
-            "w7" => weft_bench::w7::run(args.runs.unwrap_or(10_000), &mut figures)?,
-            "w8" => weft_bench::w8::run(args.rounds.unwrap_or(20).max(1), &mut figures)?,
-            "w10" => weft_bench::w10::run(args.database.as_deref().unwrap_or_default(), args.runs, &mut figures)?,
-            _ => weft_bench::w9::run(args.rounds.unwrap_or(20).max(1), &mut figures)?,
+            "w5" => weft_workloads::w5::run(args.rounds.unwrap_or(30).max(1), &mut figures)?,
+            "w7" => weft_workloads::w7::run(args.runs.unwrap_or(10_000), &mut figures)?,
+            "w8" => weft_workloads::w8::run(args.rounds.unwrap_or(20).max(1), &mut figures)?,
+            "w10" => weft_workloads::w10::run(args.database.as_deref().unwrap_or_default(), args.runs, &mut figures)?,
+            _ => weft_workloads::w9::run(args.rounds.unwrap_or(20).max(1), &mut figures)?,
         }
     }
-    outln!("# load {}", weft_bench::loadavg());
+    outln!("# load {}", weft_workloads::loadavg());
     if let Some(p) = args.json {
         std::fs::write(&p, serde_json::to_string_pretty(&figures.json)?)?;
     }

@@ -7,7 +7,8 @@
 use serde_json::Value;
 use weft_engine::compare::{Change, Comparison, ValueDiff, counterpart};
 
-use super::runs::{load_run, short};
+use super::output::short;
+use super::stored_run::load_run;
 use super::{Exit, bad, output};
 use weft_runtime::app::App;
 

@@ -34,7 +34,7 @@ pub fn run(settings: &Settings, args: GraphArgs) -> anyhow::Result<Exit> {
     let (def, states) = if path.is_file() {
         let def = match super::validate::load(settings, path)? {
             Ok(def) => def,
-            Err(invalid) => return Err(super::validate::report(path, &invalid, false)),
+            Err(invalid) => return Err(super::prepare::report(path, &invalid, false)),
         };
         (def, HashMap::new())
     } else {

@@ -31,6 +31,7 @@ mod serve;
 mod signal;
 mod step;
 mod store;
+mod stored_run;
 mod templates;
 mod tools;
 mod validate;
@@ -198,4 +199,17 @@ fn chain(e: &anyhow::Error) -> String {
         out.push_str(&s);
     }
     out
+}
+
+/// A guest that cannot be found is bad input unless the disk failed.
+pub fn find_error(e: weft_runtime::guests::FindError) -> anyhow::Error {
+    match e {
+        weft_runtime::guests::FindError::Sandbox(s) => sandbox_error(s),
+        other => bad(other),
+    }
+}
+
+/// Bad guests (malformed, wrong world, unknown plugin) are bad input.
+pub fn sandbox_error(e: weft_sandbox::SandboxError) -> anyhow::Error {
+    if e.is_bad_input() { bad(e) } else { e.into() }
 }

@@ -4,6 +4,7 @@
 use std::io::{IsTerminal, Write};
 
 use serde::Serialize;
+use serde_json::Value;
 
 /// Prints `value` as JSON on stdout.
 pub fn json<T: Serialize>(value: &T) {
@@ -16,4 +17,10 @@ pub fn json<T: Serialize>(value: &T) {
 /// A JSON error object as docs/cli.md shapes it ("The run as JSON").
 pub fn error_object(kind: &str, message: &str, retryable: bool) -> serde_json::Value {
     serde_json::json!({"kind": kind, "message": message, "retryable": retryable})
+}
+
+/// A value on one line, cut to `max` characters.
+pub fn short(v: &Value, max: usize) -> String {
+    let s = v.to_string();
+    if s.chars().count() <= max { s } else { format!("{}…", s.chars().take(max).collect::<String>()) }
 }

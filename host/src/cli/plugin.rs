@@ -7,8 +7,8 @@ use anyhow::Context as _;
 use clap::Subcommand;
 use serde_json::json;
 
-use super::step::{find_error, sandbox_error};
 use super::{Exit, bad, output};
+use super::{find_error, sandbox_error};
 use weft_runtime::config::Settings;
 use weft_runtime::guests::{self, Origin};
 

@@ -8,7 +8,12 @@ use weft_model::Problem;
 use weft_runtime::config::Settings;
 use weft_runtime::pipeline::{Pipeline, Refused};
 
-use super::bad;
+use std::path::Path;
+
+use serde_json::json;
+use weft_runtime::lookup::Invalid;
+
+use super::{bad, output};
 
 /// A pipeline for a command that has no store open (definition files).
 pub fn pipeline(settings: &Settings) -> anyhow::Result<Pipeline> {
@@ -16,7 +21,7 @@ pub fn pipeline(settings: &Settings) -> anyhow::Result<Pipeline> {
 }
 
 /// [`pipeline`] over the caller's upstreams (which it shuts down).
-pub fn pipeline_with(settings: &Settings, upstreams: Arc<weft_mcp::Upstreams>) -> anyhow::Result<Pipeline> {
+pub fn pipeline_with(settings: &Settings, upstreams: Arc<weft_mcp_client::Upstreams>) -> anyhow::Result<Pipeline> {
     let sandbox = weft_runtime::guests::sandbox(settings)?;
     let here = std::env::current_dir().unwrap_or_else(|_| ".".into());
     Ok(Pipeline::new(settings, sandbox, upstreams, None, here))
@@ -27,7 +32,7 @@ pub fn pipeline_with(settings: &Settings, upstreams: Arc<weft_mcp::Upstreams>) -
 pub fn refused(r: Refused, what: &str, json: bool) -> anyhow::Error {
     match r {
         Refused::Unusable(why) => bad(anyhow::anyhow!(why)),
-        Refused::Definition(invalid) => super::validate::report(std::path::Path::new(what), &invalid, json),
+        Refused::Definition(invalid) => report(std::path::Path::new(what), &invalid, json),
         Refused::Template { name, version, problems } => {
             for p in &problems {
                 eprintln!("template {name} v{version}: {p}");
@@ -61,4 +66,36 @@ pub fn print_input_problems(problems: &[Problem]) {
     for h in problems.iter().filter_map(|p| p.hint.as_deref()) {
         eprintln!("  to fix: {h}");
     }
+}
+
+/// Prints every problem (stderr, and the JSON object on stdout with
+/// `json`) and returns the exit-2 error that ends the command.
+pub(super) fn report(file: &Path, invalid: &Invalid, json: bool) -> anyhow::Error {
+    let shown = file.display();
+    for p in &invalid.problems {
+        match invalid.syntax {
+            Some((line, col)) if p.path.is_empty() => eprintln!("{shown}:{line}:{col}: {}", p.message),
+            _ => eprintln!("{shown}: {p}"),
+        }
+    }
+    if !invalid.input.is_empty() {
+        print_input_problems(&invalid.input);
+    }
+    if json {
+        let problems: Vec<serde_json::Value> = invalid
+            .problems
+            .iter()
+            .map(|p| {
+                let mut v = serde_json::to_value(p).expect("problems serialize");
+                if let (Some((line, col)), true) = (invalid.syntax, p.path.is_empty()) {
+                    v["line"] = line.into();
+                    v["column"] = col.into();
+                }
+                v
+            })
+            .collect();
+        output::json(&json!({"valid": false, "problems": problems}));
+    }
+    let n = invalid.problems.len();
+    bad(anyhow::anyhow!("{shown} is not a valid workflow definition ({n} problem{})", if n == 1 { "" } else { "s" }))
 }

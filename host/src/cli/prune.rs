@@ -10,7 +10,7 @@ use weft_engine::store::RunFilter;
 use weft_engine::{RunId, RunState};
 use weft_runtime::app::App;
 
-use super::runs::parse_id;
+use super::stored_run::parse_id;
 use super::{Exit, bad, output};
 
 #[derive(Debug, Args)]

@@ -10,9 +10,11 @@ use serde_json::{Value, json};
 use weft_engine::clock::rfc3339;
 use weft_engine::outside::WaitKind;
 use weft_engine::store::{RunFilter, RunSummary};
-use weft_engine::{RunId, RunRecord, RunState, Seq, view};
+use weft_engine::{RunRecord, RunState, Seq, view};
 
+use super::output::short;
 use super::progress::{describe, human_ms};
+use super::stored_run::load_run;
 use super::{Exit, bad, output};
 use weft_runtime::app::App;
 use weft_runtime::config::Settings;
@@ -135,19 +137,6 @@ pub fn exit_for(state: RunState) -> Exit {
     }
 }
 
-/// Parses a run id, refusing a malformed one as bad input.
-pub fn parse_id(s: &str) -> anyhow::Result<RunId> {
-    s.trim()
-        .parse()
-        .map_err(|_| bad(anyhow::anyhow!("no run `{s}` (a run id looks like r_01k…, see `weft runs list`)")))
-}
-
-/// The stored run `id`, or an exit-2 error naming it.
-pub fn load_run(app: &App, id: &str) -> anyhow::Result<RunRecord> {
-    let rid = parse_id(id)?;
-    app.block_on(app.store.run(&rid))?.ok_or_else(|| bad(anyhow::anyhow!("no run `{rid}` (see `weft runs list`)")))
-}
-
 fn list(app: &App, a: ListArgs) -> anyhow::Result<Exit> {
     let state = match a.status.as_deref() {
         None => None,
@@ -190,12 +179,6 @@ fn summary_json(r: &RunSummary) -> Value {
         "id": r.id, "template": r.template, "version": r.version, "state": r.state,
         "parent": r.parent, "created_at": rfc3339(r.created_at), "updated_at": rfc3339(r.updated_at),
     })
-}
-
-/// A value on one line, cut to `max` characters.
-pub fn short(v: &Value, max: usize) -> String {
-    let s = v.to_string();
-    if s.chars().count() <= max { s } else { format!("{}…", s.chars().take(max).collect::<String>()) }
 }
 
 /// The human form of `runs show`.
@@ -343,10 +326,11 @@ fn cancel(app: &App, id: &str) -> anyhow::Result<Exit> {
         eprintln!("run {} is already {}", rec.id, rec.state);
         return Ok(Exit::Success);
     }
-    // Hold the lock when it is free, so no worker starts the run meanwhile.
-    let _lock = app.try_lock_briefly()?.ok();
     let engine = app.engine()?;
-    let rec = app.block_on(engine.cancel(&rec.id))?;
-    eprintln!("run {} {}", rec.id, rec.state);
+    let c = weft_runtime::usecase::outside::cancel(app, &engine, rec.id.as_str())?;
+    match c.already_finished {
+        true => eprintln!("run {} is already {}", c.run.id, c.run.state),
+        false => eprintln!("run {} {}", c.run.id, c.run.state),
+    }
     Ok(Exit::Success)
 }

@@ -1,39 +1,27 @@
 //! `weft signal RUN STEP --data JSON` and `weft emit EVENT --data JSON
 //! [--id ID]`: outside input for `wait` steps, from a shell.
 //!
-//! Both work whether or not a worker runs (docs/waits.md). The answer is
-//! always decided by the one process that owns the store, so two answers
-//! to the same wait can never both win:
-//!
-//! - When the store is free, this process takes the scheduler lock for the
-//!   moment it takes to decide and commit the answer (and any answers other
-//!   `weft signal`s queued meanwhile), then lets go. The run continues when
-//!   a worker next owns the store.
-//! - When a worker (or `weft serve`, or a foreground `weft run`) owns it,
-//!   the signal or event is left in the store's inbox, the owner handles it
-//!   on its next poll (within milliseconds), and this process prints the
-//!   answer the owner recorded. Should the owner go away meanwhile, this
-//!   process takes the lock and handles the inbox itself.
+//! Both work whether or not a worker runs (docs/waits.md): the use-case
+//! layer's `outside` module decides how the answer reaches the process
+//! that owns the store; this file reads the arguments and prints the
+//! answer.
 //!
 //! Exit codes: 0 accepted (or an event, delivered or not); 2 invalid data
 //! (the schema's errors are printed with their paths), an unknown run or
 //! step; 1 the step was already resolved or does not wait for a signal.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Args;
 use serde_json::Value;
-use weft_engine::{EmitAnswer, Engine, SignalAnswer};
-
-use super::runs::parse_id;
-use super::{Exit, bad, output};
-use weft_runtime::app::{self, App};
+use weft_runtime::app::App;
 use weft_runtime::config::Settings;
+use weft_runtime::usecase::answer::{EmitRefused, SignalRefused, WaitRefused};
+use weft_runtime::usecase::outside;
 
-/// How long to wait for the store's owner to answer before giving up.
-const OWNER_ANSWER: Duration = Duration::from_secs(30);
+use super::stored_run::parse_id;
+use super::{Exit, bad, output};
 
 #[derive(Debug, Args)]
 pub struct SignalArgs {
@@ -86,35 +74,27 @@ fn read_data(data: Option<&str>, file: Option<&std::path::Path>) -> anyhow::Resu
 }
 
 pub fn signal(settings: &Settings, args: SignalArgs) -> anyhow::Result<Exit> {
-    let run = parse_id(&args.run)?;
+    parse_id(&args.run)?;
     let data = read_data(args.data.as_deref(), args.data_file.as_deref())?;
     let app = App::open(settings)?;
     let _rt = app.rt.enter();
     let engine = app.engine()?;
-    let answer: SignalAnswer = match app.try_lock_briefly()? {
-        // Many workers: the run's owner answers (the engine relays to it),
-        // or this process does when nobody drives the run.
-        Err(_) if app.is_shared() => app.block_on(engine.signal(&run, &args.step, data)).map_err(refused)?,
-        Ok(_lock) => {
-            let a = app.block_on(engine.signal(&run, &args.step, data)).map_err(refused)?;
-            // Answer what others queued while this process held the lock.
-            app.block_on(engine.process_inbox())?;
-            a
+    let refused = match outside::signal(&app, &engine, &args.run, &args.step, data) {
+        Ok(s) => {
+            output::json(&serde_json::json!({"status": "accepted", "output": s.output}));
+            eprintln!("run {}: step `{}` accepted the signal", s.run, args.step);
+            return Ok(Exit::Success);
         }
-        Err(pid) => {
-            let id = app.block_on(engine.post_signal(&run, &args.step, data)).map_err(refused)?;
-            let v = owner_answer(&app, &engine, &id, pid)?;
-            serde_json::from_value(v).context("the owner's answer to the signal is not readable")?
-        }
+        Err(SignalRefused::Wait(w)) => w,
+        Err(SignalRefused::Run(e)) => return Err(bad(anyhow::Error::new(e))),
+        Err(SignalRefused::TooLarge(problems)) => return Err(too_large(&problems)),
+        Err(SignalRefused::Failed(e)) => return Err(e.into()),
     };
-    output::json(&serde_json::to_value(&answer)?);
-    Ok(match &answer {
-        SignalAnswer::Accepted { .. } => {
-            eprintln!("run {run}: step `{}` accepted the signal", args.step);
-            Exit::Success
-        }
-        SignalAnswer::Invalid { errors } => {
-            for e in errors {
+    output::json(&serde_json::to_value(&refused)?);
+    let run = args.run.trim();
+    Ok(match refused {
+        WaitRefused::Invalid { errors } => {
+            for e in &errors {
                 let at = if e.path.is_empty() { "data".to_string() } else { format!("data{}", e.path) };
                 eprintln!("{at}: {}", e.message);
             }
@@ -125,31 +105,26 @@ pub fn signal(settings: &Settings, args: SignalArgs) -> anyhow::Result<Exit> {
                 if errors.len() == 1 { "" } else { "s" }
             )));
         }
-        SignalAnswer::NotFound { message } => return Err(bad(anyhow::anyhow!("{message}"))),
-        SignalAnswer::AlreadyResolved { state } => {
+        WaitRefused::NotFound { message } => return Err(bad(anyhow::anyhow!("{message}"))),
+        WaitRefused::AlreadyResolved { state } => {
             eprintln!("run {run}: step `{}` is already resolved ({state}); the first valid signal won", args.step);
             Exit::Failed
         }
-        SignalAnswer::NotWaiting { message } => {
+        WaitRefused::NotWaiting { message } => {
             eprintln!("run {run}: {message}");
             Exit::Failed
         }
     })
 }
 
-/// The engine's error; data it refused (over a cap) is bad input: exit 2,
-/// each problem said with how to fix it, nothing stored.
-fn refused(e: weft_engine::EngineError) -> anyhow::Error {
-    match e {
-        weft_engine::EngineError::Invalid(problems) => {
-            for p in &problems.0 {
-                let hint = p.hint.as_deref().map(|h| format!("\n  to fix: {h}")).unwrap_or_default();
-                eprintln!("data{}: {}{hint}", p.path.trim_start_matches("/data"), p.message);
-            }
-            bad(anyhow::anyhow!("the data was refused; nothing was stored"))
-        }
-        other => other.into(),
+/// Data over its cap is bad input: exit 2, each problem said with how to
+/// fix it, nothing stored.
+fn too_large(problems: &[weft_model::Problem]) -> anyhow::Error {
+    for p in problems {
+        let hint = p.hint.as_deref().map(|h| format!("\n  to fix: {h}")).unwrap_or_default();
+        eprintln!("data{}: {}{hint}", p.path.trim_start_matches("/data"), p.message);
     }
+    bad(anyhow::anyhow!("the data was refused; nothing was stored"))
 }
 
 pub fn emit(settings: &Settings, args: EmitArgs) -> anyhow::Result<Exit> {
@@ -160,23 +135,12 @@ pub fn emit(settings: &Settings, args: EmitArgs) -> anyhow::Result<Exit> {
     let app = App::open(settings)?;
     let _rt = app.rt.enter();
     let engine = app.engine()?;
-    let answer: EmitAnswer = match app.try_lock_briefly()? {
-        // Many workers: delivered here to the waits of runs nobody drives,
-        // handed to the owners of the others.
-        Err(_) if app.is_shared() => app.block_on(engine.emit(&args.event, data, args.id)).map_err(refused)?,
-        Ok(_lock) => {
-            let a = app.block_on(engine.emit(&args.event, data, args.id)).map_err(refused)?;
-            app.block_on(engine.process_inbox())?;
-            a
-        }
-        Err(pid) => match app.block_on(engine.post_event(&args.event, data, args.id)).map_err(refused)? {
-            Err(duplicate) => duplicate,
-            Ok(id) => {
-                let v = owner_answer(&app, &engine, &id, pid)?;
-                serde_json::from_value(v).context("the owner's answer to the event is not readable")?
-            }
-        },
-    };
+    let answer = outside::emit(&app, &engine, &args.event, data, args.id).map_err(|e| match e {
+        EmitRefused::EmptyName => bad(anyhow::anyhow!("the event name is empty")),
+        EmitRefused::EmptyId => bad(anyhow::anyhow!("the event id (--id) is empty; give one, or leave --id out")),
+        EmitRefused::TooLarge(problems) => too_large(&problems),
+        EmitRefused::Failed(e) => e.into(),
+    })?;
     output::json(&serde_json::to_value(&answer)?);
     if answer.duplicate {
         eprintln!("event {} was emitted before: nothing was resolved again", answer.id);
@@ -185,51 +149,4 @@ pub fn emit(settings: &Settings, args: EmitArgs) -> anyhow::Result<Exit> {
         eprintln!("event {} resolved {n} wait{}", answer.id, if n == 1 { "" } else { "s" });
     }
     Ok(Exit::Success)
-}
-
-/// Waits for the store's owner to record its answer to inbox message `id`;
-/// takes over (lock, then handle the inbox here) if the owner went away.
-fn owner_answer(app: &App, engine: &Engine, id: &str, pid: Option<u32>) -> anyhow::Result<Value> {
-    let start = Instant::now();
-    let mut last_try = Instant::now();
-    app.block_on(async {
-        // The owner's answer is a write: the store's watch tells (LISTEN on
-        // PostgreSQL, the file system on SQLite); a short sleep otherwise.
-        let mut watch = app.store.watch();
-        loop {
-            if let Some(a) = engine.inbox_answer(id).await? {
-                return Ok(a);
-            }
-            if !app.is_shared() && last_try.elapsed() > Duration::from_millis(200) {
-                last_try = Instant::now();
-                if let Ok(_lock) = app.try_lock_briefly()? {
-                    engine.process_inbox().await?;
-                    continue;
-                }
-            }
-            if start.elapsed() > OWNER_ANSWER {
-                if app.is_shared() {
-                    anyhow::bail!(
-                        "no worker of {} handled message {id} within {} s (is `weft worker` running against it?); it stays queued for the next worker",
-                        app.store_name,
-                        OWNER_ANSWER.as_secs()
-                    );
-                }
-                anyhow::bail!(
-                    "{} owns the store but has not handled message {id} within {} s; it stays queued and is handled when the owner polls again",
-                    app::holder(pid),
-                    OWNER_ANSWER.as_secs()
-                );
-            }
-            match &mut watch {
-                Some(_) => {
-                    tokio::select! {
-                        _ = weft_runtime::owner::changed(&mut watch) => {}
-                        _ = tokio::time::sleep(Duration::from_millis(200)) => {}
-                    }
-                }
-                None => tokio::time::sleep(Duration::from_millis(5)).await,
-            }
-        }
-    })
 }

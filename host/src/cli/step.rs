@@ -8,11 +8,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
-use weft_sandbox::{Artifact, GuestOutcome, Invocation, Level, LogLine, Observer, SandboxError, StepContext};
+use weft_sandbox::{Artifact, GuestOutcome, Invocation, Level, LogLine, Observer, StepContext};
 
-use super::{Exit, bad, output};
+use super::{Exit, bad, find_error, output, sandbox_error};
 use weft_runtime::config::Settings;
-use weft_runtime::guests::{self, FindError};
+use weft_runtime::guests::{self};
 
 #[derive(Debug, Subcommand)]
 pub enum StepCommand {
@@ -188,17 +188,4 @@ fn save_artifacts(artifacts: &[Artifact], dir: Option<&std::path::Path>) -> anyh
         }
     }
     Ok(())
-}
-
-/// A guest that cannot be found is bad input unless the disk failed.
-pub(super) fn find_error(e: FindError) -> anyhow::Error {
-    match e {
-        FindError::Sandbox(s) => sandbox_error(s),
-        other => bad(other),
-    }
-}
-
-/// Bad guests (malformed, wrong world, unknown plugin) are bad input.
-pub(super) fn sandbox_error(e: SandboxError) -> anyhow::Error {
-    if e.is_bad_input() { bad(e) } else { e.into() }
 }

@@ -57,7 +57,7 @@ fn list(settings: &Settings, args: ListArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Success);
     }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start a runtime")?;
-    type Listed = Result<(Option<String>, Vec<weft_mcp::ToolInfo>), weft_mcp::CallError>;
+    type Listed = Result<(Option<String>, Vec<weft_mcp_client::ToolInfo>), weft_mcp_client::CallError>;
     let results: Vec<(String, Listed)> = rt.block_on(async {
         let mut out = vec![];
         for name in &names {

@@ -27,7 +27,7 @@ use clap::Args;
 use serde_json::json;
 use weft_model::{Definition, Problem};
 
-use super::{Exit, bad, output};
+use super::{Exit, output};
 use weft_runtime::config::Settings;
 use weft_runtime::lookup::Invalid;
 use weft_runtime::pipeline::{Loaded, Refused, Source};
@@ -94,7 +94,7 @@ pub fn run(settings: &Settings, args: ValidateArgs) -> anyhow::Result<Exit> {
             }
             Ok(Exit::Success)
         }
-        Err(Refused::Definition(invalid)) => Err(report(&args.file, &invalid, args.json)),
+        Err(Refused::Definition(invalid)) => Err(super::prepare::report(&args.file, &invalid, args.json)),
         Err(other) => Err(super::prepare::refused(other, &args.file.display().to_string(), args.json)),
     }
 }
@@ -112,36 +112,4 @@ pub(super) fn load(settings: &Settings, file: &Path) -> anyhow::Result<Result<De
         Err(Refused::Definition(invalid)) => Ok(Err(invalid)),
         Err(other) => Err(super::prepare::refused(other, &file.display().to_string(), false)),
     }
-}
-
-/// Prints every problem (stderr, and the JSON object on stdout with
-/// `json`) and returns the exit-2 error that ends the command.
-pub(super) fn report(file: &Path, invalid: &Invalid, json: bool) -> anyhow::Error {
-    let shown = file.display();
-    for p in &invalid.problems {
-        match invalid.syntax {
-            Some((line, col)) if p.path.is_empty() => eprintln!("{shown}:{line}:{col}: {}", p.message),
-            _ => eprintln!("{shown}: {p}"),
-        }
-    }
-    if !invalid.input.is_empty() {
-        super::prepare::print_input_problems(&invalid.input);
-    }
-    if json {
-        let problems: Vec<serde_json::Value> = invalid
-            .problems
-            .iter()
-            .map(|p| {
-                let mut v = serde_json::to_value(p).expect("problems serialize");
-                if let (Some((line, col)), true) = (invalid.syntax, p.path.is_empty()) {
-                    v["line"] = line.into();
-                    v["column"] = col.into();
-                }
-                v
-            })
-            .collect();
-        output::json(&json!({"valid": false, "problems": problems}));
-    }
-    let n = invalid.problems.len();
-    bad(anyhow::anyhow!("{shown} is not a valid workflow definition ({n} problem{})", plural(n)))
 }

@@ -7,11 +7,20 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Statement};
-use weft_engine::store::{Batch, NewEvent, Write};
-use weft_engine::{StepError, StoreError};
+use weft_engine::store::{Batch, NewEvent, RunExport, TemplateRecord, Write};
+use weft_engine::{RunId, StepError, StoreError};
 
 use crate::Me;
-use crate::write::Op;
+
+/// Work for the writer (`write.rs` queues it, [`Stmts::op`] turns it into statements).
+pub(crate) enum Op {
+    Batch(Arc<Batch>),
+    SaveTemplate { name: String, definition: String, at: i64 },
+    DeleteTemplate { name: String },
+    DeleteRuns(Vec<RunId>),
+    ImportRun(Box<RunExport>),
+    ImportTemplate(TemplateRecord),
+}
 
 /// A statement parameter.
 pub(crate) type Param = Box<dyn ToSql + Sync + Send>;

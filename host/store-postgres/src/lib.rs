@@ -9,7 +9,7 @@
 //!   lease ran out commits nothing more (fencing), and its runs are taken
 //!   over by another (see `workers`).
 //! - Other processes learn of commits by LISTEN/NOTIFY on channel `weft`
-//!   ([`Store::watch`]): new runs, inbox messages, ended runs, schedules.
+//!   ([`RunStore::watch`]): new runs, inbox messages, ended runs, schedules.
 //! - `durability = "normal"` commits with `synchronous_commit = off` (a
 //!   weft process that dies loses nothing; a database server that crashes
 //!   may lose its last moments of commits); `"full"` waits for the flush.
@@ -37,12 +37,7 @@ pub use schema::SCHEMA_VERSION;
 pub use workers::{Lease, LeaseLost};
 
 /// What a commit survives (see the crate docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Durability {
-    #[default]
-    Normal,
-    Full,
-}
+pub use weft_engine::store::Durability;
 
 /// Counters of the writer.
 #[derive(Debug, Default)]
@@ -313,7 +308,7 @@ pub(crate) fn map_err(e: tokio_postgres::Error) -> StoreError {
 }
 
 #[async_trait::async_trait]
-impl Store for PgStore {
+impl RunStore for PgStore {
     fn watch(&self) -> Option<Box<dyn StoreWatch>> {
         let l = self.listener.get_or_init(|| workers::Listener::start(self.connect.clone()));
         Some(Box::new(l.watch()))
@@ -340,7 +335,7 @@ impl Store for PgStore {
                 _ => None,
             })
             .collect();
-        self.writer.send(write::Op::Batch(batch)).await?;
+        self.writer.send(apply::Op::Batch(batch)).await?;
         if self.me.epoch() != 0 && !created.is_empty() {
             self.me.remember(created);
         }
@@ -359,10 +354,6 @@ impl Store for PgStore {
         read::list_runs(&self.reader().await?, filter).await
     }
 
-    async fn count_runs(&self, filter: &RunFilter) -> Result<u64, StoreError> {
-        read::count_runs(&self.reader().await?, filter).await
-    }
-
     async fn events_after(&self, run: &RunId, after: Seq, limit: usize) -> Result<Vec<EventRecord>, StoreError> {
         read::events_after(&self.reader().await?, run, after, limit).await
     }
@@ -373,23 +364,6 @@ impl Store for PgStore {
 
     async fn expired_leases(&self, now_ms: i64) -> Result<Vec<ExpiredLease>, StoreError> {
         read::expired_leases(&self.reader().await?, now_ms).await
-    }
-
-    async fn save_template(&self, name: &str, definition: &Value, at: i64) -> Result<u32, StoreError> {
-        let op = write::Op::SaveTemplate { name: name.to_string(), definition: definition.to_string(), at };
-        self.writer.send(op).await
-    }
-
-    async fn template(&self, name: &str, version: Option<u32>) -> Result<Option<TemplateRecord>, StoreError> {
-        read::template(&self.reader().await?, name, version).await
-    }
-
-    async fn list_templates(&self) -> Result<Vec<TemplateRecord>, StoreError> {
-        read::list_templates(&self.reader().await?).await
-    }
-
-    async fn delete_template(&self, name: &str) -> Result<u32, StoreError> {
-        self.writer.send(write::Op::DeleteTemplate { name: name.to_string() }).await
     }
 
     async fn event_waits(&self, event: &str) -> Result<Vec<WaitRecord>, StoreError> {
@@ -419,7 +393,10 @@ impl Store for PgStore {
     async fn artifact(&self, run: &RunId, name: &str) -> Result<Option<(ArtifactRecord, Vec<u8>)>, StoreError> {
         read::artifact(&self.reader().await?, run, name).await
     }
+}
 
+#[async_trait::async_trait]
+impl LeaseStore for PgStore {
     fn is_shared(&self) -> bool {
         true
     }
@@ -489,6 +466,37 @@ impl Store for PgStore {
         self.me.forget(ids);
         workers::release_runs(&self.reader().await?, &self.me, ids).await
     }
+}
+
+#[async_trait::async_trait]
+impl TemplateStore for PgStore {
+    async fn save_template(&self, name: &str, definition: &Value, at: i64) -> Result<u32, StoreError> {
+        let op = apply::Op::SaveTemplate { name: name.to_string(), definition: definition.to_string(), at };
+        self.writer.send(op).await
+    }
+
+    async fn template(&self, name: &str, version: Option<u32>) -> Result<Option<TemplateRecord>, StoreError> {
+        read::template(&self.reader().await?, name, version).await
+    }
+
+    async fn list_templates(&self) -> Result<Vec<TemplateRecord>, StoreError> {
+        read::list_templates(&self.reader().await?).await
+    }
+
+    async fn delete_template(&self, name: &str) -> Result<u32, StoreError> {
+        self.writer.send(apply::Op::DeleteTemplate { name: name.to_string() }).await
+    }
+
+    async fn template_versions(&self, name: &str) -> Result<Vec<TemplateRecord>, StoreError> {
+        read::template_versions(&self.reader().await?, name).await
+    }
+}
+
+#[async_trait::async_trait]
+impl ArchiveStore for PgStore {
+    async fn count_runs(&self, filter: &RunFilter) -> Result<u64, StoreError> {
+        read::count_runs(&self.reader().await?, filter).await
+    }
 
     async fn finished_before(&self, before_ms: i64, filter: &RunFilter) -> Result<Vec<RunId>, StoreError> {
         read::finished_before(&self.reader().await?, before_ms, filter).await
@@ -504,20 +512,16 @@ impl Store for PgStore {
         }
         drop(c);
         if !finished.is_empty() {
-            self.writer.send(write::Op::DeleteRuns(finished.clone())).await?;
+            self.writer.send(apply::Op::DeleteRuns(finished.clone())).await?;
         }
         Ok(finished)
     }
 
-    async fn template_versions(&self, name: &str) -> Result<Vec<TemplateRecord>, StoreError> {
-        read::template_versions(&self.reader().await?, name).await
-    }
-
     async fn import_run(&self, run: RunExport) -> Result<(), StoreError> {
-        self.writer.send(write::Op::ImportRun(Box::new(run))).await.map(|_| ())
+        self.writer.send(apply::Op::ImportRun(Box::new(run))).await.map(|_| ())
     }
 
     async fn import_template(&self, t: TemplateRecord) -> Result<(), StoreError> {
-        self.writer.send(write::Op::ImportTemplate(t)).await.map(|_| ())
+        self.writer.send(apply::Op::ImportTemplate(t)).await.map(|_| ())
     }
 }

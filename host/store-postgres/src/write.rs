@@ -18,21 +18,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
-use weft_engine::store::{Batch, RunExport, TemplateRecord};
-use weft_engine::{RunId, StoreError};
+use weft_engine::StoreError;
 
-use crate::apply::{Answer, Stmt, Stmts, Which};
+use crate::apply::{Answer, Op, Stmt, Stmts, Which};
 use crate::{Me, map_err};
-
-/// Work for the writer.
-pub(crate) enum Op {
-    Batch(Arc<Batch>),
-    SaveTemplate { name: String, definition: String, at: i64 },
-    DeleteTemplate { name: String },
-    DeleteRuns(Vec<RunId>),
-    ImportRun(Box<RunExport>),
-    ImportTemplate(TemplateRecord),
-}
 
 pub(crate) struct Msg {
     pub op: Op,

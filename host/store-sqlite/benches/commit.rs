@@ -8,10 +8,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use weft_engine::store::RunStore;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
-use weft_engine::store::{Batch, NewEvent, NewRun, Store, Write};
+use weft_engine::store::{Batch, NewEvent, NewRun, Write};
 use weft_engine::{RunId, SeededRng, Seq};
 use weft_store_sqlite::{Durability, SqliteStore, group_factor};
 

@@ -41,15 +41,10 @@ pub use lock::SchedulerLock;
 pub use schema::SCHEMA_VERSION;
 use writer::{Msg, Op};
 
-/// What a commit survives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Durability {
-    /// `synchronous = NORMAL`: survives a process crash.
-    #[default]
-    Normal,
-    /// `synchronous = FULL`: survives power loss (an fsync per group commit).
-    Full,
-}
+/// What a commit survives: `Normal` is `synchronous = NORMAL` (survives a
+/// process crash), `Full` is `synchronous = FULL` (survives power loss, an
+/// fsync per group commit).
+pub use weft_engine::store::Durability;
 
 /// Counters of the writer (group-commit effectiveness).
 #[derive(Debug, Default)]
@@ -288,7 +283,7 @@ impl Drop for SqliteStore {
 }
 
 #[async_trait::async_trait]
-impl Store for SqliteStore {
+impl RunStore for SqliteStore {
     #[cfg(target_os = "linux")]
     fn watch(&self) -> Option<Box<dyn weft_engine::StoreWatch>> {
         watch::Watch::new(&self.path).map(|w| Box::new(w) as Box<dyn weft_engine::StoreWatch>)
@@ -325,22 +320,6 @@ impl Store for SqliteStore {
         self.read(|c| read::expired_leases(c, now_ms))
     }
 
-    async fn save_template(&self, name: &str, definition: &Value, at: i64) -> Result<u32, StoreError> {
-        self.send(Op::SaveTemplate { name: name.to_string(), definition: definition.clone(), at }).await
-    }
-
-    async fn template(&self, name: &str, version: Option<u32>) -> Result<Option<TemplateRecord>, StoreError> {
-        self.read(|c| read::template(c, name, version))
-    }
-
-    async fn list_templates(&self) -> Result<Vec<TemplateRecord>, StoreError> {
-        self.read(read::list_templates)
-    }
-
-    async fn delete_template(&self, name: &str) -> Result<u32, StoreError> {
-        self.send(Op::DeleteTemplate { name: name.to_string() }).await
-    }
-
     async fn event_waits(&self, event: &str) -> Result<Vec<WaitRecord>, StoreError> {
         self.read(|c| outside::event_waits(c, event))
     }
@@ -372,7 +351,36 @@ impl Store for SqliteStore {
     ) -> Result<Option<(weft_engine::store::ArtifactRecord, Vec<u8>)>, StoreError> {
         self.read(|c| read::artifact(c, run, name))
     }
+}
 
+/// One process owns the whole store: it drives every run (the defaults).
+impl LeaseStore for SqliteStore {}
+
+#[async_trait::async_trait]
+impl TemplateStore for SqliteStore {
+    async fn save_template(&self, name: &str, definition: &Value, at: i64) -> Result<u32, StoreError> {
+        self.send(Op::SaveTemplate { name: name.to_string(), definition: definition.clone(), at }).await
+    }
+
+    async fn template(&self, name: &str, version: Option<u32>) -> Result<Option<TemplateRecord>, StoreError> {
+        self.read(|c| read::template(c, name, version))
+    }
+
+    async fn list_templates(&self) -> Result<Vec<TemplateRecord>, StoreError> {
+        self.read(read::list_templates)
+    }
+
+    async fn delete_template(&self, name: &str) -> Result<u32, StoreError> {
+        self.send(Op::DeleteTemplate { name: name.to_string() }).await
+    }
+
+    async fn template_versions(&self, name: &str) -> Result<Vec<weft_engine::store::TemplateRecord>, StoreError> {
+        self.read(|c| manage::template_versions(c, name))
+    }
+}
+
+#[async_trait::async_trait]
+impl ArchiveStore for SqliteStore {
     async fn finished_before(&self, before_ms: i64, filter: &RunFilter) -> Result<Vec<RunId>, StoreError> {
         self.read(|c| manage::finished_before(c, before_ms, filter))
     }
@@ -391,10 +399,6 @@ impl Store for SqliteStore {
             self.send(Op::DeleteRuns(finished.clone())).await?;
         }
         Ok(finished)
-    }
-
-    async fn template_versions(&self, name: &str) -> Result<Vec<weft_engine::store::TemplateRecord>, StoreError> {
-        self.read(|c| manage::template_versions(c, name))
     }
 
     async fn import_run(&self, run: weft_engine::store::RunExport) -> Result<(), StoreError> {

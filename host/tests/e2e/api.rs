@@ -17,7 +17,7 @@ fn base(s: &Server) -> String {
 }
 
 fn chain(name: &str, n: usize) -> Value {
-    weft_bench::w9::chain(name, n)
+    weft_workloads::w9::chain(name, n)
 }
 
 /// A run that waits for approval, then computes one step.

@@ -568,8 +568,8 @@ fn queues_and_child_runs_hold_across_three_workers() {
 fn backlog(w: &Weft, n: usize) {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {
-        let c = weft_bench::w10::client(w.database.as_deref().unwrap(), w.dir.path()).await.unwrap();
-        weft_bench::w10::backlog(&c, n).await.unwrap();
+        let c = weft_workloads::w10::client(w.database.as_deref().unwrap(), w.dir.path()).await.unwrap();
+        weft_workloads::w10::backlog(&c, n).await.unwrap();
     });
 }
 

@@ -38,15 +38,15 @@ fn save(w: &Weft, def: &Value) {
 /// Calls `tool` of the MCP server at `url` with `_meta.traceparent`.
 fn call_with_trace(url: &str, tool: &str, arguments: Value, traceparent: &str) -> Value {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let server = weft_mcp::ServerConfig {
+    let server = weft_mcp_client::ServerConfig {
         name: "front".into(),
-        transport: weft_mcp::Transport::Http { url: url.into(), headers: Default::default() },
+        transport: weft_mcp_client::Transport::Http { url: url.into(), headers: Default::default() },
         timeout: Some(Duration::from_secs(60)),
         tools: Default::default(),
-        secrets: weft_mcp::Secrets::none(),
+        secrets: weft_mcp_client::Secrets::none(),
     };
-    let ups = Arc::new(weft_mcp::Upstreams::new([server]));
-    let call = weft_mcp::ToolCall {
+    let ups = Arc::new(weft_mcp_client::Upstreams::new([server]));
+    let call = weft_mcp_client::ToolCall {
         server: "front".into(),
         tool: tool.into(),
         arguments,

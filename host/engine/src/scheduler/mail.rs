@@ -129,7 +129,13 @@ impl Engine {
         data: Value,
         inbox: Option<String>,
     ) -> Result<SignalAnswer, EngineError> {
-        super::over(&data, self.sh.config.caps.max_input_bytes, "/data", "the signal's data", "max_input_bytes")?;
+        super::over(
+            &data,
+            self.sh.config.size_limits.max_input_bytes,
+            "/data",
+            "the signal's data",
+            "max_input_bytes",
+        )?;
         let answered = match self
             .to_run(
                 run,
@@ -157,7 +163,7 @@ impl Engine {
     /// holds takes `data` as its output. With an `id` seen before, nothing
     /// happens and the first emit's deliveries are returned.
     pub async fn emit(&self, name: &str, data: Value, id: Option<String>) -> Result<EmitAnswer, EngineError> {
-        super::over(&data, self.sh.config.caps.max_input_bytes, "/data", "the event's data", "max_input_bytes")?;
+        super::over(&data, self.sh.config.size_limits.max_input_bytes, "/data", "the event's data", "max_input_bytes")?;
         let msg = self.event_message(name, data, id);
         // Handled by this call alone, and answered before the message can
         // be seen pending. On a store shared by many workers, no other
@@ -203,7 +209,13 @@ impl Engine {
     /// Leaves a signal in the store's inbox for the owner (any process);
     /// returns the message id to await with [`Engine::inbox_answer`].
     pub async fn post_signal(&self, run: &RunId, step: &str, data: Value) -> Result<String, EngineError> {
-        super::over(&data, self.sh.config.caps.max_input_bytes, "/data", "the signal's data", "max_input_bytes")?;
+        super::over(
+            &data,
+            self.sh.config.size_limits.max_input_bytes,
+            "/data",
+            "the signal's data",
+            "max_input_bytes",
+        )?;
         let msg = InboxRecord {
             id: new_id(&self.sh, "m_"),
             kind: InboxKind::Signal { run: run.clone(), step: step.to_string() },
@@ -223,7 +235,7 @@ impl Engine {
         data: Value,
         id: Option<String>,
     ) -> Result<Result<String, EmitAnswer>, EngineError> {
-        super::over(&data, self.sh.config.caps.max_input_bytes, "/data", "the event's data", "max_input_bytes")?;
+        super::over(&data, self.sh.config.size_limits.max_input_bytes, "/data", "the event's data", "max_input_bytes")?;
         let msg = self.event_message(name, data, id);
         match self.sh.commit(Batch { writes: vec![Write::InboxPut(msg.clone())] }).await {
             Ok(()) => Ok(Ok(msg.id)),

@@ -95,7 +95,7 @@ pub struct EngineConfig {
     pub max_run_log_bytes: u64,
     /// Caps on inputs, data and step outputs (the front ends apply the
     /// definition cap as they read one).
-    pub caps: crate::caps::Caps,
+    pub size_limits: crate::size_limits::SizeLimits,
     /// On a store shared by many workers: runs nobody drives that one look
     /// takes at most (the others are left for the other workers).
     pub claim_batch: usize,
@@ -116,7 +116,7 @@ impl Default for EngineConfig {
             max_depth: 16,
             max_interruptions: 3,
             max_run_log_bytes: 16 << 20,
-            caps: crate::caps::Caps::default(),
+            size_limits: crate::size_limits::SizeLimits::default(),
             claim_batch: 256,
             relay_timeout_ms: 30_000,
         }
@@ -162,7 +162,7 @@ pub enum EngineError {
 /// A value over a cap, as the invalid-input error (nothing is stored);
 /// the problem's hint says how to get under it.
 pub(crate) fn over(v: &Value, cap: usize, path: &str, what: &str, setting: &str) -> Result<(), EngineError> {
-    crate::caps::check(v, cap).map_err(|o| {
+    crate::size_limits::check(v, cap).map_err(|o| {
         EngineError::Invalid(Problems(vec![Problem::new(path, o.message(what, setting)).hint(o.hint(setting))]))
     })
 }
@@ -316,7 +316,7 @@ impl Engine {
         input: Value,
         opts: RunOptions,
     ) -> Result<(RunId, Batch, Arc<Definition>), EngineError> {
-        let caps = self.sh.config.caps;
+        let caps = self.sh.config.size_limits;
         over(&input, caps.max_input_bytes, "", "the run's input", "max_input_bytes")?;
         check_input(def, &input).map_err(EngineError::Invalid)?;
         let now = self.sh.clock.now_ms();
@@ -460,7 +460,7 @@ impl Engine {
     }
 
     /// Drives runs this process claimed from a shared store
-    /// ([`Store::claim_runs`]), read at once ([`Store::runs`]): each
+    /// ([`LeaseStore::claim_runs`](crate::store::LeaseStore::claim_runs)), read at once ([`RunStore::runs`](crate::store::RunStore::runs)): each
     /// driver starts from its record, without claiming or reading it again.
     /// A run whose plan does not load starts as [`Engine::start`] starts it.
     pub fn start_claimed(&self, claimed: Vec<RunRecord>) {

@@ -69,7 +69,13 @@ impl Engine {
             .ok_or_else(|| invalid("/template", format!("no template `{template}`")))?;
         let def = parse_definition(&t.definition).map_err(EngineError::Invalid)?;
         // Stored now and given to every run it fires: capped as a run's input.
-        super::over(&input, self.sh.config.caps.max_input_bytes, "/input", "the schedule's input", "max_input_bytes")?;
+        super::over(
+            &input,
+            self.sh.config.size_limits.max_input_bytes,
+            "/input",
+            "the schedule's input",
+            "max_input_bytes",
+        )?;
         check_input(&def, &input).map_err(EngineError::Invalid)?;
         let now = self.sh.clock.now_ms();
         let next = next_fire(&c, now).map_err(|e| invalid("/cron", e))?;

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::model_glue::{Scope, StepView};
+use crate::model_glue::{Scope, StepOutcome};
 use crate::state::StepState;
 
 /// A finished step as refs see it.
@@ -30,10 +30,10 @@ impl<'a, F: Fn(usize) -> Seen<'a>> Scope for RunScope<'a, F> {
 
     /// Only finished steps are visible: a ref to an unfinished one gives
     /// null (possible with `join: any`/`race`).
-    fn step(&self, name: &str) -> Option<StepView<'_>> {
+    fn step(&self, name: &str) -> Option<StepOutcome<'_>> {
         let i = *self.names.get(name)?;
         let s = (self.seen)(i);
-        s.state.is_terminal().then_some(StepView { status: s.state, output: s.output })
+        s.state.is_terminal().then_some(StepOutcome { status: s.state, output: s.output })
     }
 
     fn item(&self) -> Option<&Value> {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use serde_json::json;
 
 use super::*;
-use crate::definition::StepState;
+use crate::status::StepState;
 
 fn def(steps: serde_json::Value) -> Definition {
     // Build through decode only (cycles are allowed here, validation is not run).

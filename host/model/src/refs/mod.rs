@@ -31,9 +31,9 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::definition::StepState;
 use crate::problem::shown;
 use crate::scope::Scope;
+use crate::status::StepState;
 
 /// Names that cannot be step names because they are ref roots.
 pub const RESERVED_ROOTS: [&str; 4] = ["input", "item", "index", "run"];

@@ -3,8 +3,8 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::definition::StepState;
 use crate::scope::MapScope;
+use crate::status::StepState;
 use crate::template::{CompiledValue, Template};
 
 fn scope() -> MapScope {

@@ -43,7 +43,7 @@ pub fn install() -> Option<&'static PrometheusHandle> {
             };
             describe();
             weft_engine::trace::set_metrics_on(true);
-            weft_mcp::record_metrics(true);
+            weft_mcp_client::record_metrics(true);
             Some(handle)
         })
         .as_ref()

@@ -12,6 +12,7 @@ use weft_engine::EngineError;
 use weft_engine::clock::{rfc3339, system_now_ms};
 use weft_engine::store::TemplateRecord;
 use weft_runtime::pipeline::Source;
+use weft_runtime::usecase::answer::EmitRefused;
 
 use super::{ApiError, Body};
 use crate::{Change, Core};
@@ -104,7 +105,7 @@ pub(super) async fn save_template(
 ) -> Result<(StatusCode, Json<Saved>), ApiError> {
     let mut doc = super::runs::capped(&core, b.definition)?;
     doc["name"] = Value::String(name);
-    let saving = core.api_pipeline.for_template(Source::Client(doc)).await.map_err(ApiError::refused)?;
+    let saving = core.for_http.pipeline().for_template(Source::Client(doc)).await.map_err(ApiError::refused)?;
     let (doc, name) = (saving.doc, saving.name);
     let version = core.store.save_template(&name, &doc, system_now_ms()).await.map_err(ApiError::internal)?;
     core.changed(Change::Templates);
@@ -225,11 +226,19 @@ pub struct Emitted {
 }
 
 pub(super) async fn emit(State(core): State<Arc<Core>>, Body(b): Body<EmitBody>) -> Result<Json<Emitted>, ApiError> {
-    let event = b.event.trim().to_string();
-    if event.is_empty() {
-        return Err(ApiError::invalid("`event` is empty").at("/event").hint("name the event the waits wait for"));
-    }
-    let a = core.engine.emit(&event, b.data, b.id).await.map_err(engine_refusal)?;
+    let a = core.for_http.emit(&b.event, b.data, b.id).await.map_err(|e| match e {
+        EmitRefused::EmptyName => {
+            ApiError::invalid("`event` is empty").at("/event").hint("name the event the waits wait for")
+        }
+        EmitRefused::EmptyId => {
+            ApiError::invalid("`id` is empty").at("/id").hint("give a non-empty id, or leave it out for a new one")
+        }
+        EmitRefused::TooLarge(p) => {
+            let first = p.first().map(|p| p.message.clone()).unwrap_or_else(|| "the request was refused".into());
+            ApiError::invalid(first).with_problems("", &p)
+        }
+        EmitRefused::Failed(e) => ApiError::internal(e),
+    })?;
     let delivered = a.delivered.into_iter().map(|d| serde_json::json!({"run_id": d.run, "step": d.step})).collect();
     Ok(Json(Emitted { id: a.id, delivered, duplicate: a.duplicate }))
 }

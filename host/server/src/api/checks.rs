@@ -43,7 +43,7 @@ pub(super) async fn validate(
     Body(b): Body<ValidateBody>,
 ) -> Result<Json<Validated>, ApiError> {
     let doc = super::runs::capped(&core, b.definition)?;
-    Ok(Json(match core.api_pipeline.load(Source::Client(doc)).await {
+    Ok(Json(match core.for_http.pipeline().load(Source::Client(doc)).await {
         Ok(loaded) => Validated {
             valid: true,
             name: Some(loaded.def.name),

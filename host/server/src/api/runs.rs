@@ -14,9 +14,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use weft_engine::store::RunFilter;
 use weft_engine::view::RunView;
-use weft_engine::{RunId, RunOptions, RunRecord, RunState, SignalAnswer, StepState};
+use weft_engine::{RunId, RunRecord, RunState, StepState};
 use weft_model::EdgeOn;
-use weft_runtime::pipeline::Source;
+use weft_runtime::usecase::answer::{CancelRefused, SignalRefused, WaitRefused};
+use weft_runtime::usecase::{LookupRefused, RunSource, StartRefused, StartRequest};
 
 use super::{ApiError, Body};
 use crate::Core;
@@ -62,6 +63,18 @@ pub struct RunSummaryView {
     pub updated_at: String,
 }
 
+/// A run named by a client that cannot be found, in the API's terms.
+fn lookup_refused(e: LookupRefused) -> ApiError {
+    match e {
+        LookupRefused::NotAnId(text) => ApiError::invalid(format!("{text:?} is not a run id"))
+            .hint("a run id looks like r_01k…; GET /api/v1/runs lists them"),
+        LookupRefused::NotFound(id) => {
+            ApiError::not_found(format!("no run `{id}`")).hint("GET /api/v1/runs lists the runs")
+        }
+        LookupRefused::Failed(e) => ApiError::internal(e),
+    }
+}
+
 fn run_id(text: &str, path: &str) -> Result<RunId, ApiError> {
     text.parse().map_err(|_| {
         ApiError::invalid(format!("{text:?} is not a run id"))
@@ -71,12 +84,7 @@ fn run_id(text: &str, path: &str) -> Result<RunId, ApiError> {
 }
 
 pub(super) async fn load(core: &Core, id: &str) -> Result<RunRecord, ApiError> {
-    let rid = run_id(id, "")?;
-    core.store
-        .run(&rid)
-        .await
-        .map_err(ApiError::internal)?
-        .ok_or_else(|| ApiError::not_found(format!("no run `{rid}`")).hint("GET /api/v1/runs lists the runs"))
+    core.for_http.run(id).await.map_err(lookup_refused)
 }
 
 pub(super) async fn list(State(core): State<Arc<Core>>, Query(q): Query<ListQuery>) -> Result<Json<RunPage>, ApiError> {
@@ -134,60 +142,55 @@ pub(super) async fn start(
     headers: axum::http::HeaderMap,
     Body(b): Body<StartBody>,
 ) -> Result<Response, ApiError> {
-    let mut opts = RunOptions {
+    let source = RunSource::of(b.template, b.version, b.definition).map_err(start_refused)?;
+    let req = StartRequest {
+        key: b.key,
         presets: b.presets.into_iter().collect(),
         // The caller's trace context (W3C `traceparent`): the run's parent span.
         traceparent: crate::trace_context::from_header(&headers),
-        ..Default::default()
+        ..StartRequest::new(source, b.input.unwrap_or_else(|| Value::Object(Default::default())))
     };
-    if let Some(k) = b.key {
-        if k.trim().is_empty() {
-            return Err(ApiError::invalid("`key` is empty").at("/key").hint("give a non-empty key, or leave it out"));
-        }
-        opts.concurrency_key = Some(k);
-    }
-    let source = match (b.template, b.definition) {
-        (Some(name), None) => {
-            let t = core.store.template(&name, b.version).await.map_err(ApiError::internal)?.ok_or_else(|| {
-                ApiError::not_found(format!(
-                    "no template `{name}`{}",
-                    b.version.map(|v| format!(" version {v}")).unwrap_or_default()
-                ))
-                .at("/template")
-                .hint("GET /api/v1/templates lists the saved templates")
-            })?;
-            Source::Saved(t)
-        }
-        (None, Some(def)) => {
-            if b.version.is_some() {
-                return Err(ApiError::invalid("`version` applies to `template` only").at("/version"));
-            }
-            Source::Client(capped(&core, def)?)
-        }
-        _ => {
-            return Err(ApiError::invalid("give exactly one of `template` and `definition`")
-                .hint(r#"{"template": "NAME", "input": {...}} or {"definition": {"name": ..., "steps": [...]}}"#));
-        }
-    };
-    let input = b.input.unwrap_or_else(|| Value::Object(Default::default()));
-    let p = core.api_pipeline.prepare_source(source, input, opts).await.map_err(ApiError::refused)?;
-    // Subscribed before the run exists: no change of it goes unheard.
-    let changes = core.engine.subscribe();
-    let (id, end) = core.engine.submit_watched(p.plan.clone(), p.input, p.opts).await.map_err(|e| match e {
-        weft_engine::EngineError::Invalid(problems) => {
-            ApiError::invalid("the run was refused").with_problems("/input", &problems.0)
-        }
-        other => ApiError::internal(other),
-    })?;
-    let wait = b.wait_ms.unwrap_or(0).min(MAX_WAIT_MS);
-    let rec = if wait > 0 {
-        let never = tokio_util::sync::CancellationToken::new();
-        let fresh = crate::settle::Fresh { changes, end };
-        core.settle(&id, Duration::from_millis(wait), Some(fresh), None, &never).await.map_err(ApiError::internal)?
-    } else {
-        load(&core, id.as_str()).await?
-    };
+    let started = core.for_http.start(req).await.map_err(start_refused)?;
+    let id = started.id.clone();
+    let wait = Duration::from_millis(b.wait_ms.unwrap_or(0).min(MAX_WAIT_MS));
+    let never = tokio_util::sync::CancellationToken::new();
+    let rec = core.for_http.settle_started(started, wait, None, &never).await.map_err(ApiError::internal)?;
     Ok((StatusCode::CREATED, [("location", format!("/api/v1/runs/{id}"))], Json(RunView::of(&rec))).into_response())
+}
+
+/// A run the use-case layer did not start, in the API's terms.
+fn start_refused(e: StartRefused) -> ApiError {
+    match e {
+        StartRefused::NoSource | StartRefused::BothSources => {
+            ApiError::invalid("give exactly one of `template` and `definition`")
+                .hint(r#"{"template": "NAME", "input": {...}} or {"definition": {"name": ..., "steps": [...]}}"#)
+        }
+        StartRefused::VersionWithDefinition => ApiError::invalid("`version` applies to `template` only").at("/version"),
+        StartRefused::NoTemplate { name, version } => ApiError::not_found(format!(
+            "no template `{name}`{}",
+            version.map(|v| format!(" version {v}")).unwrap_or_default()
+        ))
+        .at("/template")
+        .hint("GET /api/v1/templates lists the saved templates"),
+        StartRefused::DefinitionNotObject(kind) => {
+            ApiError::invalid(format!("`definition` is {kind}, not an object")).at("/definition")
+        }
+        StartRefused::DefinitionTooLarge(over) => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            over.message("`definition`", "max_definition_bytes"),
+        )
+        .at("/definition"),
+        StartRefused::EmptyKey => {
+            ApiError::invalid("`key` is empty").at("/key").hint("give a non-empty key, or leave it out")
+        }
+        StartRefused::ZeroFuel => ApiError::invalid("the fuel budget is 0").hint("give at least 1, or leave it out"),
+        StartRefused::Prepare(r) => ApiError::refused(r),
+        StartRefused::Input { problems, .. } => {
+            ApiError::invalid("the run was refused").with_problems("/input", &problems)
+        }
+        StartRefused::Failed(e) => ApiError::internal(e),
+    }
 }
 
 /// A definition object under the definition cap.
@@ -196,7 +199,7 @@ pub(super) fn capped(core: &Core, def: Value) -> Result<Value, ApiError> {
         return Err(ApiError::invalid(format!("`definition` is {}, not an object", weft_model::type_name(&def)))
             .at("/definition"));
     }
-    weft_engine::caps::check(&def, core.settings.caps().max_definition_bytes).map_err(|o| {
+    weft_engine::size_limits::check(&def, core.settings.size_limits().max_definition_bytes).map_err(|o| {
         ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", o.message("`definition`", "max_definition_bytes"))
             .at("/definition")
     })?;
@@ -204,12 +207,11 @@ pub(super) fn capped(core: &Core, def: Value) -> Result<Value, ApiError> {
 }
 
 pub(super) async fn cancel(State(core): State<Arc<Core>>, Path(id): Path<String>) -> Result<Json<RunView>, ApiError> {
-    let rec = load(&core, &id).await?;
-    if rec.state.is_terminal() {
-        return Ok(Json(RunView::of(&rec)));
-    }
-    let rec = core.engine.cancel(&rec.id).await.map_err(ApiError::internal)?;
-    Ok(Json(RunView::of(&rec)))
+    let c = core.for_http.cancel(&id).await.map_err(|e| match e {
+        CancelRefused::Run(e) => lookup_refused(e),
+        CancelRefused::Failed(e) => ApiError::internal(e),
+    })?;
+    Ok(Json(RunView::of(&c.run)))
 }
 
 /// `POST /runs/{id}/steps/{step}/signal`.
@@ -236,20 +238,13 @@ pub(super) async fn signal(
     Path((id, step)): Path<(String, String)>,
     Body(b): Body<SignalBody>,
 ) -> Result<Json<SignalOut>, ApiError> {
-    let rec = load(&core, &id).await?;
-    let answer = core.engine.signal(&rec.id, &step, b.data).await.map_err(|e| match e {
-        weft_engine::EngineError::Invalid(p) => {
+    let s = core.for_http.signal(&id, &step, b.data).await.map_err(|e| match e {
+        SignalRefused::Run(e) => lookup_refused(e),
+        SignalRefused::TooLarge(p) => {
             ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", "the signal's data is over its cap")
-                .with_problems("", &p.0)
+                .with_problems("", &p)
         }
-        other => ApiError::internal(other),
-    })?;
-    match answer {
-        SignalAnswer::Accepted { output } => {
-            let state = core.store.run(&rec.id).await.ok().flatten().map(|r| r.state).unwrap_or(rec.state);
-            Ok(Json(SignalOut { run_id: rec.id.to_string(), step, output, state }))
-        }
-        SignalAnswer::Invalid { errors } => Err(ApiError::new(
+        SignalRefused::Wait(WaitRefused::Invalid { errors }) => ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "refused",
             format!(
@@ -258,16 +253,20 @@ pub(super) async fn signal(
                 super::plural(errors.len())
             ),
         )
-        .with_problems("/data", &errors)),
-        SignalAnswer::AlreadyResolved { state } => Err(ApiError::new(
+        .with_problems("/data", &errors),
+        SignalRefused::Wait(WaitRefused::AlreadyResolved { state }) => ApiError::new(
             StatusCode::CONFLICT,
             "conflict",
             format!("step `{step}` was already answered (it is {state}); the first valid signal won"),
-        )),
-        SignalAnswer::NotWaiting { message } => Err(ApiError::new(StatusCode::CONFLICT, "conflict", message)
-            .hint(format!("GET /api/v1/runs/{} shows what the run waits for", rec.id))),
-        SignalAnswer::NotFound { message } => Err(ApiError::not_found(message)),
-    }
+        ),
+        SignalRefused::Wait(WaitRefused::NotWaiting { message }) => {
+            ApiError::new(StatusCode::CONFLICT, "conflict", message)
+                .hint(format!("GET /api/v1/runs/{} shows what the run waits for", id.trim()))
+        }
+        SignalRefused::Wait(WaitRefused::NotFound { message }) => ApiError::not_found(message),
+        SignalRefused::Failed(e) => ApiError::internal(e),
+    })?;
+    Ok(Json(SignalOut { run_id: s.run.to_string(), step: s.step, output: s.output, state: s.state }))
 }
 
 /// `GET /runs/{id}/graph?format=`.

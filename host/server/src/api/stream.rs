@@ -116,7 +116,7 @@ impl Tail {
             }
             tokio::select! {
                 _ = self.changes.of_run(&self.run) => {}
-                _ = tokio::time::sleep(crate::tools_runs::FALLBACK_POLL) => {}
+                _ = tokio::time::sleep(weft_runtime::usecase::FALLBACK_POLL) => {}
             }
         }
     }

@@ -39,7 +39,7 @@ impl Driver {
     /// with a log line instead.
     fn on_artifact(&mut self, step: usize, item: Option<ItemIndex>, name: String, mime: String, data: Vec<u8>) {
         use sha2::Digest as _;
-        if let Err(why) = crate::caps::artifact_name(&name) {
+        if let Err(why) = crate::size_limits::artifact_name(&name) {
             let line = format!("[weft: artifact refused: {why}]");
             self.event("log".into(), Some(step), item, json!({"line": line}));
             return;
@@ -126,7 +126,9 @@ impl Driver {
             // Every output stored can be read back: over the size cap or
             // too deep, the attempt fails (never retried) and nothing of it
             // is stored.
-            Ok(StepOutput::Done(v)) if let Err(over) = crate::caps::check(&v, self.sh.config.caps.max_output_bytes) => {
+            Ok(StepOutput::Done(v))
+                if let Err(over) = crate::size_limits::check(&v, self.sh.config.size_limits.max_output_bytes) =>
+            {
                 self.attempt_failed(i, u, d.attempt, over.step_error())?
             }
             Ok(StepOutput::Done(v)) => {

@@ -163,8 +163,8 @@ impl Driver {
                 self.step_to(i, StepEvent::Claim, Value::Null, None, json!({}))?;
                 // What a return builds from stored values is stored too: it
                 // is capped like any step output, and nothing of it is kept.
-                let cap = self.sh.config.caps.max_output_bytes;
-                if let Err(over) = crate::caps::check(&value, cap) {
+                let cap = self.sh.config.size_limits.max_output_bytes;
+                if let Err(over) = crate::size_limits::check(&value, cap) {
                     return self.step_failed(i, over.step_error());
                 }
                 self.step_to(i, StepEvent::Succeed, value.clone(), None, json!({}))?;
@@ -179,7 +179,7 @@ impl Driver {
                     },
                     None => value,
                 };
-                if let Err(over) = crate::caps::check(&output, cap) {
+                if let Err(over) = crate::size_limits::check(&output, cap) {
                     let m = format!(
                         "{}; {}",
                         over.message("the run's `output`", "max_output_bytes"),
@@ -337,7 +337,7 @@ impl Driver {
             attempt,
             lease_until,
             at: now,
-            input: input.as_ref().ok().map(crate::caps::shown_input),
+            input: input.as_ref().ok().map(crate::size_limits::shown_input),
         });
         let token = CancelToken::new();
         self.steps[i].set_unit(u, UnitState::Running);

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::scheduler::children::child_id;
+use crate::store::{RunStore, TemplateStore};
 
 async fn save(h: &H, d: Value) -> u32 {
     let name = d["name"].as_str().unwrap().to_string();

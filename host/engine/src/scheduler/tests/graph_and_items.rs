@@ -2,6 +2,7 @@
 //! the scheduler's semantics tests; helpers live in the parent module).
 
 use super::*;
+use crate::store::RunStore;
 
 #[tokio::test]
 async fn for_each_runs_items_in_order_with_concurrency() {

@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::scheduler::SignalAnswer;
+use crate::store::TemplateStore;
 
 fn approval() -> Value {
     json!({"name": "approve-flow", "steps": [

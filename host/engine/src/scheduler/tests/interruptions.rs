@@ -4,6 +4,7 @@
 //! run's CPU budget (`limits.run_fuel`), shared by its code steps.
 
 use super::*;
+use crate::store::RunStore;
 use std::sync::atomic::AtomicU32;
 
 /// A panic in the runner (a host bug) interrupts the attempt: it runs

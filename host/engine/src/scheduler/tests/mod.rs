@@ -1,6 +1,7 @@
 //! Every execution semantic (docs/workflow-format.md; docs/architecture.md,
 //! "The scheduler") with a ManualClock, a MemStore and a fake runner.
 
+use crate::store::RunStore;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

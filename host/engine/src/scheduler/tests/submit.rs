@@ -2,6 +2,7 @@
 //! its start, and nothing of it is stored when that commit fails.
 
 use super::*;
+use crate::store::RunStore;
 
 #[tokio::test]
 async fn a_submitted_run_is_created_and_started_in_one_commit() {

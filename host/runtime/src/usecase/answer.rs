@@ -1,0 +1,164 @@
+//! Answering and ending runs: a signal for a run's `wait` step (checked
+//! against its schema; the first valid signal wins), an event for every
+//! wait whose `match` holds (an id makes it idempotent), and cancelling a
+//! run. Each goes through the engine that owns the store, so it is decided
+//! in the run's own order; the answer is typed, and so is every refusal.
+
+use serde::Serialize;
+use serde_json::Value;
+use weft_engine::{EmitAnswer, EngineError, RunId, RunRecord, RunState, SignalAnswer, StepState};
+use weft_model::Problem;
+
+use super::{LookupRefused, UseCases};
+
+/// A signal the step took.
+#[derive(Debug, Clone)]
+pub struct Signaled {
+    pub run: RunId,
+    pub step: String,
+    /// The step's output: the data as given.
+    pub output: Value,
+    /// The run's state right after.
+    pub state: RunState,
+}
+
+/// Why a wait did not take a signal: what the engine decided. As JSON it
+/// is the engine's answer (`{"status": "invalid", "errors": [...]}`, ...).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum WaitRefused {
+    /// The data does not match the wait's schema; the step still waits.
+    Invalid { errors: Vec<Problem> },
+    /// The step was resolved before: the first valid signal won (or it
+    /// timed out, was canceled or skipped).
+    AlreadyResolved { state: StepState },
+    /// The step does not wait for a signal (not yet, or not at all).
+    NotWaiting { message: String },
+    /// No such run or step.
+    NotFound { message: String },
+}
+
+impl WaitRefused {
+    /// The engine's answer: the output it accepted, or why not.
+    pub fn judge(answer: SignalAnswer) -> Result<Value, WaitRefused> {
+        match answer {
+            SignalAnswer::Accepted { output } => Ok(output),
+            SignalAnswer::Invalid { errors } => Err(WaitRefused::Invalid { errors }),
+            SignalAnswer::AlreadyResolved { state } => Err(WaitRefused::AlreadyResolved { state }),
+            SignalAnswer::NotWaiting { message } => Err(WaitRefused::NotWaiting { message }),
+            SignalAnswer::NotFound { message } => Err(WaitRefused::NotFound { message }),
+        }
+    }
+}
+
+/// Why a signal was not taken (nothing was changed).
+#[derive(Debug, thiserror::Error)]
+pub enum SignalRefused {
+    /// The run named cannot be found.
+    #[error(transparent)]
+    Run(#[from] LookupRefused),
+    /// The wait refused it.
+    #[error("the wait refused the signal: {0:?}")]
+    Wait(WaitRefused),
+    /// The data is over `[limits] max_input_bytes` (or nests too deep).
+    #[error("the signal's data is over its cap")]
+    TooLarge(Vec<Problem>),
+    /// The store failed, or the store's owner did not answer (trying again
+    /// can help).
+    #[error(transparent)]
+    Failed(crate::RuntimeError),
+}
+
+impl SignalRefused {
+    fn of(e: EngineError) -> SignalRefused {
+        match e {
+            EngineError::Invalid(p) => SignalRefused::TooLarge(p.0),
+            other => SignalRefused::Failed(other.into()),
+        }
+    }
+}
+
+/// Why an event was not emitted (nothing was changed).
+#[derive(Debug, thiserror::Error)]
+pub enum EmitRefused {
+    #[error("the event's name is empty")]
+    EmptyName,
+    #[error("the event's id is empty")]
+    EmptyId,
+    /// The data is over `[limits] max_input_bytes` (or nests too deep).
+    #[error("the event's data is over its cap")]
+    TooLarge(Vec<Problem>),
+    /// The store failed, or the store's owner did not answer.
+    #[error(transparent)]
+    Failed(crate::RuntimeError),
+}
+
+impl EmitRefused {
+    fn of(e: EngineError) -> EmitRefused {
+        match e {
+            EngineError::Invalid(p) => EmitRefused::TooLarge(p.0),
+            other => EmitRefused::Failed(other.into()),
+        }
+    }
+}
+
+/// An event's name, trimmed, and its id, checked.
+pub fn event_name(name: &str, id: Option<&str>) -> Result<String, EmitRefused> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(EmitRefused::EmptyName);
+    }
+    if id.is_some_and(|i| i.trim().is_empty()) {
+        return Err(EmitRefused::EmptyId);
+    }
+    Ok(name.to_string())
+}
+
+/// A run after a cancel.
+#[derive(Debug, Clone)]
+pub struct Canceled {
+    pub run: RunRecord,
+    /// It had already finished: nothing was changed.
+    pub already_finished: bool,
+}
+
+/// Why a run was not canceled.
+#[derive(Debug, thiserror::Error)]
+pub enum CancelRefused {
+    #[error(transparent)]
+    Run(#[from] LookupRefused),
+    /// The store failed (trying again can help).
+    #[error(transparent)]
+    Failed(crate::RuntimeError),
+}
+
+impl UseCases {
+    /// Answers `step` of run `run` (its id as the client wrote it) with `data`.
+    pub async fn signal(&self, run: &str, step: &str, data: Value) -> Result<Signaled, SignalRefused> {
+        let rec = self.run(run).await?;
+        let answer = self.engine.signal(&rec.id, step, data).await.map_err(SignalRefused::of)?;
+        let output = WaitRefused::judge(answer).map_err(SignalRefused::Wait)?;
+        let state = match self.store.run(&rec.id).await {
+            Ok(Some(now)) => now.state,
+            _ => rec.state,
+        };
+        Ok(Signaled { run: rec.id, step: step.to_string(), output, state })
+    }
+
+    /// Emits event `name` with `data` (and `id`, making it idempotent).
+    pub async fn emit(&self, name: &str, data: Value, id: Option<String>) -> Result<EmitAnswer, EmitRefused> {
+        let name = event_name(name, id.as_deref())?;
+        self.engine.emit(&name, data, id).await.map_err(EmitRefused::of)
+    }
+
+    /// Cancels run `run` (its id as the client wrote it); a finished run
+    /// is left as it is.
+    pub async fn cancel(&self, run: &str) -> Result<Canceled, CancelRefused> {
+        let rec = self.run(run).await?;
+        if rec.state.is_terminal() {
+            return Ok(Canceled { run: rec, already_finished: true });
+        }
+        let run = self.engine.cancel(&rec.id).await.map_err(|e| CancelRefused::Failed(e.into()))?;
+        Ok(Canceled { run, already_finished: false })
+    }
+}

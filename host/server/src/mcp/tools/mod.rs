@@ -1,0 +1,8 @@
+//! The built-in MCP tools, one file per theme; each file is an rmcp
+//! `#[tool_router]` over [`crate::WeftServer`], combined in `server.rs`.
+
+pub mod compare;
+pub mod recording;
+pub mod runs;
+pub mod templates;
+pub mod waits;

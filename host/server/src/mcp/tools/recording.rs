@@ -1,0 +1,511 @@
+//! Recording mode: `recording_start`, `step_preset`, `step_code`,
+//! `recording_remove_step`, `recording_save` and `recording_stop`. While a
+//! session records, each proxied call it makes (see `proxy_tools.rs`) and
+//! each plugin it runs (`step_code`) becomes a step of its recording; the recording is
+//! journaled to `<data_dir>/recordings/<run_id>.json` after every step, so
+//! a crash loses nothing. Saving turns it into a template (post-hoc
+//! templatization: literals equal to input values or earlier outputs become
+//! refs, each listed and refusable); saving or stopping stores it as an
+//! ordinary completed run (`weft runs show`). A journal left by a crash, or
+//! by a session that ended while recording, is stored the same way (as a
+//! run, without a template) when `weft serve` starts or the session ends.
+
+use std::sync::Arc;
+use weft_engine::clock::system_now_ms as now_ms;
+
+use rmcp::handler::server::wrapper::{Json, Parameters};
+use rmcp::{tool, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use weft_engine::{RunId, SeededRng};
+
+use crate::Change;
+use crate::Core;
+use crate::WeftServer;
+use crate::mcp::errors::ToolError;
+use crate::mcp::prepare;
+use crate::mcp::recording::journal::Active;
+use crate::mcp::recording::{RecordedStep, Recording, Replacement};
+use crate::mcp::wf_tools;
+
+impl Core {
+    /// Runs `code` once on `input`, outside any run (as step `step` of the
+    /// recording `id`): its output, or an error saying why it failed.
+    pub async fn run_code(
+        &self,
+        id: &RunId,
+        step: &str,
+        code: weft_model::CodeRef,
+        input: Value,
+    ) -> Result<Value, ToolError> {
+        use weft_engine::{AttemptNo, CancelToken, StepOutput, StepRequest, StepRunner};
+        let req = StepRequest {
+            run: id.clone(),
+            step: step.to_string(),
+            item: None,
+            attempt: AttemptNo::FIRST,
+            idempotency_key: weft_engine::ids::idempotency_key(id, step, None, AttemptNo::FIRST),
+            deadline_ms: None,
+            action: weft_model::Action::Code(code),
+            priority: 0,
+            input,
+            limits: None,
+            run_fuel_left: None,
+            transform: None,
+            events: Arc::new(weft_engine::runner::NoEvents),
+            trace: None,
+        };
+        match self.code.run(req, CancelToken::new()).await {
+            Ok(StepOutput::Done(v)) => Ok(v),
+            Ok(StepOutput::Reject(why)) => Err(ToolError::new(format!("the plugin rejected the input: {why}"))),
+            Err(e) => {
+                let fix = match e.kind {
+                    weft_engine::ErrorKind::Validation => "plugin_list shows the plugins and their input schemas",
+                    _ => "check the input against the plugin's input schema (plugin_list); nothing was recorded",
+                };
+                Err(ToolError::new(format!("the plugin failed ({}): {}", e.kind.as_str(), e.message)).fix(fix))
+            }
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct StartParams {
+    /// A name for the recording (the run's template name until it is saved
+    /// under another). Default `recording`.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The recording's input: refs `@input.key` in later calls resolve
+    /// against it, and values equal to its values become `@input` refs
+    /// when the recording is saved.
+    #[serde(default)]
+    pub input: Option<Value>,
+}
+
+/// A recording that started.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct StartOut {
+    /// The id of the run the recording becomes.
+    pub recording_id: String,
+    pub name: String,
+    /// What to do next.
+    pub note: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct PresetParams {
+    /// The step's name (letters, digits, `_`; not starting with a digit).
+    /// Default `preset_<n>`.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The step's output, as if it had run.
+    pub output: Value,
+}
+
+/// A preset step.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PresetOut {
+    /// Its name: later calls may use `@<step>` refs to its output.
+    pub step: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CodeParams {
+    /// The plugin to run (plugin_list shows them with their input schemas).
+    /// Give this or `sha256`.
+    #[serde(default)]
+    pub plugin: Option<String>,
+    /// A stored module by its digest (64 hex digits), instead of `plugin`.
+    #[serde(default)]
+    pub sha256: Option<String>,
+    /// Its input. Refs to recorded steps (`@echo_1.field`) and to the
+    /// recording's input (`@input.key`) are resolved first.
+    #[serde(default)]
+    pub input: Option<Value>,
+    /// The step's name (letters, digits, `_`). Default `<plugin>_<n>`.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// A plugin's result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CodeOut {
+    /// The step it became (absent when no recording is in progress).
+    pub step: Option<String>,
+    /// The plugin's output.
+    pub output: Value,
+    /// What was recorded.
+    pub note: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RemoveParams {
+    /// The step to remove. Default: the last one.
+    #[serde(default)]
+    pub step: Option<String>,
+}
+
+/// A removed step.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RemoveOut {
+    pub removed: String,
+    /// The recording's steps now, in call order.
+    pub steps: Vec<String>,
+    pub note: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SaveParams {
+    /// The template to save the recording as (a new version if it exists).
+    pub template: String,
+    /// Ids of proposed replacements (`r1`, ...) to refuse: those literals
+    /// stay literal.
+    #[serde(default)]
+    pub refuse: Vec<String>,
+    /// Ids of candidates (`c1`, ...) to apply: literals equal to an input
+    /// value that were not proposed (small numbers, short strings,
+    /// booleans) become refs to it.
+    #[serde(default)]
+    pub accept: Vec<String>,
+    /// Keep the recorded order of calls (each step `after` the previous)
+    /// even where no data passes between them: for side effects that must
+    /// happen in order (write a file, then read it). Default: steps depend
+    /// only on the steps their arguments refer to, and independent calls
+    /// run in parallel.
+    #[serde(default)]
+    pub keep_order: bool,
+    /// Only propose: return the definition and the replacements, store
+    /// nothing, keep recording.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// A description for the template.
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+/// A proposed replacement and whether it was applied.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ReplacementOut {
+    /// `r1`, ...: pass to `refuse` to keep the literal.
+    pub id: String,
+    pub step: String,
+    /// JSON Pointer into the step's input.
+    pub path: String,
+    /// The literal that was recorded.
+    pub value: Value,
+    /// The ref that replaces it.
+    pub reference: String,
+    pub applied: bool,
+}
+
+/// A saved (or proposed) template.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SaveOut {
+    pub template: String,
+    /// The version saved (absent for a dry run).
+    pub version: Option<u32>,
+    /// The tool that replays it (absent for a dry run).
+    pub tool: Option<String>,
+    /// The recording's run (absent for a dry run).
+    pub run_id: Option<String>,
+    /// Every proposed replacement.
+    pub replacements: Vec<ReplacementOut>,
+    /// Literals equal to an input value that were not proposed (see
+    /// `accept`); `applied` when accepted.
+    pub candidates: Vec<ReplacementOut>,
+    /// The input's fields no step uses: a replay with another value of one
+    /// changes nothing.
+    pub unused_input: Vec<String>,
+    /// For each input field, what a replay with another value changes.
+    pub replay: Vec<crate::mcp::recording::Effect>,
+    /// What may make a replay repeat the recording instead of following
+    /// its new input, and the template's validation warnings.
+    pub warnings: Vec<String>,
+    /// The template's definition.
+    pub definition: Value,
+}
+
+/// A stopped recording.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct StopOut {
+    /// Its run.
+    pub run_id: String,
+    /// How many steps it recorded.
+    pub steps: usize,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct NoParams {}
+
+fn not_recording() -> ToolError {
+    ToolError::new("this session is not recording").fix("call recording_start first")
+}
+
+/// The name a new step of `active` gets: `name` if it is a valid, free
+/// step name, else `<stem>_<n>`.
+fn step_name(active: &Active, name: Option<String>, stem: &str) -> Result<String, ToolError> {
+    let Some(n) = name else { return Ok(active.recording.next_name(stem)) };
+    if !weft_model::validate::is_step_name(&n) || weft_model::refs::RESERVED_ROOTS.contains(&n.as_str()) {
+        return Err(ToolError::new(format!("`{n}` is not a valid step name"))
+            .fix("use letters, digits and `_`, not starting with a digit (not input/item/index/run)"));
+    }
+    if active.recording.steps.iter().any(|s| s.name == n) {
+        return Err(ToolError::new(format!("the recording already has a step `{n}`"))
+            .fix("pick another name, leave `name` out, or recording_remove_step it first"));
+    }
+    Ok(n)
+}
+
+/// The code reference of `step_code`'s arguments, as a definition writes it.
+fn code_of(p: &CodeParams) -> Result<(weft_model::CodeRef, Value, String), ToolError> {
+    use weft_model::CodeRef;
+    match (&p.plugin, &p.sha256) {
+        (Some(name), None) => {
+            Ok((CodeRef::Plugin(name.clone()), serde_json::json!({"plugin": name}), name.clone()))
+        }
+        (None, Some(hex)) => Ok((CodeRef::Sha256(hex.clone()), serde_json::json!({"sha256": hex}), "code".into())),
+        _ => Err(ToolError::new("give exactly one of `plugin` and `sha256`")
+            .fix("e.g. {\"plugin\": \"json-select\", \"input\": {\"data\": {\"a\": 1}, \"path\": \"a\"}} (plugin_list shows the plugins)")),
+    }
+}
+
+#[tool_router(router = recording_router, vis = "pub(crate)")]
+impl WeftServer {
+    #[tool(
+        description = "Start recording this session: every proxied tool call (`<server>__<tool>`) you make from now on becomes a step of a workflow. Arguments may hold refs to earlier results (`@echo_1`, `@write_file_1.content`) or to the recording's input (`@input.key`); each result's `_meta` names its step as `dev.weft/step`. Finish with recording_save (a template you can replay with new input) or recording_stop.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn recording_start(&self, Parameters(p): Parameters<StartParams>) -> Result<Json<StartOut>, ToolError> {
+        let mut slot = self.session.recording.lock().await;
+        if let Some(a) = slot.as_ref() {
+            return Err(ToolError::new(format!("this session is already recording (`{}`, {})", a.name, a.id))
+                .fix("save it with recording_save or end it with recording_stop first"));
+        }
+        let name = p.name.unwrap_or_else(|| "recording".into());
+        if name.trim().is_empty() {
+            return Err(ToolError::new("`name` is empty").fix("give the recording a name, or leave `name` out"));
+        }
+        let input = p.input.unwrap_or_else(|| Value::Object(Default::default()));
+        let now = now_ms();
+        let id = RunId::generate(now, &SeededRng::from_entropy());
+        let active = Active {
+            id: id.clone(),
+            name: name.clone(),
+            started_at: now,
+            recording: Recording::new(input),
+            timings: vec![],
+        };
+        active.write_journal(&self.core).map_err(ToolError::internal)?;
+        *slot = Some(active);
+        drop(slot);
+        // A session that ends while recording keeps what it recorded.
+        let (rec, core, closed) = (self.session.recording.clone(), self.core.clone(), self.session.closed.clone());
+        tokio::spawn(async move {
+            closed.cancelled().await;
+            if let Some(a) = rec.lock().await.take() {
+                let _ = a.store(&core, None, None).await;
+            }
+        });
+        Ok(Json(StartOut {
+            recording_id: id.to_string(),
+            name,
+            note: "call upstream tools as `<server>__<tool>`; then recording_save {template} or recording_stop".into(),
+        }))
+    }
+
+    #[tool(
+        description = "Add a step with a known output to the recording without calling anything (inject data, mock a step). Later calls may refer to it as `@<step>`.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn step_preset(&self, Parameters(p): Parameters<PresetParams>) -> Result<Json<PresetOut>, ToolError> {
+        let mut slot = self.session.recording.lock().await;
+        let active = slot.as_mut().ok_or_else(not_recording)?;
+        let step = step_name(active, p.name, "preset")?;
+        let preset = RecordedStep {
+            name: step.clone(),
+            tool: None,
+            code: None,
+            arguments: Value::Null,
+            input: Value::Null,
+            output: p.output,
+        };
+        active.record(&self.core, preset, now_ms()).await;
+        Ok(Json(PresetOut { step }))
+    }
+
+    #[tool(
+        description = "Run a code plugin now on an input (refs to recorded steps and to the recording's input resolved first) and return its output. While recording, the call becomes a code step of the recording (named `<plugin>_<n>`, or `name`); later calls may refer to it as `@<step>`.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn step_code(&self, Parameters(p): Parameters<CodeParams>) -> Result<Json<CodeOut>, ToolError> {
+        let (code, code_json, stem) = code_of(&p)?;
+        let arguments = p.input.clone().unwrap_or_else(|| Value::Object(Default::default()));
+        let mut slot = self.session.recording.lock().await;
+        let (id, step, input) = match slot.as_ref() {
+            Some(active) => {
+                let step = step_name(active, p.name.clone(), &stem)?;
+                let input = active.recording.resolve(&arguments).map_err(|why| {
+                    ToolError::new(format!("the input holds a ref that cannot be resolved: {why}"))
+                        .fix("refs name recorded steps (`@echo_1.field`) or the recording's input (`@input.key`); write `@@` for a literal `@`")
+                })?;
+                (active.id.clone(), step, input)
+            }
+            None => {
+                let input = crate::mcp::recording::Recording::default().resolve(&arguments).map_err(|why| {
+                    ToolError::new(format!("the input holds a ref, but nothing is recorded to resolve it: {why}"))
+                        .fix("start a recording first (recording_start), or pass literal values")
+                })?;
+                (RunId::generate(now_ms(), &SeededRng::from_entropy()), stem.clone(), input)
+            }
+        };
+        let started = now_ms();
+        let output = self.core.run_code(&id, &step, code, input.clone()).await?;
+        let Some(active) = slot.as_mut() else {
+            let note = "no recording is in progress: nothing was recorded".to_string();
+            return Ok(Json(CodeOut { step: None, output, note }));
+        };
+        let recorded = RecordedStep {
+            name: step.clone(),
+            tool: None,
+            code: Some(code_json),
+            arguments,
+            input,
+            output: output.clone(),
+        };
+        active.record(&self.core, recorded, started).await;
+        let note = format!("recorded as step `{step}`: later calls may refer to `@{step}`");
+        Ok(Json(CodeOut { step: Some(step), output, note }))
+    }
+
+    #[tool(
+        description = "Remove a step from the recording: the last one by default, or `step`. To replace a call, remove its step and make the call again (it takes the same name back, so later refs stay valid). A step other steps refer to cannot be removed before them.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn recording_remove_step(
+        &self,
+        Parameters(p): Parameters<RemoveParams>,
+    ) -> Result<Json<RemoveOut>, ToolError> {
+        let mut slot = self.session.recording.lock().await;
+        let active = slot.as_mut().ok_or_else(not_recording)?;
+        let at = p.step.as_deref().and_then(|n| active.recording.steps.iter().position(|s| s.name == n));
+        let removed = active.recording.remove(p.step.as_deref()).map_err(|why| {
+            ToolError::new(why)
+                .fix("recording_save {\"template\": ..., \"dry_run\": true} lists the steps and their arguments")
+        })?;
+        let at = at.unwrap_or(active.timings.len().saturating_sub(1));
+        if at < active.timings.len() {
+            active.timings.remove(at);
+        }
+        active.journal_now(&self.core);
+        let steps = active.recording.steps.iter().map(|s| s.name.clone()).collect();
+        let note = format!("removed `{}`; calling the same tool again records it as `{}`", removed.name, removed.name);
+        Ok(Json(RemoveOut { removed: removed.name, steps, note }))
+    }
+
+    #[tool(
+        description = "Save the session's recording as a template and end the recording (dry_run: true only shows what it would save). Each call is a step (named after its tool or plugin: `get_sum_1`) that depends on the steps its arguments refer to; independent calls run in parallel (keep_order: true chains them). Value rules: a literal argument equal to an input value or to an earlier step's output (or a field of it) is proposed as a ref (`replacements`, applied unless refused by id) when it is specific enough: strings of 3+ characters, numbers other than -1..10, non-empty objects and arrays; input values win over outputs, later steps over earlier ones. Smaller values equal to an input value (5, \"ab\", true) are only `candidates`: apply them with `accept`. To make a replay follow new input for sure, type refs yourself in the calls (`{\"a\": \"@input.a\"}`). The answer lists `unused_input` (fields no step uses: a replay ignores them), `replay` (per input field, the steps a new value changes) and `warnings`. The recording is stored as a completed run; the template appears as the tool wf_<template>; run_compare shows how a replay departed from it.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn recording_save(&self, Parameters(p): Parameters<SaveParams>) -> Result<Json<SaveOut>, ToolError> {
+        let mut slot = self.session.recording.lock().await;
+        let active = slot.as_ref().ok_or_else(not_recording)?;
+        if active.recording.steps.is_empty() {
+            return Err(ToolError::new("the recording has no steps yet")
+                .fix("call an upstream tool (`<server>__<tool>`), step_code or step_preset first"));
+        }
+        let proposals = active.recording.propose();
+        let candidates = active.recording.candidates(&proposals);
+        for (ids, list, what, field) in
+            [(&p.refuse, &proposals, "proposed replacement", "refuse"), (&p.accept, &candidates, "candidate", "accept")]
+        {
+            if let Some(bad) = ids.iter().find(|id| !list.iter().any(|r| &r.id == *id)) {
+                let known: Vec<&str> = list.iter().map(|r| r.id.as_str()).collect();
+                return Err(ToolError::new(format!("`{field}` names `{bad}`, which is not a {what}")).fix(format!(
+                    "the {what}s are: {} (see a dry_run)",
+                    if known.is_empty() { "none".into() } else { known.join(", ") }
+                )));
+            }
+        }
+        let mut accepted: Vec<Replacement> = proposals.iter().filter(|r| !p.refuse.contains(&r.id)).cloned().collect();
+        accepted.extend(candidates.iter().filter(|c| p.accept.contains(&c.id)).cloned());
+        let open: Vec<Replacement> = candidates.iter().filter(|c| !p.accept.contains(&c.id)).cloned().collect();
+        let review = active.recording.review(&accepted, &open);
+        let mut definition = active.recording.definition(&p.template, &accepted, p.keep_order);
+        if let Some(d) = &p.description {
+            definition["description"] = Value::String(d.clone());
+        }
+        let out = |r: &Replacement, applied: bool| ReplacementOut {
+            id: r.id.clone(),
+            step: r.step.clone(),
+            path: r.path.clone(),
+            value: r.value.clone(),
+            reference: r.reference.clone(),
+            applied,
+        };
+        let mut answer = SaveOut {
+            template: p.template.clone(),
+            version: None,
+            tool: None,
+            run_id: None,
+            replacements: proposals.iter().map(|r| out(r, !p.refuse.contains(&r.id))).collect(),
+            candidates: candidates.iter().map(|c| out(c, p.accept.contains(&c.id))).collect(),
+            unused_input: review.unused_input,
+            replay: review.effects,
+            warnings: review.warnings,
+            definition,
+        };
+        if p.dry_run {
+            return Ok(Json(answer));
+        }
+        let saving = prepare::for_template(&self.core, answer.definition.clone()).await?;
+        let (doc, name) = (saving.doc, saving.name);
+        answer.warnings.extend(saving.warnings.iter().map(|w| format!("{}: {}", w.path, w.message)));
+        let version = self.core.store.save_template(&name, &doc, now_ms()).await.map_err(ToolError::internal)?;
+        let active = slot.take().expect("checked above");
+        active.store(&self.core, Some((name.clone(), version)), Some(doc.clone())).await?;
+        self.core.changed(Change::Templates);
+        answer.tool = Some(wf_tools::tool_name(&name));
+        answer.template = name;
+        answer.version = Some(version);
+        answer.run_id = Some(active.id.to_string());
+        answer.definition = doc;
+        Ok(Json(answer))
+    }
+
+    #[tool(
+        description = "End the session's recording without saving a template; it is stored as a completed run (see run_get).",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn recording_stop(&self, Parameters(_): Parameters<NoParams>) -> Result<Json<StopOut>, ToolError> {
+        let mut slot = self.session.recording.lock().await;
+        let active = slot.take().ok_or_else(not_recording)?;
+        active.store(&self.core, None, None).await?;
+        Ok(Json(StopOut { run_id: active.id.to_string(), steps: active.recording.steps.len() }))
+    }
+}

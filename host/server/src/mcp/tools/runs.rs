@@ -1,0 +1,300 @@
+//! Tools about runs: `run_start` (with an optional wait that reports MCP
+//! progress and asks the client for a waiting step's input, see
+//! `elicit.rs`), `run_get` (the `runs show --json` object), `run_list`,
+//! `run_events` and `run_cancel`. Also [`Core::start_run`] and
+//! [`Core::start_and_wait`], the use-case layer's start in MCP's terms,
+//! which the `wf_<name>` tools share.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::handler::server::tool::{InputResponses, IntoCallToolResult, RequestState};
+use rmcp::handler::server::wrapper::{Json, Parameters};
+use rmcp::model::CallToolResponse;
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, tool, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use weft_engine::clock::rfc3339;
+use weft_engine::store::RunFilter;
+use weft_engine::{RunState, Seq};
+use weft_runtime::usecase::answer::CancelRefused;
+use weft_runtime::usecase::{RunSource, StartRequest, Started};
+
+use crate::Core;
+use crate::WeftServer;
+use crate::mcp::errors::ToolError;
+use crate::mcp::prepare;
+use crate::mcp::reply::{MAX_WAIT_MS, Outcome};
+use crate::mcp::views::{EventPage, RunStartOut, RunView};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunStartParams {
+    /// A saved template to run (see template_list). Give this or `definition`.
+    #[serde(default)]
+    pub template: Option<String>,
+    /// The template's version (default: the latest).
+    #[serde(default)]
+    pub version: Option<u32>,
+    /// An inline workflow definition to run (format: resource weft://guide,
+    /// JSON Schema: weft://schema/definition). Give this or `template`.
+    #[serde(default)]
+    #[schemars(with = "Option<prepare::DefinitionArg>")]
+    pub definition: Option<Value>,
+    /// The run's input, checked against the workflow's `input_schema` (default `{}`).
+    #[serde(default)]
+    pub input: Option<Value>,
+    /// Wait up to this many milliseconds (at most 300000) for the run to
+    /// finish and return its output; 0 or absent returns at once.
+    #[serde(default)]
+    #[schemars(range(max = 300_000))]
+    pub wait_ms: Option<u64>,
+    /// Steps whose output is given instead of computed (mock a step, inject
+    /// known data, resume a recording): step name → output. They are
+    /// stored `succeeded` with the run; steps after them see that output.
+    #[serde(default)]
+    pub presets: std::collections::BTreeMap<String, Value>,
+    /// Runs with the same key execute one at a time, in the order they were
+    /// started; the others stay `submitted` until the earlier ones finish
+    /// (a run waiting for input still holds its key).
+    #[serde(default)]
+    pub concurrency_key: Option<String>,
+    /// A CPU budget in fuel units for all code steps of this run together
+    /// (replaces the definition's `limits.run_fuel`): each step may use at
+    /// most what is left, and one that would go past it fails
+    /// `fuel_exhausted`. Absent: the definition's budget, if any (by
+    /// default code steps have no fuel limit; their timeout bounds them).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub run_fuel: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunIdParams {
+    /// The run's id (r_..., from run_start or run_list).
+    pub run_id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunListParams {
+    /// Only runs in this state.
+    #[serde(default)]
+    pub state: Option<RunState>,
+    /// Only runs of this template.
+    #[serde(default)]
+    pub template: Option<String>,
+    /// At most this many runs, newest first (default 50).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: Option<usize>,
+}
+
+/// A run in a listing.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunSummaryOut {
+    pub id: String,
+    pub template: String,
+    pub version: Option<u32>,
+    pub state: String,
+    pub parent: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// Runs, newest first.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunListOut {
+    pub runs: Vec<RunSummaryOut>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunEventsParams {
+    /// The run's id.
+    pub run_id: String,
+    /// Only events after this sequence number (default 0: from the start).
+    #[serde(default)]
+    pub after_seq: Option<u64>,
+    /// At most this many events (default 500).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: Option<usize>,
+}
+
+/// What canceling did.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunCancelOut {
+    pub run_id: String,
+    /// The run's state now.
+    #[schemars(schema_with = "crate::mcp::views::run_state_names")]
+    pub state: RunState,
+    /// True when the run had already finished (nothing was changed).
+    pub already_finished: bool,
+}
+
+impl Core {
+    /// Validates, creates and starts a run (with the MCP call's trace
+    /// context). Nothing is stored when refused.
+    pub async fn start_run(&self, mut req: StartRequest) -> Result<Started, ToolError> {
+        if req.traceparent.is_none() {
+            req.traceparent = crate::trace_context::incoming();
+        }
+        let template = match &req.source {
+            RunSource::Template { name, .. } => Some(name.clone()),
+            RunSource::Saved(t) => Some(t.name.clone()),
+            RunSource::Definition(_) => None,
+        };
+        match self.for_mcp.start(req).await {
+            Ok(started) => Ok(started),
+            Err(e) => Err(prepare::start_refused(self, e, template.as_deref()).await),
+        }
+    }
+
+    /// Starts a run and waits up to `wait_ms` for it, asking the client
+    /// for input the run waits for (when it can be asked).
+    pub async fn start_and_wait(
+        self: &Arc<Self>,
+        req: StartRequest,
+        wait_ms: u64,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Outcome, ToolError> {
+        let started = self.start_run(req).await?;
+        if wait_ms == 0 {
+            let rec = self.load_run(started.id.as_str()).await?;
+            return Ok(Outcome::Run(RunStartOut::of(&rec)));
+        }
+        let wait = Duration::from_millis(wait_ms.min(MAX_WAIT_MS));
+        self.wait_answering(&started.id, wait, started.fresh, ctx).await
+    }
+}
+
+/// What `run_start` answers: the run (structured `RunStartOut`), or, on
+/// 2026-07-28, an `input_required` result that asks for a waiting step's
+/// input (the client retries the call with the answer).
+pub enum RunStartReply {
+    Run(RunStartOut),
+    Ask(rmcp::model::InputRequiredResult),
+}
+
+impl From<Outcome> for RunStartReply {
+    fn from(o: Outcome) -> Self {
+        match o {
+            Outcome::Run(out) => RunStartReply::Run(out),
+            Outcome::Ask(ask) => RunStartReply::Ask(ask),
+        }
+    }
+}
+
+impl IntoCallToolResult for RunStartReply {
+    fn into_call_tool_result(self) -> Result<CallToolResponse, rmcp::ErrorData> {
+        match self {
+            RunStartReply::Run(out) => Json(out).into_call_tool_result(),
+            RunStartReply::Ask(ask) => Ok(CallToolResponse::InputRequired(ask)),
+        }
+    }
+}
+
+#[tool_router(router = runs_router, vis = "pub(crate)")]
+impl WeftServer {
+    #[tool(
+        description = concat!(
+            "Start a run of a saved template (`template`, optional `version`) or of an inline `definition` (format: resource weft://guide), with an `input` checked against its input_schema. With `wait_ms` the call waits that long for the run to finish and returns its output (progress notifications are sent when the request has a progress token); otherwise it returns the run id at once. A run that waits for input returns `input-required` with its `waits` (answer with run_signal); a client that declared elicitation is asked for the input directly. `presets` gives steps their output instead of running them. Runs with the same `concurrency_key` execute one at a time. Bad definitions or inputs are refused with every problem's JSON path, and no run is created. Example: {\"definition\": ",
+            prepare::definition_example!(),
+            ", \"input\": {\"user\": {\"name\": \"Ada\"}}, \"wait_ms\": 10000}"
+        ),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true),
+        output_schema = rmcp::handler::server::common::schema_for_output::<RunStartOut>()
+    )]
+    async fn run_start(
+        &self,
+        Parameters(p): Parameters<RunStartParams>,
+        RequestState(state): RequestState,
+        InputResponses(responses): InputResponses,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<RunStartReply, ToolError> {
+        // The retry of a call that asked for input (2026-07-28): continue
+        // that run with the answer instead of starting another.
+        if let Some(state) = state {
+            let wait = Duration::from_millis(p.wait_ms.unwrap_or(0).clamp(1, MAX_WAIT_MS));
+            return Ok(self.core.resume_answering(&state, responses, wait, &ctx).await?.into());
+        }
+        let source = match RunSource::of(p.template, p.version, p.definition) {
+            // A definition may come as its JSON text.
+            Ok(RunSource::Definition(def)) => RunSource::Definition(prepare::definition_doc(def)?),
+            Ok(source) => source,
+            Err(e) => return Err(prepare::start_refused(&self.core, e, None).await),
+        };
+        let req = StartRequest {
+            key: p.concurrency_key,
+            presets: p.presets,
+            run_fuel: p.run_fuel,
+            ..StartRequest::new(source, p.input.unwrap_or_else(|| Value::Object(Default::default())))
+        };
+        Ok(self.core.start_and_wait(req, p.wait_ms.unwrap_or(0), &ctx).await?.into())
+    }
+
+    #[tool(
+        description = "One run: its state, input, output, error, every step's state, attempts, resolved `input` (refs replaced by the values the step was given; each attempt's under `tries`), output and error, and its open `waits` (a signal wait's prompt and schema: answer it with run_signal) — the `weft runs show --json` object.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn run_get(&self, Parameters(p): Parameters<RunIdParams>) -> Result<Json<RunView>, ToolError> {
+        let rec = self.core.load_run(&p.run_id).await?;
+        Ok(Json(RunView::of(&rec)))
+    }
+
+    #[tool(
+        description = "Runs, newest first, optionally only those in one `state` or of one `template`.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn run_list(&self, Parameters(p): Parameters<RunListParams>) -> Result<Json<RunListOut>, ToolError> {
+        let filter = RunFilter {
+            state: p.state,
+            template: p.template,
+            limit: Some(p.limit.unwrap_or(50).clamp(1, 1000)),
+            ..Default::default()
+        };
+        let runs = self.core.store.list_runs(&filter).await.map_err(ToolError::internal)?;
+        let runs = runs
+            .into_iter()
+            .map(|r| RunSummaryOut {
+                id: r.id.to_string(),
+                template: r.template,
+                version: r.version,
+                state: r.state.to_string(),
+                parent: r.parent.map(|p| p.to_string()),
+                created_at: rfc3339(r.created_at),
+                updated_at: rfc3339(r.updated_at),
+            })
+            .collect();
+        Ok(Json(RunListOut { runs }))
+    }
+
+    #[tool(
+        description = "A run's event log in order (run and step state changes, attempts — `attempt.queued` while a code step waits for a CPU slot or guest memory, `attempt.admitted` with `waited_ms` when it starts; its timeout counts from then — progress and log lines), after `after_seq`, at most `limit` (500) per call. `more: true` means this page stopped at `limit`: call again with `after_seq` = the returned `last_seq` (also to follow a run).",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn run_events(&self, Parameters(p): Parameters<RunEventsParams>) -> Result<Json<EventPage>, ToolError> {
+        let rec = self.core.load_run(&p.run_id).await?;
+        let after = Seq(p.after_seq.unwrap_or(0));
+        let limit = p.limit.unwrap_or(500).clamp(1, 1000);
+        // One more than asked: whether more are stored already.
+        let read = self.core.store.events_after(&rec.id, after, limit + 1).await.map_err(ToolError::internal)?;
+        Ok(Json(EventPage::of(&rec, read, after.0, limit)))
+    }
+
+    #[tool(
+        description = "Cancel a run: running steps are interrupted, unfinished steps and the run end `canceled`. A run that already finished is left as it is.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn run_cancel(&self, Parameters(p): Parameters<RunIdParams>) -> Result<Json<RunCancelOut>, ToolError> {
+        let c = self.core.for_mcp.cancel(&p.run_id).await.map_err(|e| match e {
+            CancelRefused::Run(e) => prepare::lookup_refused(e),
+            CancelRefused::Failed(e) => ToolError::internal(e),
+        })?;
+        Ok(Json(RunCancelOut {
+            run_id: c.run.id.to_string(),
+            state: c.run.state,
+            already_finished: c.already_finished,
+        }))
+    }
+}
