@@ -149,12 +149,16 @@ impl UseCases {
             ..Default::default()
         };
         let p = self.pipeline.prepare_source(source, input, opts).await.map_err(StartRefused::Prepare)?;
+        for w in &p.warnings {
+            tracing::warn!("{w}");
+        }
         // Subscribed before the run exists: no change of it goes unheard.
         let changes = self.engine.subscribe();
-        let schema = p.plan.input_schema.clone();
-        match self.engine.submit_watched(p.plan, p.input, p.opts).await {
+        match self.engine.submit_watched(p.plan.clone(), p.input, p.opts).await {
             Ok((id, end)) => Ok(Started { id, fresh: Fresh { changes, end } }),
-            Err(EngineError::Invalid(problems)) => Err(StartRefused::Input { problems: problems.0, schema }),
+            Err(EngineError::Invalid(problems)) => {
+                Err(StartRefused::Input { problems: problems.0, schema: p.plan.input_schema.clone() })
+            }
             Err(other) => Err(StartRefused::Failed(other)),
         }
     }
