@@ -255,6 +255,32 @@ fn step_rules(s: &Step, m: &StepMeta, out: &mut Vec<Problem>) {
     let at = &m.at;
     let f = |k: &str| format!("{at}/{k}");
     if m.action_ok {
+        // A step that runs once whatever its items are would say the wrong
+        // thing without a word: refused until each kind runs per item.
+        if s.for_each.is_some() {
+            let hint = match &s.action {
+                Action::Wait(_) => Some(
+                    "wait once for the whole list (the wait's schema can take an array), or start one run per item",
+                ),
+                Action::Sleep(_) => Some("sleep once, before or after the for_each step that does the per-item work"),
+                Action::Workflow(_) => Some(
+                    "do the per-item work in a code or tool step with `for_each`, or start one run of the template per item",
+                ),
+                _ => None,
+            };
+            if let Some(hint) = hint {
+                out.push(
+                    Problem::new(
+                        f("for_each"),
+                        format!(
+                            "`for_each` on a `{}` step is not supported yet: the step would run once, not once per item",
+                            s.action.key()
+                        ),
+                    )
+                    .hint(hint),
+                );
+            }
+        }
         match &s.action {
             Action::Code(c) => code_ref_rules(c, &f("code"), out),
             Action::Tool(t) => {
@@ -459,6 +485,18 @@ mod range_tests {
                 "/max_step_failures",
             ),
             (json!({"name": "w", "steps": [{"name": "a", "sleep": {"ms": year + 1}}]}), "/steps/0/sleep/ms"),
+            (
+                json!({"name": "w", "steps": [{"name": "a", "for_each": [1, 2], "wait": {"prompt": "item @item?"}}]}),
+                "/steps/0/for_each: `for_each` on a `wait` step is not supported yet",
+            ),
+            (
+                json!({"name": "w", "steps": [{"name": "a", "for_each": [1], "sleep": {"ms": 5}}]}),
+                "/steps/0/for_each: `for_each` on a `sleep` step",
+            ),
+            (
+                json!({"name": "w", "steps": [{"name": "a", "for_each": [1], "workflow": {"template": "t"}, "input": {"x": "@item"}}]}),
+                "/steps/0/for_each: `for_each` on a `workflow` step",
+            ),
             (
                 json!({"name": "w", "steps": [{"name": "a", "workflow": {"template": "t".repeat(129)}}]}),
                 "/steps/0/workflow/template: the template name `ttt",

@@ -304,3 +304,27 @@ fn duplicate_keys_are_refused_and_a_byte_order_mark_is_not() {
     let out = w.run(&["run", bom.to_str().unwrap()]);
     assert_eq!(out.code, 0, "{}", out.stderr);
 }
+
+/// A `for_each` that a step would ignore (it would run once with `@item`
+/// null) is refused before anything runs, for each kind of step.
+#[test]
+fn for_each_on_a_step_that_would_run_once_is_refused() {
+    let w = Weft::new();
+    for (kind, action) in [
+        ("wait", json!({"prompt": "approve @item?"})),
+        ("sleep", json!({"ms": 1})),
+        ("workflow", json!({"template": "child"})),
+    ] {
+        let mut step = json!({"name": "each", "for_each": ["a", "b"], "input": {"x": "@item"}});
+        step[kind] = action;
+        let def = json!({"name": format!("each-{kind}"), "steps": [step]});
+        let file = w.write_def(&format!("each-{kind}"), &def);
+        let out = w.run(&["validate", file.to_str().unwrap()]);
+        out.expect_code(2);
+        let want = format!("/steps/0/for_each: `for_each` on a `{kind}` step is not supported yet");
+        assert!(out.stderr.contains(&want), "{kind}: {}", out.stderr);
+        // Nor does a run start.
+        w.run(&["run", file.to_str().unwrap()]).expect_code(2);
+    }
+    assert!(w.runs().is_empty(), "nothing was stored");
+}

@@ -5,9 +5,15 @@
 //! - no operator: the value's truthiness (null, false, 0, "", [] and {} are
 //!   false; everything else is true);
 //! - `eq`/`neq`: deep JSON equality, numbers compared by value (1 == 1.0);
-//! - `gt`/`gte`/`lt`/`lte`: numbers numerically, strings lexically (by
-//!   Unicode code point); any other pair (mixed types, null, bools, arrays,
-//!   objects) is not ordered and the test is false;
+//!   a number and a string that reads as a number (a CSV's `"12.5"`)
+//!   compare as numbers; `null` equals only `null`;
+//! - `gt`/`gte`/`lt`/`lte`: numbers numerically, and so a number and a
+//!   numeric string, or two numeric strings (`"9"` < `"10"`); other
+//!   strings lexically (by Unicode code point); `null` on either side is
+//!   not ordered and the test is false;
+//! - any other pair of types (a string and a boolean, `"abc"` and 10, an
+//!   array and a number) is not compared silently: a run fails the step
+//!   with an error naming both types ([`try_apply`]);
 //! - `in`: the operand is an array (membership by `eq`), a string (the value
 //!   is a substring) or an object (the value is one of its keys);
 //! - `exists: true`: the value is not null (a missing field is null);
@@ -107,8 +113,25 @@ impl Condition {
         };
         Ok(match &self.test {
             None => truthy(&value),
-            Some(t) => apply(t.op, &value, &t.operand.try_resolve(scope)?),
+            Some(t) => {
+                let operand = t.operand.try_resolve(scope)?;
+                try_apply(t.op, &value, &operand).map_err(|why| Unresolved {
+                    reference: self.ref_text.clone(),
+                    message: format!(
+                        "`when` {{\"ref\": \"{}\", \"{}\": {}}} compares {why}; make both sides the same type (a number, a string, ...), or test the value another way",
+                        self.ref_text,
+                        t.op.as_str(),
+                        t.operand.raw()
+                    ),
+                })?
+            }
         })
+    }
+
+    /// The value the condition tests, as a run resolved it (for the skip
+    /// event); `None` when it cannot be resolved.
+    pub fn tested_value(&self, scope: &dyn Scope) -> Value {
+        self.reference.resolve(scope)
     }
 }
 
@@ -159,10 +182,14 @@ pub fn truthy(v: &Value) -> bool {
     }
 }
 
-/// Deep equality with numbers compared by value.
+/// Deep equality with numbers compared by value (and a number with a
+/// numeric string, as numbers).
 pub fn json_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(_), Value::Number(_)) => compare(a, b) == Some(Ordering::Equal),
+        (Value::Number(_), Value::String(_)) | (Value::String(_), Value::Number(_)) => {
+            compare(a, b) == Some(Ordering::Equal)
+        }
         (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q)),
         (Value::Object(x), Value::Object(y)) => {
             x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
@@ -171,10 +198,27 @@ pub fn json_eq(a: &Value, b: &Value) -> bool {
     }
 }
 
-/// Order of two values: numbers numerically, strings lexically; `None` for
-/// any other pair.
+/// A string that reads as a finite number (`"12.5"`, `" 7 "`, `"1e3"`).
+fn numeric(s: &str) -> Option<f64> {
+    let t = s.trim();
+    let looks = t.bytes().all(|c| c.is_ascii_digit() || matches!(c, b'+' | b'-' | b'.' | b'e' | b'E'));
+    if t.is_empty() || !looks {
+        return None;
+    }
+    t.parse::<f64>().ok().filter(|f| f.is_finite())
+}
+
+/// Order of two values: numbers numerically (a numeric string counts as
+/// its number, two numeric strings too), other strings lexically; `None`
+/// for any other pair.
 pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
     match (a, b) {
+        (Value::Number(x), Value::String(y)) => x.as_f64()?.partial_cmp(&numeric(y)?),
+        (Value::String(x), Value::Number(y)) => numeric(x)?.partial_cmp(&y.as_f64()?),
+        (Value::String(x), Value::String(y)) => match (numeric(x), numeric(y)) {
+            (Some(p), Some(q)) => p.partial_cmp(&q),
+            _ => Some(x.cmp(y)),
+        },
         (Value::Number(x), Value::Number(y)) => {
             if let (Some(p), Some(q)) = (x.as_i64(), y.as_i64()) {
                 return Some(p.cmp(&q));
@@ -184,13 +228,49 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
             }
             x.as_f64()?.partial_cmp(&y.as_f64()?)
         }
-        (Value::String(x), Value::String(y)) => Some(x.cmp(y)),
         _ => None,
     }
 }
 
-/// Apply an operator to a resolved value and operand.
+/// Apply an operator to a resolved value and operand, leniently: a pair
+/// of types that cannot be compared is a false test (see [`try_apply`]).
 pub fn apply(op: Operator, value: &Value, operand: &Value) -> bool {
+    try_apply(op, value, operand).unwrap_or(false)
+}
+
+/// Apply an operator as a run does: `Err` says which two types a
+/// comparison was asked between that cannot be compared (`eq`, `neq` and
+/// the ordering operators; `null` is never an error, it is absence).
+pub fn try_apply(op: Operator, value: &Value, operand: &Value) -> Result<bool, String> {
+    let comparing =
+        matches!(op, Operator::Eq | Operator::Neq | Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte);
+    if comparing && !value.is_null() && !operand.is_null() && !comparable(op, value, operand) {
+        return Err(format!("{} with {}, which cannot be compared", described(value), described(operand)));
+    }
+    Ok(holds(op, value, operand))
+}
+
+/// Whether `op` can compare these two non-null values.
+fn comparable(op: Operator, a: &Value, b: &Value) -> bool {
+    let ordering = !matches!(op, Operator::Eq | Operator::Neq);
+    match (a, b) {
+        (Value::Number(_), Value::Number(_)) | (Value::String(_), Value::String(_)) => true,
+        (Value::Number(_), Value::String(s)) | (Value::String(s), Value::Number(_)) => numeric(s).is_some(),
+        (Value::Bool(_), Value::Bool(_))
+        | (Value::Array(_), Value::Array(_))
+        | (Value::Object(_), Value::Object(_)) => !ordering,
+        _ => false,
+    }
+}
+
+/// A value as a message names it: its type and, when short, itself.
+fn described(v: &Value) -> String {
+    let text = v.to_string();
+    let kind = crate::problem::type_name(v);
+    if text.len() <= 40 { format!("{kind} {text}") } else { kind.to_string() }
+}
+
+fn holds(op: Operator, value: &Value, operand: &Value) -> bool {
     let ord = || compare(value, operand);
     match op {
         Operator::Eq => json_eq(value, operand),

@@ -22,11 +22,13 @@ fn equality() {
     assert!(apply(Operator::Eq, &json!({"a": [1, 2.0]}), &json!({"a": [1.0, 2]})));
     assert!(apply(Operator::Eq, &json!(null), &json!(null)));
     assert!(apply(Operator::Eq, &json!("a"), &json!("a")));
-    assert!(!apply(Operator::Eq, &json!("1"), &json!(1)), "no coercion");
+    assert!(apply(Operator::Eq, &json!("1"), &json!(1)), "a numeric string is its number");
+    assert!(apply(Operator::Eq, &json!(12.5), &json!(" 12.5 ")));
     assert!(!apply(Operator::Eq, &json!(false), &json!(null)));
     assert!(!apply(Operator::Eq, &json!([1]), &json!([1, 2])));
     assert!(!apply(Operator::Eq, &json!({"a": 1}), &json!({"b": 1})));
-    assert!(apply(Operator::Neq, &json!("1"), &json!(1)));
+    assert!(!apply(Operator::Neq, &json!("1"), &json!(1)));
+    assert!(apply(Operator::Neq, &json!("2"), &json!(1)));
     assert!(!apply(Operator::Neq, &json!(2), &json!(2.0)));
 }
 
@@ -43,15 +45,16 @@ fn ordering() {
     assert!(!t(Operator::Lte, json!(5), json!(4)));
     assert!(t(Operator::Lt, json!("apple"), json!("banana")), "strings lexically");
     assert!(t(Operator::Lt, json!("B"), json!("a")), "by code point");
-    assert!(!t(Operator::Gt, json!("10"), json!("9")), "strings are not numbers");
-    // mixed or unordered types: every ordered test is false
-    for (a, b) in [
-        (json!(1), json!("1")),
-        (json!(null), json!(0)),
-        (json!(true), json!(false)),
-        (json!([1]), json!([0])),
-        (json!({}), json!({})),
-    ] {
+    assert!(t(Operator::Gt, json!("10"), json!("9")), "numeric strings as numbers");
+    assert!(t(Operator::Gt, json!("12.5"), json!(10)), "a CSV's number against a number");
+    assert!(t(Operator::Lt, json!(9), json!("10")));
+    assert!(t(Operator::Gte, json!(1), json!("1")));
+    assert!(t(Operator::Lt, json!("2026-01-02"), json!("2026-01-10")), "dates as text");
+    assert!(t(Operator::Lt, json!("b10"), json!("b9")), "other strings by code point");
+    // null or unordered types: every ordered test is false
+    for (a, b) in
+        [(json!(null), json!(0)), (json!(true), json!(false)), (json!([1]), json!([0])), (json!({}), json!({}))]
+    {
         for op in [Operator::Gt, Operator::Gte, Operator::Lt, Operator::Lte] {
             assert!(!apply(op, &a, &b), "{a} {op:?} {b}");
         }
@@ -102,4 +105,33 @@ fn serializes_as_written() {
     for op in Operator::ALL {
         assert_eq!(Operator::parse(op.as_str()), Some(op));
     }
+}
+
+#[test]
+fn types_that_cannot_be_compared_are_an_error_not_a_false_test() {
+    for (op, a, b) in [
+        (Operator::Gt, json!("abc"), json!(10)),
+        (Operator::Gt, json!(true), json!(false)),
+        (Operator::Lt, json!([1]), json!([2])),
+        (Operator::Eq, json!("yes"), json!(true)),
+        (Operator::Eq, json!(1), json!(true)),
+        (Operator::Neq, json!("abc"), json!(3)),
+        (Operator::Eq, json!({"a": 1}), json!("a")),
+    ] {
+        let e = try_apply(op, &a, &b).unwrap_err();
+        assert!(e.contains(crate::problem::type_name(&a)) && e.contains(crate::problem::type_name(&b)), "{e}");
+    }
+    // null is absence, never an error; same types compare as before
+    assert_eq!(try_apply(Operator::Gt, &json!(null), &json!(10)), Ok(false));
+    assert_eq!(try_apply(Operator::Eq, &json!(null), &json!("x")), Ok(false));
+    assert_eq!(try_apply(Operator::Eq, &json!([1, 2]), &json!([1.0, 2])), Ok(true));
+    assert_eq!(try_apply(Operator::In, &json!(1), &json!("1")), Ok(false));
+    // a run fails the step, naming the ref, both types and the fix
+    let c = cond("@a.n", Some((Operator::Gt, json!(10))));
+    let scope = MapScope::new(json!({})).with_step("a", json!({"n": "abc"}));
+    let u = c.try_evaluate(&scope).unwrap_err();
+    assert_eq!(u.reference, "@a.n");
+    assert!(u.message.contains("a string \"abc\" with a number 10"), "{}", u.message);
+    let ok = MapScope::new(json!({})).with_step("a", json!({"n": "12.5"}));
+    assert!(c.try_evaluate(&ok).unwrap());
 }

@@ -148,7 +148,17 @@ impl Driver {
                 Ok(true) => {}
                 Ok(false) => {
                     self.steps[i].when_skipped = true;
-                    return self.step_to(i, StepEvent::Skip, Value::Null, None, json!({"reason": "when"}));
+                    // The skip says what was tested: the ref, and the value
+                    // it had (or its type and size, when large).
+                    let value = self.scope_eval(None, |s| cond.tested_value(s));
+                    let text = value.to_string();
+                    let seen = if text.len() <= 256 {
+                        value
+                    } else {
+                        json!(format!("{} of {} bytes", type_name(&value), text.len()))
+                    };
+                    let why = json!({"reason": "when", "ref": cond.ref_text, "value": seen});
+                    return self.step_to(i, StepEvent::Skip, Value::Null, None, why);
                 }
                 Err(u) => return self.fail_unclaimed(i, unresolved_error(u)),
             }
