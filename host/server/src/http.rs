@@ -156,6 +156,45 @@ async fn cap_sessions(State(sessions): State<Arc<LocalSessionManager>>, req: Req
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await
 }
 
+/// A body of at most `cap` bytes; past it, its size and its first and last
+/// bytes (read to its end, not kept); `Err(None)` when it cannot be read.
+async fn read_capped(
+    body: axum::body::Body,
+    cap: usize,
+) -> Result<axum::body::Bytes, Option<(usize, Vec<u8>, Vec<u8>)>> {
+    use crate::mcp::oversized::KEPT;
+    use futures::StreamExt as _;
+    let mut stream = body.into_data_stream();
+    let mut kept: Vec<u8> = Vec::new();
+    let mut over: Option<(usize, Vec<u8>, Vec<u8>)> = None;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|_| None)?;
+        match &mut over {
+            None if kept.len() + chunk.len() <= cap => kept.extend_from_slice(&chunk),
+            None => {
+                let size = kept.len() + chunk.len();
+                let mut tail = kept[kept.len().saturating_sub(KEPT)..].to_vec();
+                tail.extend_from_slice(&chunk[chunk.len().saturating_sub(KEPT)..]);
+                let tail = tail[tail.len().saturating_sub(KEPT)..].to_vec();
+                kept.truncate(KEPT);
+                let room = KEPT - kept.len();
+                kept.extend_from_slice(&chunk[..room.min(chunk.len())]);
+                over = Some((size, std::mem::take(&mut kept), tail));
+            }
+            Some((size, _, tail)) => {
+                *size += chunk.len();
+                tail.extend_from_slice(&chunk[chunk.len().saturating_sub(KEPT)..]);
+                let cut = tail.len().saturating_sub(KEPT);
+                tail.drain(..cut);
+            }
+        }
+    }
+    match over {
+        Some(o) => Err(Some(o)),
+        None => Ok(kept.into()),
+    }
+}
+
 /// A body rmcp cannot read as a JSON-RPC message gets 415 from it, as if
 /// the type were wrong; a client that did send `application/json` gets
 /// 400 with a JSON-RPC error instead: -32700 (parse error) for text that
@@ -170,8 +209,15 @@ async fn mcp_body_errors(State(cap): State<usize>, req: Request, next: Next) -> 
         return next.run(req).await;
     }
     let (parts, body) = req.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, cap).await else {
-        return (StatusCode::PAYLOAD_TOO_LARGE, format!("413: the request body is over {cap} bytes\n")).into_response();
+    let bytes = match read_capped(body, cap).await {
+        Ok(bytes) => bytes,
+        // Over the cap: a JSON-RPC error naming it, with the request's id.
+        Err(Some((size, head, tail))) => {
+            let id = crate::mcp::oversized::request_id(&head, &tail);
+            let body = crate::mcp::oversized::too_large(id, size, cap);
+            return (StatusCode::PAYLOAD_TOO_LARGE, axum::Json(body)).into_response();
+        }
+        Err(None) => return (StatusCode::BAD_REQUEST, "400: the request body could not be read\n").into_response(),
     };
     // A key given twice (`"name"` in a definition, or the message's `id`):
     // JSON keeps one silently, so the request is refused, naming it.
@@ -215,8 +261,7 @@ pub async fn serve_http(
     let local = listener.local_addr()?;
     // A request may carry an input and a definition at their caps (over
     // them, the tool answers with the cap named); past that, 413.
-    let caps = core.settings.size_limits();
-    let body_cap = caps.max_input_bytes + caps.max_definition_bytes + (256 << 10);
+    let body_cap = core.message_cap();
     let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(stop.child_token())
         .with_max_request_body_bytes(body_cap)

@@ -164,6 +164,14 @@ impl Core {
         &self.router
     }
 
+    /// The cap of one MCP message (over stdio a line, over HTTP a body):
+    /// an input and a definition at their caps, and room for the rest.
+    /// Past it a message is answered with an error naming the cap.
+    pub fn message_cap(&self) -> usize {
+        let caps = self.settings.size_limits();
+        caps.max_input_bytes + caps.max_definition_bytes + (256 << 10)
+    }
+
     fn session_id(&self) -> u64 {
         self.next_session.fetch_add(1, Ordering::Relaxed)
     }
@@ -200,11 +208,16 @@ impl Core {
 /// Serves one MCP client over stdin/stdout until it disconnects or `stop`.
 pub async fn serve_stdio(core: Arc<Core>, stop: CancellationToken) -> Result<(), ServeError> {
     use rmcp::ServiceExt as _;
+    let cap = core.message_cap();
+    let (transport, pump) = mcp::stdio::capped(tokio::io::stdin(), tokio::io::stdout(), cap);
+    let pump = tokio::spawn(pump);
     let server = WeftServer::new(core);
     let running = server
-        .serve_with_ct(rmcp::transport::stdio(), stop.child_token())
+        .serve_with_ct(transport, stop.child_token())
         .await
         .map_err(|e| ServeError::Session(format!("the MCP client did not start a session: {e}")))?;
     running.waiting().await.map_err(|e| ServeError::Session(format!("the MCP session ended badly: {e}")))?;
+    // rmcp's last answers are written before the process goes on.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), pump).await;
     Ok(())
 }

@@ -63,3 +63,37 @@ fn idle_sockets_and_abandoned_sessions_do_not_starve_the_server() {
     let (ok, printed) = server.stop();
     assert!(ok, "{printed}");
 }
+
+/// A message over the cap of one MCP message (20 MiB against the default
+/// cap of a little over 5 MiB) is answered with a JSON-RPC error naming the
+/// cap, over stdio and over HTTP, and the session goes on: before, over
+/// stdio, rmcp dropped the line and the client waited forever.
+#[test]
+fn a_message_over_the_cap_is_answered_and_the_session_goes_on() {
+    let Some(py) = python("a_message_over_the_cap_is_answered_and_the_session_goes_on") else { return };
+    let script = crate::common::repo_root().join("tests/mcp-clients/oversized.py");
+    let check = |seen: serde_json::Value, how: &str| {
+        assert_eq!(seen["code"], -32600, "{how}: {seen}");
+        let message = seen["message"].as_str().unwrap();
+        assert!(message.contains("-byte cap of one MCP message") && message.contains("5505024"), "{how}: {message}");
+        assert!(seen["seconds"].as_f64().unwrap() < 30.0, "{how}: answered at once: {seen}");
+        assert!(seen["tools_after"].as_u64().unwrap() > 10, "{how}: {seen}");
+        assert_eq!(seen["signal_after"], true, "{how}: {seen}");
+    };
+
+    let w = Weft::new();
+    std::fs::create_dir_all(w.data_dir()).unwrap();
+    let bin = crate::common::weft_bin();
+    let data = w.data_dir();
+    let seen = crate::serve::run_script(
+        &py,
+        &script,
+        &["--stdio", bin.to_str().unwrap(), "--data-dir", data.to_str().unwrap(), "--mib", "20"],
+    );
+    check(seen, "stdio");
+
+    let w = Weft::new();
+    let server = Server::start(&w, &["--http", "127.0.0.1:0"]);
+    let seen = crate::serve::run_script(&py, &script, &["--url", server.url.as_str(), "--mib", "20"]);
+    check(seen, "http");
+}

@@ -21,12 +21,14 @@
 //! | `views.rs` | what `run_start` and `wf_<name>` answer once they stop waiting: `RunStartOut` |
 //! | `resources.rs` | runs as resources `weft://runs/{id}` |
 //! | `guide.rs`, `guide.md` | the guide (`weft://guide`, the prompt `workflow_guide`) and the definition schema |
+//! | `stdio.rs`, `oversized.rs` | MCP over stdin/stdout with every message answered: one over the cap gets a JSON-RPC error naming it (over HTTP too) |
 //! | `errors.rs` | [`ToolError`]: `isError` results that say what, where and how to fix; [`ServeError`] |
 //! | `tests.rs` | fuzzing the decoding of MCP tool requests (property tests) |
 
 pub mod elicit;
 pub mod errors;
 pub mod guide;
+pub mod oversized;
 pub mod prepare;
 pub mod proxy;
 pub mod proxy_tools;
@@ -35,6 +37,7 @@ pub mod reply;
 pub mod resources;
 pub mod server;
 pub mod session;
+pub mod stdio;
 #[cfg(test)]
 mod tests;
 pub mod tools;
