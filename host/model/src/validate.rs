@@ -7,6 +7,8 @@
 
 use std::collections::{HashMap, HashSet};
 
+use serde_json::Value;
+
 use crate::decode::{DefFlags, StepMeta};
 use crate::definition::{
     Action, CodeRef, Definition, MAX_ATTEMPTS, MAX_DURATION_MS, MAX_MEMORY_MB, MAX_NAME_CHARS, MAX_PRIORITY, SleepSpec,
@@ -135,11 +137,19 @@ pub(crate) fn check(
     }
     let known: Vec<&str> = first.keys().copied().collect();
     let unknown = |name: &str, at: String| {
-        let mut pr = Problem::new(at, format!("unknown step `{}`", shown(name)));
-        if let Some(h) = did_you_mean(name, known.iter().copied()) {
-            pr = pr.hint(h);
+        let pr = Problem::new(at, format!("unknown step `{}`", shown(name)));
+        match did_you_mean(name, known.iter().copied()) {
+            Some(h) => pr.hint(h),
+            None => {
+                let mut names: Vec<&str> = known.clone();
+                names.sort_unstable();
+                let more = names.len().saturating_sub(20);
+                names.truncate(20);
+                let list = names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+                let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+                pr.hint(format!("the steps are {list}{more}; `@input` is the run's input"))
+            }
         }
-        pr
     };
 
     for (s, m) in def.steps.iter().zip(metas) {
@@ -158,6 +168,9 @@ pub(crate) fn check(
         }
         for r in s.refs() {
             let at = format!("{}{}", part_base(m, r.part), r.pointer);
+            if let Some(p) = input_ref_problem(def.input_schema.as_ref(), r.reference, &at) {
+                out.push(p);
+            }
             match &r.reference.root {
                 RefRoot::Step(n) | RefRoot::StepStatus(n) if !first.contains_key(n.as_str()) => {
                     out.push(unknown(n, at))
@@ -200,6 +213,9 @@ pub(crate) fn check(
     if let Some(o) = &def.output {
         for site in o.sites() {
             let at = format!("/output{}", site.pointer);
+            if let Some(p) = input_ref_problem(def.input_schema.as_ref(), &site.reference, &at) {
+                out.push(p);
+            }
             match &site.reference.root {
                 RefRoot::Step(n) | RefRoot::StepStatus(n) if !first.contains_key(n.as_str()) => {
                     out.push(unknown(n, at))
@@ -409,6 +425,59 @@ fn step_rules(s: &Step, m: &StepMeta, out: &mut Vec<Problem>) {
     }
 }
 
+/// An `@input…` ref that the run's `input_schema` rules out: a property
+/// the schema does not list where it allows no others. A run would fail
+/// the step (the ref leads nowhere), so the definition is refused now.
+fn input_ref_problem(schema: Option<&Value>, r: &crate::refs::Ref, at: &str) -> Option<Problem> {
+    use crate::refs::{RefRoot, Segment};
+    if r.root != RefRoot::Input || r.optional {
+        return None;
+    }
+    let mut node = schema?;
+    let mut walked = String::from("@input");
+    for seg in &r.path {
+        match seg {
+            Segment::Key(k) => {
+                let props = node.get("properties").and_then(Value::as_object);
+                match props.and_then(|p| p.get(k)) {
+                    Some(next) => node = next,
+                    None => {
+                        let closed = node.get("additionalProperties") == Some(&Value::Bool(false));
+                        let props = props?;
+                        if !closed {
+                            return None;
+                        }
+                        let hint = match did_you_mean(k, props.keys().map(String::as_str)) {
+                            Some(h) => h,
+                            None => {
+                                let names: Vec<String> = props.keys().map(|n| format!("`{n}`")).collect();
+                                format!("its properties are {}", names.join(", "))
+                            }
+                        };
+                        return Some(
+                            Problem::new(
+                                at,
+                                format!(
+                                    "`{walked}.{k}` can never have a value: the input_schema allows no property `{}` there",
+                                    shown(k)
+                                ),
+                            )
+                            .hint(format!("{hint}; add `{k}` to the schema's properties, or write `@input…?` if it may be absent")),
+                        );
+                    }
+                }
+                walked.push('.');
+                walked.push_str(k);
+            }
+            Segment::Index(i) => {
+                node = node.get("items")?;
+                walked.push_str(&format!(".{i}"));
+            }
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -554,5 +623,34 @@ mod range_tests {
                 assert!(!p.contains('\u{1b}') && msg.len() < 600, "raw or whole: {}", &p[..p.len().min(300)]);
             }
         }
+    }
+
+    #[test]
+    fn an_input_ref_the_input_schema_rules_out_is_refused() {
+        let schema = serde_json::json!({
+            "type": "object", "additionalProperties": false,
+            "properties": {"who": {"type": "string"}, "address": {"type": "object", "additionalProperties": false,
+                "properties": {"city": {"type": "string"}}}, "tags": {"type": "array"}}
+        });
+        let def = |r: &str| serde_json::json!({"name": "w", "input_schema": schema, "steps": [{"name": "a", "return": {"x": r}}]});
+        let problems = |r: &str| match crate::parse_and_validate(&def(r).to_string(), &crate::NoSchemas) {
+            Ok(_) => vec![],
+            Err(p) => p,
+        };
+        let p = problems("@input.whom");
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].path, "/steps/0/return/x");
+        assert!(p[0].message.contains("`@input.whom` can never have a value"), "{}", p[0].message);
+        assert!(p[0].hint.as_deref().unwrap().contains("did you mean `who`?"), "{:?}", p[0].hint);
+        let p = problems("@input.address.town");
+        assert!(p[0].message.contains("`@input.address.town`"), "{p:?}");
+        assert!(p[0].hint.as_deref().unwrap().contains("`city`"), "{:?}", p[0].hint);
+        // Listed, optional, open or deeper than the schema says: no problem.
+        for ok in ["@input.who", "@input.whom?", "@input.address.city", "@input.tags.3.name", "@input"] {
+            assert!(problems(ok).is_empty(), "{ok}: {:?}", problems(ok));
+        }
+        let open = serde_json::json!({"name": "w", "input_schema": {"type": "object", "properties": {"who": {}}},
+            "steps": [{"name": "a", "return": {"x": "@input.whom"}}]});
+        assert!(crate::parse_and_validate(&open.to_string(), &crate::NoSchemas).is_ok());
     }
 }

@@ -125,7 +125,9 @@ fn typed_definitions_built_in_code_are_validated() {
     let expect = [
         Problem::new("/steps/5/timeout_ms", "`timeout_ms` must be an integer from 1 to 31622400000, got 0")
             .hint("durations are in milliseconds, at most a year"),
-        Problem::new("/steps/5/input/id", "unknown step `nope`"),
+        Problem::new("/steps/5/input/id", "unknown step `nope`").hint(
+            "the steps are `create`, `exit_if_invalid`, `get_user_1`, `notify`, `undo`, `validate`; `@input` is the run's input",
+        ),
     ];
     assert_eq!(problems, expect);
 }

@@ -328,3 +328,32 @@ fn for_each_on_a_step_that_would_run_once_is_refused() {
     }
     assert!(w.runs().is_empty(), "nothing was stored");
 }
+
+/// A ref the definition itself rules out is refused at validation, not at
+/// run time: `@input.whom` where the input_schema lists `who` and allows
+/// no other property; a ref to an unknown step lists the steps.
+#[test]
+fn refs_the_definition_rules_out_are_refused_before_a_run() {
+    let w = Weft::new();
+    let def = json!({"name": "greet", "input_schema": {"type": "object", "additionalProperties": false,
+        "required": ["who"], "properties": {"who": {"type": "string"}}},
+    "steps": [
+        {"name": "hello", "code": {"plugin": "json-select"}, "input": {"data": {"w": "@input.whom"}, "path": "w"}},
+        {"name": "out", "return": {"said": "@helo", "x": "@zzz"}}
+    ]});
+    let file = w.write_def("greet", &def);
+    let out = w.run(&["validate", file.to_str().unwrap()]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("/steps/0/input/data/w: `@input.whom` can never have a value"), "{}", out.stderr);
+    assert!(out.stderr.contains("did you mean `who`?"), "{}", out.stderr);
+    assert!(out.stderr.contains("/steps/1/return/said: unknown step `helo`"), "{}", out.stderr);
+    assert!(out.stderr.contains("the steps are `hello`, `out`"), "{}", out.stderr);
+    // Fixed, it validates and runs.
+    let mut fixed = def.clone();
+    fixed["steps"][0]["input"]["data"]["w"] = json!("@input.who");
+    fixed["steps"][1]["return"] = json!({"said": "@hello"});
+    let file = w.write_def("greet", &fixed);
+    let out = w.run(&["run", file.to_str().unwrap(), "--input", r#"{"who": "Ada"}"#]);
+    out.expect_code(0);
+    assert_eq!(out.json(), json!({"said": "Ada"}));
+}
