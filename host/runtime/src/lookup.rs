@@ -203,6 +203,10 @@ pub struct Invalid {
     /// `input_schema`), found together with the definition's when a run
     /// was asked for: every problem at once.
     pub input: Vec<Problem>,
+    /// What would be worth a look even if it were valid (text that looks
+    /// like another template language's refs, servers that could not be
+    /// reached): kept with the problems so a fix does not hide them.
+    pub warnings: Vec<Problem>,
 }
 
 /// Parses and validates `text` with `lookup`: the model's problems plus one

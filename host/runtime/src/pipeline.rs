@@ -307,8 +307,13 @@ impl Pipeline {
         client: bool,
         input: Option<&Value>,
     ) -> Result<Loaded, Refused> {
-        let refused = |mut invalid: Invalid| {
+        // Refused with the input's problems and the warnings a valid
+        // definition would have had (`unreachable`: servers not answering).
+        let refused = |mut invalid: Invalid, unreachable: Vec<Problem>| {
             invalid.input = input.map(|i| input_problems(&doc, i)).unwrap_or_default();
+            invalid.warnings = weft_model::lookalike::check(&doc).warnings;
+            invalid.warnings.extend(unreachable);
+            sort_problems(&mut invalid.warnings);
             Refused::Definition(invalid)
         };
         // A client names plugins and digests; files only where the
@@ -316,7 +321,7 @@ impl Pipeline {
         if client {
             let paths = self.client_paths(&doc);
             if !paths.is_empty() {
-                return Err(refused(Invalid { problems: paths, ..Default::default() }));
+                return Err(refused(Invalid { problems: paths, ..Default::default() }, vec![]));
             }
         }
         let facts = self.facts(&doc).await;
@@ -336,11 +341,11 @@ impl Pipeline {
                 sort_problems(&mut warnings);
                 Ok(Loaded { doc, def, base_dir, template: None, warnings, online: true, unanswered })
             }
-            Ok(_) => Err(refused(Invalid { problems: facts.problems, ..Default::default() })),
+            Ok(_) => Err(refused(Invalid { problems: facts.problems, ..Default::default() }, facts.unreachable)),
             Err(mut invalid) => {
                 invalid.problems.extend(facts.problems);
                 sort_problems(&mut invalid.problems);
-                Err(refused(invalid))
+                Err(refused(invalid, facts.unreachable))
             }
         }
     }

@@ -357,3 +357,31 @@ fn refs_the_definition_rules_out_are_refused_before_a_run() {
     out.expect_code(0);
     assert_eq!(out.json(), json!({"said": "Ada"}));
 }
+
+/// workflow_validate (over MCP, the official Python SDK) keeps a
+/// definition's warnings when it also has problems: fixing the problems
+/// must not be the first time the agent hears of `{{x}}` text.
+#[test]
+fn validation_keeps_its_warnings_when_it_has_problems() {
+    let Some(py) = crate::serve::python("validation_keeps_its_warnings_when_it_has_problems") else { return };
+    let w = Weft::new();
+    let server = crate::serve::Server::start(&w, &["--http", "127.0.0.1:0"]);
+    let def = json!({"name": "warned", "steps": [
+        {"name": "a", "code": {"plugin": "json-select"}, "input": {"data": {"m": "{{get_sum_1}}"}, "path": "m"}},
+        {"name": "b", "return": {"x": "@nope"}}
+    ]});
+    let calls = json!([["workflow_validate", {"definition": def}]]);
+    let seen = crate::serve::run_script(
+        &py,
+        &repo_root().join("tests/mcp-clients/calls.py"),
+        &["--url", &server.url, "--calls", &calls.to_string()],
+    );
+    let out = &seen[0]["structured"];
+    assert_eq!(out["valid"], false, "{seen}");
+    assert!(out["problems"].to_string().contains("unknown step `nope`"), "{out}");
+    let warnings = out["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| w["path"] == "/steps/0/input/data/m" && w["message"].as_str().unwrap().contains("{{")),
+        "{out}"
+    );
+}

@@ -54,7 +54,7 @@ pub(super) async fn validate(
             valid: false,
             name: None,
             problems: ProblemView::all("/definition", &invalid.problems),
-            warnings: vec![],
+            warnings: ProblemView::all("/definition", &invalid.warnings),
         },
         Err(other) => return Err(ApiError::refused(other)),
     }))

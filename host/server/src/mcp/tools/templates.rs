@@ -197,7 +197,10 @@ impl WeftServer {
                 problems: vec![],
                 warnings: ProblemOut::all("definition", &loaded.warnings),
             },
-            Err(bad) => invalid(ProblemOut::all("definition", &bad.problems)),
+            Err(bad) => ValidateOut {
+                warnings: ProblemOut::all("definition", &bad.warnings),
+                ..invalid(ProblemOut::all("definition", &bad.problems))
+            },
         }))
     }
 
