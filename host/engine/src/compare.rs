@@ -59,9 +59,10 @@ pub struct StepDiff {
     pub step: String,
     /// Its state in `run` and in `with` (`absent`: that run has no such step).
     pub state: [String; 2],
-    /// The resolved input of its latest attempt in each run (compared
-    /// only when both are known).
-    pub input: ValueDiff,
+    /// The resolved input of its latest attempt in each run; `null` when
+    /// one run has none to compare (the step was skipped, preset, never
+    /// started, or one run has no such step): not compared, not "same".
+    pub input: Option<ValueDiff>,
     pub output: ValueDiff,
     /// Neither its state, input nor output differs.
     pub same: bool,
@@ -184,16 +185,17 @@ impl Comparison {
             // An input one side does not know (a preset, a step that never
             // started, a run stored before inputs were kept) is not compared.
             let input = match (x.as_ref().and_then(|s| s.input), y.as_ref().and_then(|s| s.input)) {
-                (Some(p), Some(q)) => ValueDiff::of(Some(p), Some(q)),
-                _ => ValueDiff::of(None, None),
+                (Some(p), Some(q)) => Some(ValueDiff::of(Some(p), Some(q))),
+                _ => None,
             };
             let output = ValueDiff::of(x.as_ref().and_then(|s| s.output), y.as_ref().and_then(|s| s.output));
-            let same = state[0] == state[1] && input.same && output.same;
+            let input_same = input.as_ref().is_none_or(|d| d.same);
+            let same = state[0] == state[1] && input_same && output.same;
             if !same && first.is_none() {
                 let (what, changes) = if x.is_none() || y.is_none() {
                     ("missing", vec![])
-                } else if !input.same {
-                    ("input", input.changes.clone())
+                } else if let Some(d) = input.as_ref().filter(|d| !d.same) {
+                    ("input", d.changes.clone())
                 } else if !output.same {
                     ("output", output.changes.clone())
                 } else {
@@ -211,7 +213,14 @@ impl Comparison {
         let input = ValueDiff::of(Some(&a.input), Some(&b.input));
         let output = ValueDiff::of(a.output.as_ref(), b.output.as_ref());
         let same = first.is_none() && input.same && output.same && a.state == b.state;
-        let summary = match &first {
+        // The runs' inputs differ, yet these steps were given the same
+        // input: in a replay, a literal where a ref was meant.
+        let unmoved: Vec<&str> = if input.same {
+            vec![]
+        } else {
+            steps.iter().filter(|s| s.input.as_ref().is_some_and(|d| d.same)).map(|s| s.step.as_str()).collect()
+        };
+        let mut summary = match &first {
             None if same => "the runs are the same: every step had the same input, output and state".to_string(),
             None => "every step is the same; the runs differ only in their own input, output or state".to_string(),
             Some(d) => {
@@ -231,6 +240,14 @@ impl Comparison {
                 )
             }
         };
+        if !unmoved.is_empty() {
+            let shown: Vec<String> = unmoved.iter().take(8).map(|n| format!("`{n}`")).collect();
+            let more = if unmoved.len() > 8 { format!(" and {} more", unmoved.len() - 8) } else { String::new() };
+            summary.push_str(&format!(
+                "; the runs' inputs differ but these steps got the same input (a literal where a ref was meant?): {}{more}",
+                shown.join(", ")
+            ));
+        }
         Comparison {
             run: a.id.to_string(),
             with: b.id.to_string(),

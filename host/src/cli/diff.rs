@@ -62,7 +62,10 @@ fn print_human(c: &Comparison) {
             if s.state[0] == s.state[1] { s.state[0].clone() } else { format!("{} ≠ {}", s.state[0], s.state[1]) };
         let first = c.first_divergence.as_ref().is_some_and(|d| d.step == s.step);
         outln!("  {}  {state}{}", s.step, if first { "  ← first divergence" } else { "" });
-        changes("input", &s.input);
+        match &s.input {
+            Some(d) => changes("input", d),
+            None => outln!("    input: not compared (one run has none: skipped, preset or not started)"),
+        }
         changes("output", &s.output);
     }
     let same = c.steps.iter().filter(|s| s.same).count();

@@ -11,6 +11,7 @@ mod caps;
 mod chains;
 mod children;
 mod client_paths;
+mod compare;
 mod conditions;
 mod csrf;
 mod defaults;
