@@ -59,9 +59,8 @@ pub struct StepDiff {
     pub step: String,
     /// Its state in `run` and in `with` (`absent`: that run has no such step).
     pub state: [String; 2],
-    /// The resolved input of its latest attempt in each run; `null` when
-    /// one run has none to compare (the step was skipped, preset, never
-    /// started, or one run has no such step): not compared, not "same".
+    /// Its latest attempt's resolved input in each run; null: one run
+    /// has none (skipped, preset, not started).
     pub input: Option<ValueDiff>,
     pub output: ValueDiff,
     /// Neither its state, input nor output differs.

@@ -37,6 +37,44 @@ pub(crate) fn agent_args(w: &Weft, config: &std::path::Path) -> Vec<String> {
     ]
 }
 
+/// A write then a read of the same file, passing no data between them:
+/// the saved template keeps the read after the write (and says why), and a
+/// replay with a new file name reads what it wrote. Before, the template
+/// made them parallel and the replay failed (ENOENT) or read old content.
+#[test]
+fn a_recorded_write_then_read_keeps_its_order_in_the_replay() {
+    let w = Weft::new();
+    let out_dir = w.dir.path().join("out");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    std::fs::create_dir_all(w.data_dir()).unwrap();
+    let fs_js = peers().join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    let config = w.dir.path().join("weft.toml");
+    let out = out_dir.canonicalize().unwrap().display().to_string();
+    std::fs::write(
+        &config,
+        format!("[servers.fs]\ncommand = \"node\"\nargs = [{:?}, {:?}]\n", fs_js.display().to_string(), out),
+    )
+    .unwrap();
+    let mut args = agent_args(&w, &config);
+    args.extend(["--out-dir".into(), out]);
+    let script = repo_root().join("tests/mcp-clients/llm_write_then_read.py");
+    let seen = crate::serve::run_script(&python(), &script, &args);
+    let order = seen["order"].as_array().unwrap();
+    assert_eq!(order.len(), 1, "{seen}");
+    assert_eq!(
+        (order[0]["step"].as_str(), order[0]["after"].as_str()),
+        (Some("read_text_file_1"), Some("write_file_1"))
+    );
+    assert!(
+        order[0]["why"].as_str().unwrap().contains("read-only")
+            || order[0]["why"].as_str().unwrap().contains("reads from")
+    );
+    assert_eq!(seen["definition"]["steps"][1]["after"], serde_json::json!(["write_file_1"]), "{seen}");
+    assert_eq!(seen["replay"]["state"], "completed", "{seen}");
+    assert_eq!(seen["replay"]["file"], "second note", "{seen}");
+    assert!(seen["replay"]["output"].to_string().contains("second note"), "the read came after the write: {seen}");
+}
+
 fn setup(mode: &str) -> (Weft, PathBuf, Value) {
     let w = Weft::new();
     let out_dir = w.dir.path().join("out");

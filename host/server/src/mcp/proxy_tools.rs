@@ -141,6 +141,10 @@ impl ToolSource for ProxyTools {
                 Ok(o) => o.value,
                 Err(_) => Value::Null,
             };
+            // What its server says of the tool: a read-only one may move
+            // past other calls in the template, a write keeps its place.
+            let read_only =
+                self.get(&call.name).and_then(|t| t.annotations).and_then(|a| a.read_only_hint) == Some(true);
             let recorded = crate::mcp::recording::RecordedStep {
                 name: step.clone(),
                 tool: Some((server, tool)),
@@ -148,6 +152,7 @@ impl ToolSource for ProxyTools {
                 arguments,
                 input: sent,
                 output: value,
+                read_only,
             };
             rec.record(&core, recorded, started).await;
             let mut meta: MetaObject = result.meta.take().unwrap_or_default();

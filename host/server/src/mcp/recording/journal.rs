@@ -68,7 +68,7 @@ impl Active {
         template: Option<(String, u32)>,
         definition: Option<Value>,
     ) -> Result<(), ToolError> {
-        let definition = definition.unwrap_or_else(|| self.recording.definition(&self.name, &[], true));
+        let definition = definition.unwrap_or_else(|| self.recording.definition(&self.name, &[], true, &[]));
         let (template, version) = match template {
             Some((t, v)) => (t, Some(v)),
             None => (self.name.clone(), None),

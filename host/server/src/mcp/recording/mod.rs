@@ -17,8 +17,14 @@
 //! latest earlier one wins.
 //!
 //! A step depends on the steps its arguments refer to (typed by the caller
-//! or proposed), nothing else: calls that did not pass data stay parallel
-//! in the definition, unless the caller asks to keep the recorded order.
+//! or proposed), and on the calls whose side effects it must follow
+//! ([`Recording::order`]): a call to a tool its server does not annotate
+//! `readOnlyHint: true` follows the write recorded before it (so the
+//! writes keep their order), and a read-only call follows the write to
+//! the same server recorded before it (a read after a write reads what was
+//! written). Plugin calls and presets have no side effects. The caller may
+//! let steps run in parallel anyway (`parallel`), or keep the whole
+//! recorded order (`keep_order`).
 
 pub mod journal;
 mod review;
@@ -50,6 +56,20 @@ pub struct RecordedStep {
     pub input: Value,
     /// The output that was recorded.
     pub output: Value,
+    /// The tool is annotated `readOnlyHint: true` by its server (plugin
+    /// calls and presets are: they change nothing). A call recorded before
+    /// this was known counts as a write.
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+// An order kept between two recorded calls that pass no data, and why
+// (no doc comment: it would be repeated in tools/list).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
+pub struct Ordered {
+    pub step: String,
+    pub after: String,
+    pub why: String,
 }
 
 /// A recording: its input and its steps, in call order.
@@ -200,15 +220,43 @@ impl Recording {
             .collect()
     }
 
+    /// The orders of side effects a replay keeps (see the module docs),
+    /// except for the steps named in `parallel`.
+    pub fn order(&self, parallel: &[String]) -> Vec<Ordered> {
+        let mut out = vec![];
+        let mut last_write: Option<&RecordedStep> = None;
+        let mut last_write_to: std::collections::HashMap<&str, &RecordedStep> = Default::default();
+        let tool = |s: &RecordedStep| s.tool.as_ref().map(|(server, t)| format!("{server}__{t}")).unwrap_or_default();
+        for s in &self.steps {
+            let Some((server, _)) = &s.tool else { continue };
+            let before = if s.read_only { last_write_to.get(server.as_str()).copied() } else { last_write };
+            if let Some(w) = before
+                && !parallel.contains(&s.name)
+            {
+                let why = if s.read_only {
+                    format!("{} reads from the server `{server}` that {} wrote to before it", tool(s), tool(w))
+                } else {
+                    format!("{} is not read-only: it keeps its place after the earlier write {}", tool(s), tool(w))
+                };
+                out.push(Ordered { step: s.name.clone(), after: w.name.clone(), why });
+            }
+            if !s.read_only {
+                last_write = Some(s);
+                last_write_to.insert(server, s);
+            }
+        }
+        out
+    }
+
     /// The workflow definition of this recording, with the replacements in
     /// `accepted` applied: one step per recorded call, each depending on
-    /// the steps its arguments refer to (with `keep_order`, each also
-    /// `after` the previous, so a replay keeps the order of side effects).
+    /// the steps its arguments refer to and `after` the calls in `order`
+    /// (with `keep_order`, each `after` the previous instead).
     /// A plugin call is a code step; a preset (a step with a known output
     /// and no call) a `json-select` code step returning that output as a
     /// literal. The output is the last step's; the `input_schema` lists the
     /// recording input's keys and types, those some step uses required.
-    pub fn definition(&self, name: &str, accepted: &[Replacement], keep_order: bool) -> Value {
+    pub fn definition(&self, name: &str, accepted: &[Replacement], keep_order: bool, order: &[Ordered]) -> Value {
         let args = self.arguments(accepted);
         let mut steps = vec![];
         let mut prev: Option<&str> = None;
@@ -231,8 +279,17 @@ impl Recording {
                     step.insert("input".into(), json!({"data": escape_refs(&s.output), "path": ""}));
                 }
             }
-            if let (Some(p), true) = (prev, keep_order) {
-                step.insert("after".into(), json!([p]));
+            match (prev, keep_order) {
+                (Some(p), true) => {
+                    step.insert("after".into(), json!([p]));
+                }
+                _ => {
+                    let after: Vec<&str> =
+                        order.iter().filter(|o| o.step == s.name).map(|o| o.after.as_str()).collect();
+                    if !after.is_empty() {
+                        step.insert("after".into(), json!(after));
+                    }
+                }
             }
             prev = Some(&s.name);
             steps.push(Value::Object(step));

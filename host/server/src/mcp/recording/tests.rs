@@ -5,6 +5,7 @@ use serde_json::json;
 
 use super::*;
 
+/// A call to a tool its server does not annotate read-only (a write).
 fn call(name: &str, server: &str, tool: &str, arguments: Value, output: Value) -> RecordedStep {
     RecordedStep {
         name: name.into(),
@@ -13,14 +14,20 @@ fn call(name: &str, server: &str, tool: &str, arguments: Value, output: Value) -
         input: arguments.clone(),
         arguments,
         output,
+        read_only: false,
     }
+}
+
+/// A call to a tool annotated `readOnlyHint: true`.
+fn read(name: &str, server: &str, tool: &str, arguments: Value, output: Value) -> RecordedStep {
+    RecordedStep { read_only: true, ..call(name, server, tool, arguments, output) }
 }
 
 fn rec() -> Recording {
     let mut r = Recording::new(json!({"message": "hello", "n": 2}));
     let name = r.next_name("echo");
     assert_eq!(name, "echo_1");
-    r.push(call(&name, "everything", "echo", json!({"message": "hello"}), json!("Echo: hello")));
+    r.push(read(&name, "everything", "echo", json!({"message": "hello"}), json!("Echo: hello")));
     let name = r.next_name("write_file");
     r.push(call(
         &name,
@@ -99,26 +106,27 @@ fn small_and_unspecific_values_are_candidates_not_proposals() {
     let a = review.effects.iter().find(|e| e.field == "a").unwrap();
     assert_eq!(a.changes, ["sum_1"]);
     assert!(!review.unused_input.contains(&"a".to_string()));
-    let def = r.definition("sum", &c[3..], false);
+    let def = r.definition("sum", &c[3..], false, &r.order(&[]));
     assert_eq!(def["steps"][1]["input"], json!({"a": "@input.a", "b": "@input.b"}));
     assert_eq!(def["input_schema"]["required"], json!(["a", "b"]), "only the fields some step uses are required");
 }
 
 #[test]
-fn dependencies_come_from_refs_so_independent_calls_stay_parallel() {
+fn dependencies_come_from_refs_so_independent_read_only_calls_stay_parallel() {
     let mut r = Recording::new(json!({"a": 15, "b": 27}));
-    r.push(call("get_sum_1", "e", "get-sum", json!({"a": 15, "b": 27}), json!("The sum of 15 and 27 is 42.")));
-    r.push(call("echo_1", "e", "echo", json!({"message": "unrelated"}), json!("Echo: unrelated")));
-    r.push(call("echo_2", "e", "echo", json!({"message": "The sum of 15 and 27 is 42."}), json!("Echo: x")));
-    r.push(call("echo_3", "e", "echo", json!({"message": "@echo_1 and @echo_2"}), json!("Echo: y")));
+    r.push(read("get_sum_1", "e", "get-sum", json!({"a": 15, "b": 27}), json!("The sum of 15 and 27 is 42.")));
+    r.push(read("echo_1", "e", "echo", json!({"message": "unrelated"}), json!("Echo: unrelated")));
+    r.push(read("echo_2", "e", "echo", json!({"message": "The sum of 15 and 27 is 42."}), json!("Echo: x")));
+    r.push(read("echo_3", "e", "echo", json!({"message": "@echo_1 and @echo_2"}), json!("Echo: y")));
     let p = r.propose();
-    let def = r.definition("flow", &p, false);
+    assert!(r.order(&[]).is_empty(), "no writes, no order to keep");
+    let def = r.definition("flow", &p, false, &r.order(&[]));
     let parsed = weft_model::from_value(&def, &weft_model::NoSchemas).unwrap();
     let g = weft_model::Graph::build(&parsed);
     let layers = g.layers().unwrap();
     assert_eq!(layers, [0, 0, 1, 2], "get_sum_1 and echo_1 are independent: {def}");
     assert!(def["steps"].as_array().unwrap().iter().all(|s| s.get("after").is_none()));
-    let kept = r.definition("flow", &p, true);
+    let kept = r.definition("flow", &p, true, &[]);
     assert_eq!(kept["steps"][1]["after"], json!(["get_sum_1"]), "keep_order chains the calls");
     let review = r.review(&p, &[]);
     let a = review.effects.iter().find(|e| e.field == "a").unwrap();
@@ -145,7 +153,7 @@ fn a_step_can_be_removed_unless_another_uses_it() {
 fn the_definition_applies_accepted_replacements_only() {
     let r = rec();
     let p = r.propose();
-    let def = r.definition("greet", &p[1..], false);
+    let def = r.definition("greet", &p[1..], false, &r.order(&[]));
     assert_eq!(def["steps"][0]["input"], json!({"message": "hello"}), "r1 refused");
     assert_eq!(def["steps"][1]["input"]["content"], "@echo_1");
     assert!(def["steps"][1].get("after").is_none(), "the ref is the dependency");
@@ -166,6 +174,7 @@ fn code_steps_and_presets_are_steps_too() {
         arguments: Value::Null,
         input: Value::Null,
         output: json!({"user": {"name": "ada@example.com"}}),
+        read_only: true,
     });
     r.push(RecordedStep {
         name: "json_select_1".into(),
@@ -174,10 +183,37 @@ fn code_steps_and_presets_are_steps_too() {
         arguments: json!({"data": "@preset_1", "path": "user.name"}),
         input: json!({"data": {"user": {"name": "ada@example.com"}}, "path": "user.name"}),
         output: json!("ada@example.com"),
+        read_only: true,
     });
-    let def = r.definition("pick", &[], false);
+    let def = r.definition("pick", &[], false, &r.order(&[]));
     assert_eq!(def["steps"][0]["input"]["data"], json!({"user": {"name": "ada@@example.com"}}), "escaped");
     assert_eq!(def["steps"][1]["code"], json!({"plugin": "json-select"}));
     assert_eq!(def["steps"][1]["input"]["data"], "@preset_1");
     assert!(weft_model::from_value(&def, &weft_model::NoSchemas).is_ok(), "{def}");
+}
+
+#[test]
+fn side_effects_keep_their_order_where_no_data_passes() {
+    let mut r = Recording::new(json!({"fname": "/tmp/a.txt", "text": "hi"}));
+    r.push(call("write_file_1", "fs", "write_file", json!({"path": "/tmp/a.txt", "content": "hi"}), json!("ok")));
+    r.push(read("read_text_file_1", "fs", "read_text_file", json!({"path": "/tmp/a.txt"}), json!("hi")));
+    r.push(read("echo_1", "e", "echo", json!({"message": "x"}), json!("Echo: x")));
+    r.push(call("notify_1", "chat", "post", json!({"text": "done"}), json!("ok")));
+    let order = r.order(&[]);
+    let pairs: Vec<(&str, &str)> = order.iter().map(|o| (o.step.as_str(), o.after.as_str())).collect();
+    // A read after a write to its server; a write after the write before
+    // it; a read-only call on another server is free.
+    assert_eq!(pairs, [("read_text_file_1", "write_file_1"), ("notify_1", "write_file_1")], "{order:?}");
+    assert!(
+        order[0].why.contains("fs__read_text_file reads from the server `fs` that fs__write_file wrote"),
+        "{order:?}"
+    );
+    let def = r.definition("files", &r.propose(), false, &order);
+    assert_eq!(def["steps"][1]["after"], json!(["write_file_1"]), "{def}");
+    assert!(def["steps"][2].get("after").is_none(), "{def}");
+    assert!(weft_model::from_value(&def, &weft_model::NoSchemas).is_ok(), "{def}");
+    // The caller may drop a kept order.
+    let loose = r.order(&["notify_1".to_string()]);
+    assert_eq!(loose.len(), 1);
+    assert_eq!(loose[0].step, "read_text_file_1");
 }

@@ -168,13 +168,12 @@ pub struct SaveParams {
     /// booleans) become refs to it.
     #[serde(default)]
     pub accept: Vec<String>,
-    /// Keep the recorded order of calls (each step `after` the previous)
-    /// even where no data passes between them: for side effects that must
-    /// happen in order (write a file, then read it). Default: steps depend
-    /// only on the steps their arguments refer to, and independent calls
-    /// run in parallel.
+    /// Chain every call (each step `after` the previous).
     #[serde(default)]
     pub keep_order: bool,
+    /// Steps freed from the side-effect order (see `order`).
+    #[serde(default)]
+    pub parallel: Vec<String>,
     /// Only propose: return the definition and the replacements, store
     /// nothing, keep recording.
     #[serde(default)]
@@ -219,6 +218,9 @@ pub struct SaveOut {
     pub unused_input: Vec<String>,
     /// For each input field, what a replay with another value changes.
     pub replay: Vec<crate::mcp::recording::Effect>,
+    /// Calls kept in order although no data passes (writes in order, a
+    /// read after the write to its server), and why.
+    pub order: Vec<crate::mcp::recording::Ordered>,
     /// What may make a replay repeat the recording instead of following
     /// its new input, and the template's validation warnings.
     pub warnings: Vec<String>,
@@ -339,6 +341,7 @@ impl WeftServer {
             arguments: Value::Null,
             input: Value::Null,
             output: p.output,
+            read_only: true,
         };
         active.record(&self.core, preset, now_ms()).await;
         Ok(Json(PresetOut { step }))
@@ -387,6 +390,7 @@ impl WeftServer {
             arguments,
             input,
             output: output.clone(),
+            read_only: true,
         };
         active.record(&self.core, recorded, started).await;
         let note = format!("recorded as step `{step}`: later calls may refer to `@{step}`");
@@ -419,7 +423,7 @@ impl WeftServer {
     }
 
     #[tool(
-        description = "Save the session's recording as a template and end the recording (dry_run: true only shows what it would save). Each call is a step (named after its tool or plugin: `get_sum_1`) that depends on the steps its arguments refer to; independent calls run in parallel (keep_order: true chains them). Value rules: a literal argument equal to an input value or to an earlier step's output (or a field of it) is proposed as a ref (`replacements`, applied unless refused by id) when it is specific enough: strings of 3+ characters, numbers other than -1..10, non-empty objects and arrays; input values win over outputs, later steps over earlier ones. Smaller values equal to an input value (5, \"ab\", true) are only `candidates`: apply them with `accept`. To make a replay follow new input for sure, type refs yourself in the calls (`{\"a\": \"@input.a\"}`). The answer lists `unused_input` (fields no step uses: a replay ignores them), `replay` (per input field, the steps a new value changes) and `warnings`. The recording is stored as a completed run; the template appears as the tool wf_<template>; run_compare shows how a replay departed from it.",
+        description = "Save the session's recording as a template and end the recording (dry_run: true only shows what it would save). Each call is a step (named after its tool or plugin: `get_sum_1`) that depends on the steps its arguments refer to; side effects keep their order (`order` says which and why; `parallel: [steps]` frees them, keep_order: true chains every call). A literal argument equal to an input value or an earlier step's output (or a field of it) is proposed as a ref (`replacements`, applied unless refused by id) when specific enough: strings of 3+ characters, numbers outside -1..10, non-empty objects and arrays; input values first, then later steps. Smaller values equal to an input value (5, \"ab\", true) are only `candidates`: apply them with `accept`. To make a replay follow new input for sure, type refs yourself in the calls (`{\"a\": \"@input.a\"}`). The recording is stored as a run; the template is the tool wf_<template>; run_compare shows how a replay departed.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -451,7 +455,13 @@ impl WeftServer {
         accepted.extend(candidates.iter().filter(|c| p.accept.contains(&c.id)).cloned());
         let open: Vec<Replacement> = candidates.iter().filter(|c| !p.accept.contains(&c.id)).cloned().collect();
         let review = active.recording.review(&accepted, &open);
-        let mut definition = active.recording.definition(&p.template, &accepted, p.keep_order);
+        if let Some(bad) = p.parallel.iter().find(|n| !active.recording.steps.iter().any(|s| &s.name == *n)) {
+            let known: Vec<&str> = active.recording.steps.iter().map(|s| s.name.as_str()).collect();
+            return Err(ToolError::new(format!("`parallel` names `{bad}`, which is not a recorded step"))
+                .fix(format!("the recorded steps are: {}", known.join(", "))));
+        }
+        let order = if p.keep_order { vec![] } else { active.recording.order(&p.parallel) };
+        let mut definition = active.recording.definition(&p.template, &accepted, p.keep_order, &order);
         if let Some(d) = &p.description {
             definition["description"] = Value::String(d.clone());
         }
@@ -472,6 +482,7 @@ impl WeftServer {
             candidates: candidates.iter().map(|c| out(c, p.accept.contains(&c.id))).collect(),
             unused_input: review.unused_input,
             replay: review.effects,
+            order,
             warnings: review.warnings,
             definition,
         };
