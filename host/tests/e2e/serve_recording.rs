@@ -75,6 +75,30 @@ fn a_recorded_write_then_read_keeps_its_order_in_the_replay() {
     assert!(seen["replay"]["output"].to_string().contains("second note"), "the read came after the write: {seen}");
 }
 
+/// A dry run runs exactly the save's checks: a recording the save refuses
+/// (`{{echo_1}}`, another template language's ref to a recorded step) is
+/// refused by its dry run with the same problems. Before, the dry run
+/// reported nothing and the save then refused.
+#[test]
+fn a_dry_run_refuses_what_the_save_refuses() {
+    let w = Weft::new();
+    std::fs::create_dir_all(w.data_dir()).unwrap();
+    let config = w.dir.path().join("weft.toml");
+    std::fs::write(
+        &config,
+        format!("[servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n", everything_js()),
+    )
+    .unwrap();
+    let args = agent_args(&w, &config);
+    let seen = crate::serve::run_script(&python(), &repo_root().join("tests/mcp-clients/dry_run_check.py"), &args);
+    assert_eq!(seen["save"]["is_error"], true, "the save refuses it: {seen}");
+    assert_eq!(seen["dry"]["is_error"], true, "so does the dry run: {seen}");
+    let problems = |t: &str| t.lines().filter(|l| l.starts_with("- ")).map(str::to_string).collect::<Vec<_>>();
+    let (dry, save) = (seen["dry"]["text"].as_str().unwrap(), seen["save"]["text"].as_str().unwrap());
+    assert!(dry.contains("{{echo_1}}") || dry.contains("@echo_1"), "{dry}");
+    assert_eq!(problems(dry), problems(save), "the same problems: {seen}");
+}
+
 fn setup(mode: &str) -> (Weft, PathBuf, Value) {
     let w = Weft::new();
     let out_dir = w.dir.path().join("out");

@@ -487,6 +487,14 @@ impl WeftServer {
             definition,
         };
         if p.dry_run {
+            // The save's own checks, storing nothing: a dry run that passes
+            // is a save that passes.
+            match prepare::validate(&self.core, answer.definition.clone()).await? {
+                Ok(loaded) => {
+                    answer.warnings.extend(loaded.warnings.iter().map(|w| format!("{}: {}", w.path, w.message)))
+                }
+                Err(invalid) => return Err(prepare::invalid_definition(&invalid)),
+            }
             return Ok(Json(answer));
         }
         let saving = prepare::for_template(&self.core, answer.definition.clone()).await?;

@@ -1,0 +1,40 @@
+"""A recording whose save is refused is refused by its dry run too: with
+the official Python MCP SDK through `weft serve`'s proxy, an echo of
+`{{echo_1}}` (another template language's ref to a recorded step) is
+recorded, then `recording_save {dry_run: true}` and the real save are
+asked. Used by host/tests/e2e/serve_recording.rs. Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import anyio
+from agent_common import check, server_args, stdio_server, text_of
+from mcp import ClientSession
+from mcp.client.stdio import stdio_client
+
+
+async def main(args: argparse.Namespace) -> None:
+    seen: dict = {}
+    async with stdio_client(stdio_server(args)) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            r = await session.call_tool("recording_start", {"name": "dry", "input": {}})
+            check(not r.is_error, "recording_start", text_of(r))
+            r = await session.call_tool("everything__echo", {"message": "hello"})
+            check(not r.is_error, "echo_1", text_of(r))
+            r = await session.call_tool("everything__echo", {"message": "{{echo_1}}"})
+            check(not r.is_error, "echo_2", text_of(r))
+            dry = await session.call_tool("recording_save", {"template": "dry", "dry_run": True})
+            seen["dry"] = {"is_error": bool(dry.is_error), "text": text_of(dry)}
+            real = await session.call_tool("recording_save", {"template": "dry"})
+            seen["save"] = {"is_error": bool(real.is_error), "text": text_of(real)}
+    print(json.dumps(seen))
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    server_args(ap)
+    anyio.run(main, ap.parse_args())
