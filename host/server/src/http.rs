@@ -30,11 +30,13 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use super::{Core, ServeError, WeftServer};
 use crate::conns::{Conn, Conns};
+use crate::mcp::oversized::Kept;
 
 /// Where and how to listen.
 #[derive(Clone)]
@@ -156,42 +158,29 @@ async fn cap_sessions(State(sessions): State<Arc<LocalSessionManager>>, req: Req
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await
 }
 
-/// A body of at most `cap` bytes; past it, its size and its first and last
-/// bytes (read to its end, not kept); `Err(None)` when it cannot be read.
-async fn read_capped(
-    body: axum::body::Body,
-    cap: usize,
-) -> Result<axum::body::Bytes, Option<(usize, Vec<u8>, Vec<u8>)>> {
-    use crate::mcp::oversized::KEPT;
+/// A body of at most `cap` bytes; past it, what is kept of it (read to
+/// its end, not kept whole); `Err(None)` when it cannot be read.
+async fn read_capped(body: axum::body::Body, cap: usize) -> Result<axum::body::Bytes, Option<Kept>> {
     use futures::StreamExt as _;
     let mut stream = body.into_data_stream();
-    let mut kept: Vec<u8> = Vec::new();
-    let mut over: Option<(usize, Vec<u8>, Vec<u8>)> = None;
+    let mut read: Vec<u8> = Vec::new();
+    let mut over: Option<Kept> = None;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|_| None)?;
         match &mut over {
-            None if kept.len() + chunk.len() <= cap => kept.extend_from_slice(&chunk),
+            None if read.len() + chunk.len() <= cap => read.extend_from_slice(&chunk),
             None => {
-                let size = kept.len() + chunk.len();
-                let mut tail = kept[kept.len().saturating_sub(KEPT)..].to_vec();
-                tail.extend_from_slice(&chunk[chunk.len().saturating_sub(KEPT)..]);
-                let tail = tail[tail.len().saturating_sub(KEPT)..].to_vec();
-                kept.truncate(KEPT);
-                let room = KEPT - kept.len();
-                kept.extend_from_slice(&chunk[..room.min(chunk.len())]);
-                over = Some((size, std::mem::take(&mut kept), tail));
+                let mut kept = Kept::of(&read);
+                kept.push(&chunk);
+                read = Vec::new();
+                over = Some(kept);
             }
-            Some((size, _, tail)) => {
-                *size += chunk.len();
-                tail.extend_from_slice(&chunk[chunk.len().saturating_sub(KEPT)..]);
-                let cut = tail.len().saturating_sub(KEPT);
-                tail.drain(..cut);
-            }
+            Some(kept) => kept.push(&chunk),
         }
     }
     match over {
-        Some(o) => Err(Some(o)),
-        None => Ok(kept.into()),
+        Some(kept) => Err(Some(kept)),
+        None => Ok(read.into()),
     }
 }
 
@@ -212,11 +201,7 @@ async fn mcp_body_errors(State(cap): State<usize>, req: Request, next: Next) -> 
     let bytes = match read_capped(body, cap).await {
         Ok(bytes) => bytes,
         // Over the cap: a JSON-RPC error naming it, with the request's id.
-        Err(Some((size, head, tail))) => {
-            let id = crate::mcp::oversized::request_id(&head, &tail);
-            let body = crate::mcp::oversized::too_large(id, size, cap);
-            return (StatusCode::PAYLOAD_TOO_LARGE, axum::Json(body)).into_response();
-        }
+        Err(Some(kept)) => return (StatusCode::PAYLOAD_TOO_LARGE, axum::Json(kept.refusal(cap))).into_response(),
         Err(None) => return (StatusCode::BAD_REQUEST, "400: the request body could not be read\n").into_response(),
     };
     // A key given twice (`"name"` in a definition, or the message's `id`):

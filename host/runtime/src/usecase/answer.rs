@@ -70,7 +70,8 @@ pub enum SignalRefused {
 }
 
 impl SignalRefused {
-    fn of(e: EngineError) -> SignalRefused {
+    /// The engine's error: its refusal of data over the cap, else a failure.
+    pub(super) fn of(e: EngineError) -> SignalRefused {
         match e {
             EngineError::Invalid(p) => SignalRefused::TooLarge(p.0),
             other => SignalRefused::Failed(other.into()),
@@ -94,7 +95,8 @@ pub enum EmitRefused {
 }
 
 impl EmitRefused {
-    fn of(e: EngineError) -> EmitRefused {
+    /// The engine's error: its refusal of data over the cap, else a failure.
+    pub(super) fn of(e: EngineError) -> EmitRefused {
         match e {
             EngineError::Invalid(p) => EmitRefused::TooLarge(p.0),
             other => EmitRefused::Failed(other.into()),

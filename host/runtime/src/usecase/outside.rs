@@ -33,10 +33,7 @@ pub const OWNER_ANSWER: Duration = Duration::from_secs(30);
 pub fn signal(app: &App, engine: &Engine, run: &str, step: &str, data: Value) -> Result<Signaled, SignalRefused> {
     let id = parse_run_id(run)?;
     let failed = |e: RuntimeError| SignalRefused::Failed(e);
-    let engine_err = |e: weft_engine::EngineError| match e {
-        weft_engine::EngineError::Invalid(p) => SignalRefused::TooLarge(p.0),
-        other => SignalRefused::Failed(other.into()),
-    };
+    let engine_err = SignalRefused::of;
     let answer: SignalAnswer = match app.try_lock_briefly().map_err(failed)? {
         // Many workers: the run's owner answers (the engine relays to it),
         // or this process does when nobody drives the run.
@@ -74,10 +71,7 @@ pub fn emit(
 ) -> Result<EmitAnswer, EmitRefused> {
     let name = event_name(name, id.as_deref())?;
     let failed = |e: RuntimeError| EmitRefused::Failed(e);
-    let engine_err = |e: weft_engine::EngineError| match e {
-        weft_engine::EngineError::Invalid(p) => EmitRefused::TooLarge(p.0),
-        other => EmitRefused::Failed(other.into()),
-    };
+    let engine_err = EmitRefused::of;
     match app.try_lock_briefly().map_err(failed)? {
         // Many workers: delivered here to the waits of runs nobody drives,
         // handed to the owners of the others.

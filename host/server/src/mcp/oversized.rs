@@ -16,6 +16,39 @@ use serde_json::{Value, json};
 /// How much of a message's start and end is kept to find its id.
 pub const KEPT: usize = 64 << 10;
 
+/// What is kept of a message past the cap while the rest of it is read
+/// and dropped: its size so far, its first and its last [`KEPT`] bytes.
+#[derive(Debug, Default)]
+pub struct Kept {
+    pub size: usize,
+    pub head: Vec<u8>,
+    pub tail: Vec<u8>,
+}
+
+impl Kept {
+    /// Starts from the bytes read before the cap was passed.
+    pub fn of(read: &[u8]) -> Kept {
+        let mut k = Kept::default();
+        k.push(read);
+        k
+    }
+
+    /// Counts `more`, keeping what the head still lacks and the last bytes.
+    pub fn push(&mut self, more: &[u8]) {
+        self.size += more.len();
+        let room = KEPT.saturating_sub(self.head.len());
+        self.head.extend_from_slice(&more[..room.min(more.len())]);
+        self.tail.extend_from_slice(&more[more.len().saturating_sub(KEPT)..]);
+        let cut = self.tail.len().saturating_sub(KEPT);
+        self.tail.drain(..cut);
+    }
+
+    /// The JSON-RPC error for this message over `cap`.
+    pub fn refusal(&self, cap: usize) -> Value {
+        too_large(request_id(&self.head, &self.tail), self.size, cap)
+    }
+}
+
 /// The `id` of a message of which `head` (its first bytes) and `tail` (its
 /// last bytes) were kept, or `null`.
 pub fn request_id(head: &[u8], tail: &[u8]) -> Value {
@@ -70,6 +103,17 @@ mod tests {
         let head = br#"{"params":{"arguments":{"id":99,"data":"xxxx"#;
         assert_eq!(request_id(head, br#"xxxx"}},"id":12,"method":"tools/call","jsonrpc":"2.0"}"#), json!(12));
         assert_eq!(request_id(br#"{"method":"notifications/x","params":{"a":"xx"#, b"xx\"}}"), Value::Null);
+    }
+
+    #[test]
+    fn kept_holds_the_size_the_first_and_the_last_bytes() {
+        let mut k = Kept::of(b"{\"id\":4,");
+        k.push(&vec![b'x'; 3 * KEPT]);
+        k.push(b"}");
+        assert_eq!(k.size, 8 + 3 * KEPT + 1);
+        assert_eq!((k.head.len(), k.tail.len()), (KEPT, KEPT));
+        assert!(k.head.starts_with(b"{\"id\":4,") && k.tail.ends_with(b"x}"));
+        assert_eq!(k.refusal(10)["id"], 4);
     }
 
     #[test]

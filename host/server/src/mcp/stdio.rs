@@ -9,7 +9,7 @@
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
-use super::oversized::{KEPT, request_id, too_large};
+use super::oversized::Kept;
 
 /// The transport rmcp serves over, and the task that feeds and drains it
 /// between `input` and `output` (the process's stdin and stdout); the task
@@ -69,8 +69,8 @@ async fn forward_requests<R: AsyncRead + Unpin>(
 ) -> std::io::Result<()> {
     let mut input = BufReader::with_capacity(64 << 10, input);
     let mut line: Vec<u8> = Vec::new();
-    // Past the cap: the line's size so far, its head and its last bytes.
-    let mut over: Option<(usize, Vec<u8>, Vec<u8>)> = None;
+    // Past the cap: what is kept of the line to answer it.
+    let mut over: Option<Kept> = None;
     loop {
         let chunk = input.fill_buf().await?;
         if chunk.is_empty() {
@@ -86,27 +86,21 @@ async fn forward_requests<R: AsyncRead + Unpin>(
         match &mut over {
             None if line.len() + n <= cap + 1 => line.extend_from_slice(part),
             None => {
-                let size = line.len() + n;
-                let tail = tail_of(&line, part);
-                line.truncate(KEPT);
-                let room = KEPT - line.len();
-                line.extend_from_slice(&part[..room.min(n)]);
-                over = Some((size, std::mem::take(&mut line), tail));
+                let mut kept = Kept::of(&line);
+                kept.push(part);
+                line.clear();
+                over = Some(kept);
             }
-            Some((size, _, tail)) => {
-                *size += n;
-                *tail = tail_of(tail, part);
-            }
+            Some(kept) => kept.push(part),
         }
         input.consume(n);
         if !ends {
             continue;
         }
         match over.take() {
-            Some((size, head, tail)) => {
-                let id = request_id(&head, &tail);
-                tracing::warn!(bytes = size, cap, "refused an MCP message over the cap");
-                let mut reply = serde_json::to_vec(&too_large(id, size, cap)).expect("JSON");
+            Some(kept) => {
+                tracing::warn!(bytes = kept.size, cap, "refused an MCP message over the cap");
+                let mut reply = serde_json::to_vec(&kept.refusal(cap)).expect("JSON");
                 reply.push(b'\n');
                 if errors.send(reply).await.is_err() {
                     return Ok(());
@@ -118,16 +112,6 @@ async fn forward_requests<R: AsyncRead + Unpin>(
             }
         }
     }
-}
-
-/// The last [`KEPT`] bytes of `kept` followed by `more`.
-fn tail_of(kept: &[u8], more: &[u8]) -> Vec<u8> {
-    let mut t = Vec::with_capacity(KEPT);
-    let from_more = more.len().min(KEPT);
-    let from_kept = (KEPT - from_more).min(kept.len());
-    t.extend_from_slice(&kept[kept.len() - from_kept..]);
-    t.extend_from_slice(&more[more.len() - from_more..]);
-    t
 }
 
 #[cfg(test)]
