@@ -91,11 +91,26 @@ def with_step(i: int, **changes: Any) -> dict:
     return d
 
 
+def own_tools_bytes(tools: list) -> int:
+    """The bytes of weft's own tools in tools/list (not upstreams', not wf_)."""
+    own = [t for t in tools if "__" not in t.name and not t.name.startswith("wf_")]
+    return sum(len(t.model_dump_json(by_alias=True, exclude_none=True)) for t in own)
+
+
 async def learn(a: Agent, seen: dict, instructions: str) -> None:
     check("weft://guide" in instructions, "the instructions point at the guide", instructions)
     listed = await a.s.list_tools()
     seen["tools_list_bytes"] = len(listed.model_dump_json(by_alias=True, exclude_none=True))
+    seen["own_tools_bytes"] = own_tools_bytes(listed.tools)
     tools = {t.name: t for t in listed.tools}
+    # Output schemas are brief in tools/list; the full one is a resource.
+    brief = tools["run_get"].output_schema
+    where = brief.get("description", "")
+    check("weft://schema/tools/run_get" in where and "$defs" not in brief, "run_get's output schema is brief", brief)
+    full = await a.s.read_resource("weft://schema/tools/run_get")
+    full_schema = json.loads(full.contents[0].text)
+    check("attempts" in json.dumps(full_schema) and "$defs" in full_schema, "the full schema is a resource", full_schema)
+    seen["full_run_get_schema_bytes"] = len(full.contents[0].text)
     for name in ["workflow_validate", "template_save", "run_start", "run_compare", "step_code",
                  "recording_remove_step", "everything__get-sum"]:
         check(name in tools, f"tool {name} listed", sorted(tools))
@@ -288,6 +303,7 @@ async def main(args: argparse.Namespace) -> None:
             if args.measure_only:
                 listed = await session.list_tools()
                 seen["tools_list_bytes"] = len(listed.model_dump_json(by_alias=True, exclude_none=True))
+                seen["own_tools_bytes"] = own_tools_bytes(listed.tools)
                 seen["tools"] = len(listed.tools)
             else:
                 await learn(a, seen, init.instructions or "")

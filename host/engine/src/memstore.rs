@@ -185,6 +185,13 @@ fn apply_global(
                 return Err(missing(&format!("schedule {name}")));
             }
         }
+        Write::SchedulePaused { name, paused, next } => match schedules.get_mut(name) {
+            Some(s) => {
+                s.paused = *paused;
+                s.next_fire_at = *next;
+            }
+            None => return Err(missing(&format!("schedule {name}"))),
+        },
         Write::ScheduleFired { name, from, next, run } => match schedules.get_mut(name) {
             Some(s) if s.next_fire_at == *from => {
                 s.next_fire_at = *next;

@@ -155,6 +155,10 @@ pub struct ScheduleRecord {
     pub last_fire_at: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_run: Option<RunId>,
+    /// A paused schedule does not fire; resumed, it fires at its next time
+    /// after the resume (the times it was paused over are not made up).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
 }
 
 #[cfg(test)]

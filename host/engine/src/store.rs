@@ -125,6 +125,9 @@ pub enum Write {
     PutSchedule(ScheduleRecord),
     /// Refused when there is no such schedule.
     DeleteSchedule { name: String },
+    /// A schedule paused or resumed, firing next at `next` (refused when
+    /// there is no such schedule).
+    SchedulePaused { name: String, paused: bool, next: i64 },
     /// A schedule fired (refused unless its next fire time is `from`, so a
     /// fire time is used once); `run` is the run it started, if any.
     ScheduleFired { name: String, from: i64, next: i64, run: Option<RunId> },
@@ -166,6 +169,7 @@ impl Write {
             | Write::InboxTake { .. }
             | Write::PutSchedule(_)
             | Write::DeleteSchedule { .. }
+            | Write::SchedulePaused { .. }
             | Write::ScheduleFired { .. } => None,
         }
     }

@@ -32,6 +32,7 @@ mod guard;
 mod http;
 pub mod mcp;
 mod metrics_http;
+pub mod schedule_view;
 mod trace_context;
 mod web;
 

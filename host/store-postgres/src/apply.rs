@@ -95,6 +95,9 @@ statements! {
     put_schedule = "INSERT INTO schedules (name, body, next_fire_at) VALUES ($1, $2::text::jsonb, $3)
                     ON CONFLICT DO NOTHING";
     delete_schedule = "DELETE FROM schedules WHERE name = $1";
+    schedule_paused = "UPDATE schedules SET next_fire_at = $3,
+                         body = body || jsonb_build_object('next_fire_at', $3::bigint, 'paused', $2::boolean)
+                       WHERE name = $1";
     schedule_fired = "UPDATE schedules SET next_fire_at = $3,
                         body = body || jsonb_build_object('next_fire_at', $3::bigint, 'last_fire_at', $2::bigint)
                                || CASE WHEN $4::text IS NULL THEN '{}'::jsonb
@@ -356,7 +359,9 @@ impl Stmts {
                             Write::CreateRun { .. } if me.owner_of_new().is_none() => flag('r'),
                             Write::InboxPut(_) => flag('i'),
                             Write::RunState { to, .. } if to.is_terminal() => flag('e'),
-                            Write::PutSchedule(_) | Write::DeleteSchedule { .. } => flag('s'),
+                            Write::PutSchedule(_) | Write::DeleteSchedule { .. } | Write::SchedulePaused { .. } => {
+                                flag('s')
+                            }
                             _ => flag('c'),
                         }
                     }
@@ -600,6 +605,13 @@ impl Stmts {
                 self.push(Stmt::new(
                     Which::delete_schedule,
                     vec![p(name.clone())],
+                    one(format!("schedule {name} does not exist")),
+                ));
+            }
+            Write::SchedulePaused { name, paused, next } => {
+                self.push(Stmt::new(
+                    Which::schedule_paused,
+                    vec![p(name.clone()), p(*paused), p(*next)],
                     one(format!("schedule {name} does not exist")),
                 ));
             }

@@ -91,6 +91,23 @@ pub(crate) fn apply(c: &Connection, w: &Write) -> Result<bool, StoreError> {
                 return Err(conflict(format!("schedule {name} does not exist")));
             }
         }
+        Write::SchedulePaused { name, paused, next } => {
+            let body: Option<String> = c
+                .query_row("SELECT body FROM schedules WHERE name = ?1", params![name], |r| r.get(0))
+                .optional()
+                .map_err(map_err)?;
+            let Some(body) = body else {
+                return Err(conflict(format!("schedule {name} does not exist")));
+            };
+            let mut s: ScheduleRecord = from_json(&body)?;
+            s.paused = *paused;
+            s.next_fire_at = *next;
+            c.execute(
+                "UPDATE schedules SET body = ?2, next_fire_at = ?3 WHERE name = ?1",
+                params![name, to_json(&s), next],
+            )
+            .map_err(map_err)?;
+        }
         Write::ScheduleFired { name, from, next, run } => {
             let body: Option<String> = c
                 .query_row(

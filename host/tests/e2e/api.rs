@@ -307,6 +307,13 @@ async fn schedules_and_events() {
         send(http.post(format!("{api}/schedules")).json(&json!({"name": "bad", "template": "chain", "cron": "nope"})))
             .await;
     assert_eq!((st, e["path"].as_str()), (400, Some("/cron")), "{e}");
+    let (st, p) = send(http.post(format!("{api}/schedules/nightly/pause"))).await;
+    assert_eq!((st, &p["paused"]), (200, &json!(true)), "{p}");
+    let (_, all) = send(http.get(format!("{api}/schedules"))).await;
+    assert_eq!(all["schedules"][0]["paused"], true, "{all}");
+    let (st, p) = send(http.post(format!("{api}/schedules/nightly/resume"))).await;
+    assert_eq!((st, &p["paused"]), (200, &json!(false)), "{p}");
+    assert_eq!(send(http.post(format!("{api}/schedules/nope/pause"))).await.0, 404);
     assert_eq!(send(http.delete(format!("{api}/schedules/nightly"))).await.0, 200);
     assert_eq!(send(http.delete(format!("{api}/schedules/nightly"))).await.0, 404);
 

@@ -126,3 +126,62 @@ on_both_stores! { fn a_schedule_fires_once_per_time_across_a_kill_and_catches_up
 fn chrono_now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
 }
+
+on_both_stores! { fn a_paused_schedule_does_not_fire_until_it_is_resumed(w) {
+    save_template(&w);
+    w.run(&["schedule", "add", "tick", "--cron", "* * * * * *", "--input", r#"{"who": "p"}"#]).expect_code(0);
+    let out = w.run(&["schedule", "pause", "tick"]);
+    out.expect_code(0);
+    assert_eq!(out.json()["paused"], true, "{}", out.stdout);
+    w.run(&["schedule", "pause", "nope"]).expect_code(2);
+    let mut worker_ = worker(&w);
+    // Every second, but paused: three seconds of a worker start nothing.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(w.runs().len(), 0, "a paused schedule fired");
+    let listed = w.run(&["schedule", "list"]);
+    assert!(listed.stdout.contains("paused"), "{}", listed.stdout);
+    let resumed_at = chrono_now();
+    let out = w.run(&["schedule", "resume", "tick"]);
+    out.expect_code(0);
+    assert_eq!(out.json()["paused"], false, "{}", out.stdout);
+    wait_for_runs(&w, 1, Duration::from_secs(15));
+    worker_.kill().unwrap();
+    worker_.wait().unwrap();
+    // Resumed, it fires from the resume on (whole seconds): the times it
+    // was paused over are not made up.
+    assert!(fire_times(&w).iter().all(|t| *t > resumed_at - 1000), "{:?} resumed at {resumed_at}", fire_times(&w));
+} }
+
+/// The same over MCP (tests/mcp-clients/schedules_check.py, the official
+/// Python SDK): `weft serve` owns the store and fires what its tools add.
+#[test]
+fn an_agent_adds_pauses_resumes_and_removes_a_schedule_over_mcp() {
+    let w = Weft::new();
+    std::fs::create_dir_all(w.data_dir()).unwrap();
+    let config = w.dir.path().join("weft.toml");
+    std::fs::write(&config, "").unwrap();
+    let args = crate::serve_recording::agent_args(&w, &config);
+    let script = crate::common::repo_root().join("tests/mcp-clients/schedules_check.py");
+    let seen = crate::serve::run_script(&crate::serve_recording::python(), &script, &args);
+    assert_eq!(seen["tools"], json!(["schedule_add", "schedule_list", "schedule_pause", "schedule_remove"]), "{seen}");
+    // Refusals name the argument, and store nothing.
+    let bad = &seen["bad_cron"];
+    assert_eq!(bad["is_error"], true, "{seen}");
+    assert_eq!(bad["structured"]["problems"][0]["argument"], "cron", "{seen}");
+    let bad = &seen["bad_input"];
+    assert_eq!(bad["is_error"], true, "{seen}");
+    assert_eq!(bad["structured"]["problems"][0]["argument"], "input", "{seen}");
+    assert_eq!(bad["structured"]["problems"][0]["path"], "/who", "{seen}");
+    assert_eq!(seen["listed_after_refusals"], json!([]), "{seen}");
+    // Added, it fires; paused, it does not; resumed, it does again.
+    assert_eq!(seen["added"]["paused"], false, "{seen}");
+    assert!(seen["fired"].as_u64().unwrap() >= 2, "{seen}");
+    assert_eq!(seen["paused"]["paused"], true, "{seen}");
+    assert_eq!(seen["while_paused"], 0, "a paused schedule fired: {seen}");
+    assert_eq!(seen["resumed"]["paused"], false, "{seen}");
+    assert!(seen["after_resume"].as_u64().unwrap() >= 1, "{seen}");
+    assert_eq!(seen["removed"]["structured"]["removed"], "tick", "{seen}");
+    assert_eq!(seen["removed_again"]["is_error"], true, "{seen}");
+    assert!(seen["removed_again"]["text"].as_str().unwrap().contains("schedule_list"), "{seen}");
+    assert_eq!(seen["listed_at_end"], json!([]), "{seen}");
+}

@@ -42,6 +42,11 @@ fn an_agent_learns_weft_from_its_tools_and_records_replays_and_diffs() {
     // The definition's schema is a resource now, no longer inlined three
     // times: with three more tools, under 70% of what it was.
     assert!(bytes * 10 < TOOLS_LIST_BYTES_BEFORE * 7, "tools/list stays lean: {bytes} bytes");
+    // weft's own tools: at most 30 KB (output schemas brief, the full ones
+    // resources weft://schema/tools/<tool>); 47,481 bytes before.
+    let own = seen["own_tools_bytes"].as_u64().unwrap();
+    eprintln!("weft's own tools: {own} bytes");
+    assert!(own <= 30_000, "weft's own tools stay under 30 KB: {own} bytes");
 
     // The CLI shows the same diff of the replay against its recording.
     let cfg = config.display().to_string();

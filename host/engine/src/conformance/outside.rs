@@ -36,6 +36,7 @@ pub async fn waits_inbox_schedules_and_queues_agree_with_the_reference(store: Ar
         created_at: 1,
         last_fire_at: None,
         last_run: None,
+        paused: false,
     };
     let steps: Vec<(Batch, bool)> = vec![
         (Batch { writes: vec![create(&a, &["s", "w"]), create(&b, &["s"])] }, true),
@@ -56,6 +57,8 @@ pub async fn waits_inbox_schedules_and_queues_agree_with_the_reference(store: Ar
             true,
         ),
         (Batch { writes: vec![Write::ScheduleFired { name: "n".into(), from: 100, next: 200, run: None }] }, false),
+        (Batch { writes: vec![Write::SchedulePaused { name: "n".into(), paused: true, next: 200 }] }, true),
+        (Batch { writes: vec![Write::SchedulePaused { name: "gone".into(), paused: true, next: 200 }] }, false),
         (Batch { writes: vec![Write::CloseWait { run: b.clone(), step: "s".into() }] }, true),
     ];
     for (k, (batch, ok)) in steps.into_iter().enumerate() {
@@ -78,6 +81,7 @@ pub async fn waits_inbox_schedules_and_queues_agree_with_the_reference(store: Ar
     let s = sql.schedules().await.unwrap();
     assert_eq!(s, mem.schedules().await.unwrap());
     assert_eq!((s[0].next_fire_at, s[0].last_fire_at, s[0].last_run.as_ref()), (200, Some(100), Some(&a)));
+    assert!(s[0].paused, "paused, in the body every store reads back");
     // Both runs carry key "k": the older one heads the queue until it ends.
     assert_eq!(sql.queue_head("k").await.unwrap(), Some(a.clone()));
     assert_eq!(mem.queue_head("k").await.unwrap(), Some(a.clone()));

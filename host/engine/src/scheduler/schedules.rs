@@ -76,7 +76,12 @@ impl Engine {
             "the schedule's input",
             "max_input_bytes",
         )?;
-        check_input(&def, &input).map_err(EngineError::Invalid)?;
+        check_input(&def, &input).map_err(|Problems(ps)| {
+            // Paths into the request: `/input/...`, beside `/name` and `/cron`.
+            EngineError::Invalid(Problems(
+                ps.into_iter().map(|p| Problem { path: format!("/input{}", p.path), ..p }).collect(),
+            ))
+        })?;
         let now = self.sh.clock.now_ms();
         let next = next_fire(&c, now).map_err(|e| invalid("/cron", e))?;
         let rec = ScheduleRecord {
@@ -88,6 +93,7 @@ impl Engine {
             created_at: now,
             last_fire_at: None,
             last_run: None,
+            paused: false,
         };
         match self.sh.commit(Batch { writes: vec![Write::PutSchedule(rec.clone())] }).await {
             Err(StoreError::Conflict(_)) => {
@@ -111,6 +117,32 @@ impl Engine {
         }
     }
 
+    /// Pauses (`paused`) or resumes a schedule; `None` when there is none.
+    /// A resumed schedule fires next at its first time after now: the
+    /// times it was paused over are not made up.
+    pub async fn pause_schedule(&self, name: &str, paused: bool) -> Result<Option<ScheduleRecord>, EngineError> {
+        let Some(mut s) = self.sh.store.schedules().await?.into_iter().find(|s| s.name == name) else {
+            return Ok(None);
+        };
+        if s.paused == paused {
+            return Ok(Some(s));
+        }
+        let now = self.sh.clock.now_ms();
+        let next = match parse_cron(&s.cron) {
+            Ok(c) if !paused => next_fire(&c, now).unwrap_or(i64::MAX),
+            _ => s.next_fire_at,
+        };
+        let write = Write::SchedulePaused { name: name.to_string(), paused, next };
+        match self.sh.commit(Batch { writes: vec![write] }).await {
+            Err(StoreError::Conflict(_)) => return Ok(None),
+            r => r?,
+        }
+        self.sh.schedules_changed.notify_one();
+        s.paused = paused;
+        s.next_fire_at = next;
+        Ok(Some(s))
+    }
+
     /// Fires every schedule that is due (store owner); returns the runs it
     /// started and the next fire time of any schedule.
     pub async fn fire_due_schedules(&self) -> Result<(Vec<RunId>, Option<i64>), EngineError> {
@@ -119,6 +151,9 @@ impl Engine {
         let mut next_any: Option<i64> = None;
         for s in self.sh.store.schedules().await? {
             let Ok(cron) = parse_cron(&s.cron) else { continue };
+            if s.paused {
+                continue;
+            }
             let mut next_at = s.next_fire_at;
             if s.next_fire_at <= now {
                 // Missed several? Fire once, for the latest one missed.

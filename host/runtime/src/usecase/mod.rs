@@ -11,6 +11,7 @@
 //! | [`start`] | starting a run of a saved template or a definition ([`StartRequest`] → [`Started`] or [`StartRefused`]) |
 //! | [`settle`] | waiting for a run to end or to wait for input, reporting progress ([`Progress`]) |
 //! | [`answer`] | signal, emit and cancel ([`Signaled`], [`SignalRefused`], [`EmitRefused`], [`Canceled`]) |
+//! | [`schedules`] | cron schedules: add, list, pause or resume, remove ([`ScheduleRequest`], [`ScheduleRefused`]) |
 //! | [`outside`] | the same from a process that may not own the store (`weft signal`, `weft emit`, `weft runs cancel`) |
 //!
 //! Operations this wave adds (retrying a run, idempotent starts) belong
@@ -18,6 +19,7 @@
 
 pub mod answer;
 pub mod outside;
+pub mod schedules;
 pub mod settle;
 pub mod start;
 
@@ -28,6 +30,7 @@ use weft_engine::{Engine, RunId, RunRecord, Store, StoreError};
 use crate::pipeline::Pipeline;
 
 pub use answer::{Canceled, EmitRefused, SignalRefused, Signaled, WaitRefused};
+pub use schedules::{ScheduleRefused, ScheduleRequest};
 pub use settle::{FALLBACK_POLL, Fresh, PROGRESS_AFTER, Progress, settles};
 pub use start::{RunSource, StartRefused, StartRequest, Started};
 

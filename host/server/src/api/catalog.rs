@@ -13,8 +13,10 @@ use weft_engine::clock::{rfc3339, system_now_ms};
 use weft_engine::store::TemplateRecord;
 use weft_runtime::pipeline::Source;
 use weft_runtime::usecase::answer::EmitRefused;
+use weft_runtime::usecase::{ScheduleRefused, ScheduleRequest};
 
 use super::{ApiError, Body};
+pub use crate::schedule_view::ScheduleView;
 use crate::{Change, Core};
 
 /// A saved template (one version).
@@ -133,41 +135,15 @@ pub(super) async fn delete_template(
     Ok(Json(Deleted { name, deleted: n }))
 }
 
-/// A cron schedule.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ScheduleView {
-    pub name: String,
-    pub template: String,
-    pub cron: String,
-    pub input: Value,
-    pub next_fire_at: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_fire_at: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_run: Option<String>,
-}
-
 /// Every schedule.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ScheduleList {
     pub schedules: Vec<ScheduleView>,
 }
 
-fn schedule_view(s: weft_engine::outside::ScheduleRecord) -> ScheduleView {
-    ScheduleView {
-        name: s.name,
-        template: s.template,
-        cron: s.cron,
-        input: s.input,
-        next_fire_at: rfc3339(s.next_fire_at),
-        last_fire_at: s.last_fire_at.map(rfc3339),
-        last_run: s.last_run.map(|r| r.to_string()),
-    }
-}
-
 pub(super) async fn schedules(State(core): State<Arc<Core>>) -> Result<Json<ScheduleList>, ApiError> {
-    let all = core.store.schedules().await.map_err(ApiError::internal)?;
-    Ok(Json(ScheduleList { schedules: all.into_iter().map(schedule_view).collect() }))
+    let all = core.for_http.schedules().await.map_err(schedule_refusal)?;
+    Ok(Json(ScheduleList { schedules: all.into_iter().map(ScheduleView::from).collect() }))
 }
 
 /// `POST /schedules`.
@@ -188,18 +164,44 @@ pub(super) async fn add_schedule(
     Body(b): Body<ScheduleBody>,
 ) -> Result<(StatusCode, Json<ScheduleView>), ApiError> {
     let input = b.input.unwrap_or_else(|| Value::Object(Default::default()));
-    let rec = core.engine.add_schedule(&b.name, &b.template, &b.cron, input).await.map_err(engine_refusal)?;
-    Ok((StatusCode::CREATED, Json(schedule_view(rec))))
+    let req = ScheduleRequest { name: Some(b.name), template: b.template, cron: b.cron, input };
+    let rec = core.for_http.add_schedule(req).await.map_err(schedule_refusal)?;
+    Ok((StatusCode::CREATED, Json(rec.into())))
+}
+
+/// `POST /schedules/{name}/pause` and `/resume`.
+pub(super) async fn pause_schedule(
+    State(core): State<Arc<Core>>,
+    Path(name): Path<String>,
+) -> Result<Json<ScheduleView>, ApiError> {
+    Ok(Json(core.for_http.pause_schedule(&name, true).await.map_err(schedule_refusal)?.into()))
+}
+
+pub(super) async fn resume_schedule(
+    State(core): State<Arc<Core>>,
+    Path(name): Path<String>,
+) -> Result<Json<ScheduleView>, ApiError> {
+    Ok(Json(core.for_http.pause_schedule(&name, false).await.map_err(schedule_refusal)?.into()))
 }
 
 pub(super) async fn delete_schedule(
     State(core): State<Arc<Core>>,
     Path(name): Path<String>,
 ) -> Result<Json<Deleted>, ApiError> {
-    if !core.engine.remove_schedule(&name).await.map_err(ApiError::internal)? {
-        return Err(ApiError::not_found(format!("no schedule `{name}`")).hint("GET /api/v1/schedules lists them"));
-    }
+    core.for_http.remove_schedule(&name).await.map_err(schedule_refusal)?;
     Ok(Json(Deleted { name, deleted: 1 }))
+}
+
+/// A schedule's refusal as an HTTP error: 400 with each problem's path,
+/// 404 naming the list, 500.
+fn schedule_refusal(e: ScheduleRefused) -> ApiError {
+    match e {
+        ScheduleRefused::Invalid(p) => engine_refusal(EngineError::Invalid(p)),
+        ScheduleRefused::NotFound(name) => {
+            ApiError::not_found(format!("no schedule `{name}`")).hint("GET /api/v1/schedules lists them")
+        }
+        ScheduleRefused::Failed(e) => ApiError::internal(e),
+    }
 }
 
 /// `POST /events`.

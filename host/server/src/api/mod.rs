@@ -53,6 +53,8 @@ pub fn router(core: Arc<Core>) -> axum::Router {
         .route("/templates/{name}", get(catalog::template).put(catalog::save_template).delete(catalog::delete_template))
         .route("/schedules", get(catalog::schedules).post(catalog::add_schedule))
         .route("/schedules/{name}", axum::routing::delete(catalog::delete_schedule))
+        .route("/schedules/{name}/pause", post(catalog::pause_schedule))
+        .route("/schedules/{name}/resume", post(catalog::resume_schedule))
         .route("/openapi.json", get(openapi::document))
         .fallback(not_found)
         .with_state(core);

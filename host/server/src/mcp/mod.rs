@@ -11,6 +11,7 @@
 //! | `tools/runs.rs` | `run_start`, `run_get`, `run_list`, `run_events`, `run_cancel`; starting a run in MCP's terms |
 //! | `tools/waits.rs` | `run_signal`, `event_emit`: answering waits |
 //! | `tools/recording.rs` | `recording_start`, `step_preset`, `step_code`, `recording_remove_step`, `recording_save`, `recording_stop` |
+//! | `tools/schedules.rs` | `schedule_add`, `schedule_list`, `schedule_pause`, `schedule_remove` |
 //! | `tools/compare.rs` | `run_compare`: a run beside its recording or another run, step by step |
 //! | `wf_tools.rs` | every saved template as a tool `wf_<name>` (a [`ToolSource`]) |
 //! | `proxy.rs`, `proxy_tools.rs` | every upstream tool as `<server>__<tool>` (a [`ToolSource`]), forwarded; recorded in recording mode |
@@ -19,6 +20,7 @@
 //! | `elicit.rs` | asking a waiting client for a run's input (elicitation; `input_required` results and tasks on 2026-07-28) |
 //! | `prepare.rs` | definitions from tool arguments; the use-case layer's and the pipeline's refusals as tool errors |
 //! | `views.rs` | what `run_start` and `wf_<name>` answer once they stop waiting: `RunStartOut` |
+//! | `tool_schemas.rs` | the tools' JSON Schemas as `tools/list` shows them: strict-client safe, output schemas brief (the full ones are resources `weft://schema/tools/<tool>`) |
 //! | `resources.rs` | runs as resources `weft://runs/{id}` |
 //! | `guide.rs`, `guide.md` | the guide (`weft://guide`, the prompt `workflow_guide`) and the definition schema |
 //! | `stdio.rs`, `oversized.rs` | MCP over stdin/stdout with every message answered: one over the cap gets a JSON-RPC error naming it (over HTTP too) |
@@ -40,6 +42,7 @@ pub mod session;
 pub mod stdio;
 #[cfg(test)]
 mod tests;
+pub mod tool_schemas;
 pub mod tools;
 pub mod views;
 pub mod wf_tools;

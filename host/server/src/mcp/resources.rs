@@ -17,6 +17,7 @@ use weft_engine::store::RunFilter;
 use weft_engine::{RunId, view};
 
 use crate::Core;
+use crate::mcp::tool_schemas::{TOOL_SCHEMA_PREFIX, object_schemas};
 
 const PREFIX: &str = "weft://runs/";
 
@@ -48,6 +49,10 @@ pub fn templates() -> ListResourceTemplatesResult {
         ResourceTemplate::new(format!("{PREFIX}{{id}}/artifacts/{{name}}"), "artifact")
             .with_title("A file a run's step produced")
             .with_description("An artifact of a run, by the name its run lists under `artifacts`"),
+        ResourceTemplate::new(format!("{TOOL_SCHEMA_PREFIX}{{tool}}"), "tool-output-schema")
+            .with_title("The full output schema of one of weft's tools")
+            .with_description("tools/list shows each weft tool's output fields in brief; this is every field, nested")
+            .with_mime_type("application/schema+json"),
     ])
 }
 
@@ -131,11 +136,32 @@ async fn read_artifact(core: &Core, uri_text: &str, id: &str, name: &str) -> Res
     Ok(ReadResourceResult::new(vec![contents.with_mime_type(a.mime)]))
 }
 
+/// Reads `weft://schema/tools/{tool}`: the full output schema of a
+/// built-in tool or of a `wf_<template>` tool.
+fn tool_schema(core: &Core, uri_text: &str, tool: &str) -> Result<ReadResourceResult, ErrorData> {
+    let schema = if tool.starts_with(crate::mcp::wf_tools::PREFIX) {
+        Some(rmcp::handler::server::common::schema_for_output::<crate::mcp::views::RunStartOut>())
+    } else {
+        core.router().get(tool).and_then(|t| t.output_schema.clone())
+    };
+    let schema = schema.ok_or_else(|| {
+        ErrorData::resource_not_found(
+            format!("no weft tool `{tool}` with an output schema (tools/list names them; upstream tools' schemas are in tools/list whole)"),
+            None,
+        )
+    })?;
+    let text = serde_json::to_string_pretty(&object_schemas((*schema).clone())).expect("a schema is JSON");
+    Ok(ReadResourceResult::new(vec![ResourceContents::text(text, uri_text).with_mime_type("application/schema+json")]))
+}
+
 /// Reads the guide, the schema, `weft://runs/{id}` or
 /// `weft://runs/{id}/artifacts/{name}`.
 pub async fn read(core: &Core, uri_text: &str) -> Result<ReadResourceResult, ErrorData> {
     if let Some(r) = crate::mcp::guide::read(uri_text) {
         return Ok(r);
+    }
+    if let Some(tool) = uri_text.strip_prefix(TOOL_SCHEMA_PREFIX) {
+        return tool_schema(core, uri_text, tool);
     }
     if let Some((id, name)) = uri_text.strip_prefix(PREFIX).and_then(|rest| rest.split_once("/artifacts/")) {
         return read_artifact(core, uri_text, id, name).await;

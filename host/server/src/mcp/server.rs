@@ -19,10 +19,9 @@ use std::sync::Arc;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
-    Implementation, JsonObject, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ResultType,
-    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
-    UpdateTaskParams,
+    Implementation, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ResultType, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -31,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Change;
 use crate::mcp::session::{SourceCall, WeftServer};
+use crate::mcp::tool_schemas::{brief, object_schemas, one_line_descriptions};
 
 impl WeftServer {
     /// The built-in tools of every file.
@@ -40,6 +40,7 @@ impl WeftServer {
             + Self::waits_router()
             + Self::recording_router()
             + Self::compare_router()
+            + Self::schedule_router()
     }
 
     /// Answers a `tools/call`: a built-in tool, or an extra source's.
@@ -120,9 +121,19 @@ impl ServerHandler for WeftServer {
             tools.extend(source.list(&self.core).await);
         }
         for t in &mut tools {
-            t.input_schema = Arc::new(object_schemas((*t.input_schema).clone()));
+            // weft's own tools show a brief output schema (the full one is a
+            // resource); upstream tools' pass as their servers say.
+            let own = self.core.router().has_route(&t.name) || t.name.starts_with(crate::mcp::wf_tools::PREFIX);
+            let mut input = serde_json::Value::Object(object_schemas((*t.input_schema).clone()));
+            if own {
+                one_line_descriptions(&mut input);
+            }
+            if let serde_json::Value::Object(input) = input {
+                t.input_schema = Arc::new(input);
+            }
             if let Some(o) = &t.output_schema {
-                t.output_schema = Some(Arc::new(object_schemas((**o).clone())));
+                let o = object_schemas((**o).clone());
+                t.output_schema = Some(Arc::new(if own { brief(&t.name, &o) } else { o }));
             }
         }
         let hints = context.protocol_version().is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
@@ -299,122 +310,5 @@ impl ServerHandler for WeftServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         crate::mcp::resources::read(&self.core, &request.uri).await.map(Into::into)
-    }
-}
-
-/// `schema` with every boolean subschema written as an object (`true` as
-/// `{}`, `false` as `{"not": {}}`) and without schemars' Rust-type formats:
-/// schemars writes `true` for "any JSON value", which JSON Schema allows
-/// but some clients' validators (the MCP Inspector's, for one) refuse in
-/// `properties`.
-fn object_schemas(mut schema: JsonObject) -> JsonObject {
-    fn fix(v: &mut serde_json::Value) {
-        use serde_json::Value;
-        match v {
-            Value::Bool(true) => *v = Value::Object(Default::default()),
-            Value::Bool(false) => *v = serde_json::json!({"not": {}}),
-            Value::Object(m) => {
-                // schemars' Rust-type formats (`uint32`, `int64`, `double`)
-                // are not JSON Schema formats; validators warn about them.
-                if m.get("format")
-                    .and_then(Value::as_str)
-                    .is_some_and(|f| f.starts_with("uint") || f.starts_with("int") || f == "double" || f == "float")
-                {
-                    m.remove("format");
-                }
-                for (k, x) in m.iter_mut() {
-                    // Keys whose values are schemas or maps/lists of schemas.
-                    let schemaish = matches!(
-                        k.as_str(),
-                        "properties"
-                            | "items"
-                            | "additionalProperties"
-                            | "$defs"
-                            | "definitions"
-                            | "anyOf"
-                            | "oneOf"
-                            | "allOf"
-                            | "not"
-                            | "prefixItems"
-                            | "patternProperties"
-                            | "if"
-                            | "then"
-                            | "else"
-                    );
-                    if schemaish {
-                        match x {
-                            Value::Object(inner)
-                                if matches!(
-                                    k.as_str(),
-                                    "properties" | "$defs" | "definitions" | "patternProperties"
-                                ) =>
-                            {
-                                inner.values_mut().for_each(fix)
-                            }
-                            Value::Array(a) => a.iter_mut().for_each(fix),
-                            other => fix(other),
-                        }
-                    } else if x.is_object() {
-                        fix(x);
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    // What says nothing a client needs: the dialect (a tool's schemas are
-    // 2020-12 by default) and `default: null` (absent is null anyway).
-    schema.remove("$schema");
-    let mut v = serde_json::Value::Object(std::mem::take(&mut schema));
-    fix(&mut v);
-    drop_null_defaults(&mut v);
-    match v {
-        serde_json::Value::Object(m) => m,
-        _ => JsonObject::new(),
-    }
-}
-
-/// Removes every `"default": null` of a schema.
-fn drop_null_defaults(v: &mut serde_json::Value) {
-    match v {
-        serde_json::Value::Object(m) => {
-            if m.get("default").is_some_and(serde_json::Value::is_null) {
-                m.remove("default");
-            }
-            m.values_mut().for_each(drop_null_defaults);
-        }
-        serde_json::Value::Array(a) => a.iter_mut().for_each(drop_null_defaults),
-        _ => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn what_says_nothing_is_left_out() {
-        let s = serde_json::json!({"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
-            "properties": {"a": {"type": ["string", "null"], "default": null}, "b": {"default": 3}}});
-        let out = serde_json::Value::Object(object_schemas(s.as_object().unwrap().clone()));
-        assert_eq!(
-            out,
-            serde_json::json!({"type": "object",
-            "properties": {"a": {"type": ["string", "null"]}, "b": {"default": 3}}})
-        );
-    }
-
-    #[test]
-    fn boolean_subschemas_become_objects() {
-        let s = serde_json::json!({"type": "object", "properties": {"input": true, "n": {"type": "integer", "format": "uint32"},
-            "list": {"type": "array", "items": true}}, "additionalProperties": false,
-            "$defs": {"Any": true}});
-        let out = object_schemas(s.as_object().unwrap().clone());
-        let out = serde_json::Value::Object(out);
-        assert_eq!(out["properties"]["input"], serde_json::json!({}));
-        assert_eq!(out["properties"]["n"], serde_json::json!({"type": "integer"}));
-        assert_eq!(out["properties"]["list"]["items"], serde_json::json!({}));
-        assert_eq!(out["additionalProperties"], serde_json::json!({"not": {}}));
-        assert_eq!(out["$defs"]["Any"], serde_json::json!({}));
     }
 }

@@ -4,5 +4,6 @@
 pub mod compare;
 pub mod recording;
 pub mod runs;
+pub mod schedules;
 pub mod templates;
 pub mod waits;

@@ -60,11 +60,9 @@ pub struct RunStartParams {
     /// (a run waiting for input still holds its key).
     #[serde(default)]
     pub concurrency_key: Option<String>,
-    /// A CPU budget in fuel units for all code steps of this run together
-    /// (replaces the definition's `limits.run_fuel`): each step may use at
-    /// most what is left, and one that would go past it fails
-    /// `fuel_exhausted`. Absent: the definition's budget, if any (by
-    /// default code steps have no fuel limit; their timeout bounds them).
+    /// A CPU budget (fuel) for all code steps of this run together, in
+    /// place of the definition's `limits.run_fuel`; a step that would pass
+    /// it fails `fuel_exhausted`.
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub run_fuel: Option<u64>,
@@ -198,7 +196,7 @@ impl IntoCallToolResult for RunStartReply {
 impl WeftServer {
     #[tool(
         description = concat!(
-            "Start a run of a saved template (`template`, optional `version`) or of an inline `definition` (format: resource weft://guide), with an `input` checked against its input_schema. With `wait_ms` the call waits that long for the run to finish and returns its output (progress notifications are sent when the request has a progress token); otherwise it returns the run id at once. A run that waits for input returns `input-required` with its `waits` (answer with run_signal); a client that declared elicitation is asked for the input directly. `presets` gives steps their output instead of running them. Runs with the same `concurrency_key` execute one at a time. Bad definitions or inputs are refused with every problem's JSON path, and no run is created. Example: {\"definition\": ",
+            "Start a run of a saved template (`template`, optional `version`) or of an inline `definition` (format: resource weft://guide), with an `input` checked against its input_schema. With `wait_ms` the call waits that long for the run to finish and returns its output (progress notifications are sent when the request has a progress token); otherwise it returns the run id at once. A run that waits for input returns `input-required` with its `waits` (answer with run_signal); a client that declared elicitation is asked for the input directly. `presets` gives steps their output instead of running them. Bad definitions or inputs are refused with every problem's JSON path, and no run is created. Example: {\"definition\": ",
             prepare::definition_example!(),
             ", \"input\": {\"user\": {\"name\": \"Ada\"}}, \"wait_ms\": 10000}"
         ),
