@@ -11,6 +11,7 @@
 //! - [`compare`]: two runs side by side, step by step (`runs diff`, `run_compare`).
 //! - [`trace`]: a run's W3C trace context (stored with it) and the metrics switch.
 
+pub mod bounded;
 pub mod cancel;
 pub mod clock;
 pub mod compare;

@@ -3,7 +3,9 @@
 //! idle sockets and 10,000 abandoned 2025-11-25 sessions later, a real
 //! client's run still completes, the idle sockets are closed after the
 //! header deadline, new sessions past the cap are refused with 503, and the
-//! server's memory stays bounded.
+//! server's memory stays bounded. Answers are bounded too: a message over
+//! the cap gets an error naming it, and a run too large to read whole is
+//! shown in part with the calls that page it back.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -96,4 +98,54 @@ fn a_message_over_the_cap_is_answered_and_the_session_goes_on() {
     let server = Server::start(&w, &["--http", "127.0.0.1:0"]);
     let seen = crate::serve::run_script(&py, &script, &["--url", server.url.as_str(), "--mib", "20"]);
     check(seen, "http");
+}
+
+/// A run of a 20,000-item for_each (its input, output and step output each
+/// over 1 MB as a whole) read by an agent (tests/mcp-clients/bounded_check.py,
+/// the official Python SDK): `run_get` answers under 64 KB and says what it
+/// trimmed; each trimmed value's `run_value` call pages it back whole.
+#[test]
+fn run_get_of_a_20000_item_run_is_bounded_and_pages_back_whole() {
+    let w = Weft::new();
+    let items: Vec<serde_json::Value> =
+        (0..20_000).map(|i| json!({"id": i, "name": format!("order-{i:05}"), "qty": i % 17})).collect();
+    let def = w.write_def(
+        "big",
+        &json!({"name": "big", "steps": [{"name": "each", "for_each": "@input.items",
+            "code": {"plugin": "json-select"}, "input": {"data": "@item", "path": "name"}}], "output": "@each"}),
+    );
+    let input = w.dir.path().join("in.json");
+    std::fs::write(&input, json!({"items": items}).to_string()).unwrap();
+    let out = w.run_within(
+        Duration::from_secs(300),
+        &["run", def.to_str().unwrap(), "--input-file", input.to_str().unwrap(), "--json"],
+    );
+    out.expect_code(0);
+    let id = out.json()["id"].as_str().unwrap().to_string();
+    let config = w.dir.path().join("weft.toml");
+    std::fs::write(&config, "").unwrap();
+    let mut args = crate::serve_recording::agent_args(&w, &config);
+    args.extend(["--run".to_string(), id]);
+    let script = crate::common::repo_root().join("tests/mcp-clients/bounded_check.py");
+    let seen = crate::serve::run_script(&crate::serve_recording::python(), &script, &args);
+    let bytes = seen["run_get_bytes"].as_u64().unwrap();
+    eprintln!("run_get: {bytes} bytes; {} pages, the largest {} bytes", seen["pages"], seen["largest_page_bytes"]);
+    assert!(bytes < 64 * 1024, "run_get answered {bytes} bytes");
+    assert_eq!(seen["state"], "completed");
+    let at: Vec<&str> = seen["trimmed"].as_array().unwrap().iter().map(|t| t["at"].as_str().unwrap()).collect();
+    for want in ["/input", "/output", "/steps/0/output"] {
+        assert!(at.contains(&want), "{want} is listed as trimmed: {at:?}");
+    }
+    let marker = &seen["step_output_marker"];
+    assert_eq!((marker["type"].as_str(), marker["length"].as_u64()), (Some("array"), Some(20_000)), "{marker}");
+    assert_eq!(marker["head"][0], "order-00000", "{marker}");
+    let names: Vec<String> = (0..20_000).map(|i| format!("order-{i:05}")).collect();
+    assert_eq!(seen["step_output"], json!(names), "paged back whole, in order");
+    assert!(seen["largest_page_bytes"].as_u64().unwrap() < 80 * 1024, "{}", seen["largest_page_bytes"]);
+    assert_eq!(seen["one_input_item"], "order-19999");
+    assert!(seen["run_start_bytes"].as_u64().unwrap() < 64 * 1024, "{}", seen["run_start_bytes"]);
+    assert_eq!(seen["run_start_output_length"], 5000);
+    assert!(seen["run_start_note"].as_str().unwrap().contains("run_value"), "{}", seen["run_start_note"]);
+    assert_eq!(seen["bad_step"]["is_error"], true);
+    assert!(seen["bad_step"]["text"].as_str().unwrap().contains("each"), "names the steps: {}", seen["bad_step"]);
 }

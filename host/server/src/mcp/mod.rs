@@ -11,6 +11,7 @@
 //! | `tools/runs.rs` | `run_start`, `run_get`, `run_list`, `run_events`, `run_cancel`; starting a run in MCP's terms |
 //! | `tools/waits.rs` | `run_signal`, `event_emit`: answering waits |
 //! | `tools/recording.rs` | `recording_start`, `step_preset`, `step_code`, `recording_remove_step`, `recording_save`, `recording_stop` |
+//! | `tools/values.rs` | `run_value`: a run's or a step's input or output, paged (what `run_get` trims) |
 //! | `tools/schedules.rs` | `schedule_add`, `schedule_list`, `schedule_pause`, `schedule_remove` |
 //! | `tools/compare.rs` | `run_compare`: a run beside its recording or another run, step by step |
 //! | `wf_tools.rs` | every saved template as a tool `wf_<name>` (a [`ToolSource`]) |

@@ -41,6 +41,7 @@ impl WeftServer {
             + Self::recording_router()
             + Self::compare_router()
             + Self::schedule_router()
+            + Self::value_router()
     }
 
     /// Answers a `tools/call`: a built-in tool, or an extra source's.

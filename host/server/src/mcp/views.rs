@@ -6,6 +6,7 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use weft_engine::bounded::{self, ReadWith};
 use weft_engine::view::WaitOn;
 pub use weft_engine::view::{EventPage, RunView, WaitView};
 use weft_engine::{RunRecord, RunState, StepError};
@@ -59,11 +60,22 @@ impl RunStartOut {
                 rec.state, rec.id
             ),
         };
+        let mut output = if rec.state == RunState::Completed { rec.output.clone() } else { None };
+        let mut note = note;
+        // An output too large for one answer is shown in part, and said so.
+        let read_with = ReadWith { tool: "run_value".into(), arguments: serde_json::json!({"run_id": rec.id}) };
+        if let Some(t) = output.as_ref().and_then(|o| bounded::trim(o, bounded::VIEW_BUDGET, read_with)) {
+            note = format!(
+                "the run completed; its output ({} bytes) is shown in part: run_value {{\"run_id\": \"{}\"}} reads it page by page",
+                t.bytes, rec.id
+            );
+            output = Some(serde_json::json!({ "trimmed": t }));
+        }
         RunStartOut {
             run_id: rec.id.to_string(),
             state: rec.state,
             finished,
-            output: if rec.state == RunState::Completed { rec.output.clone() } else { None },
+            output,
             error: rec.error.clone(),
             waits,
             note,

@@ -6,4 +6,5 @@ pub mod recording;
 pub mod runs;
 pub mod schedules;
 pub mod templates;
+pub mod values;
 pub mod waits;

@@ -1,6 +1,7 @@
 //! Tools about runs: `run_start` (with an optional wait that reports MCP
 //! progress and asks the client for a waiting step's input, see
-//! `elicit.rs`), `run_get` (the `runs show --json` object), `run_list`,
+//! `elicit.rs`), `run_get` (the `runs show --json` object, its large
+//! values trimmed: `weft_engine::bounded`; `values.rs` pages them), `run_list`,
 //! `run_events` and `run_cancel`. Also [`Core::start_run`] and
 //! [`Core::start_and_wait`], the use-case layer's start in MCP's terms,
 //! which the `wf_<name>` tools share.
@@ -16,6 +17,7 @@ use rmcp::{RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use weft_engine::bounded;
 use weft_engine::clock::rfc3339;
 use weft_engine::store::RunFilter;
 use weft_engine::{RunState, Seq};
@@ -98,6 +100,17 @@ pub struct RunSummaryOut {
     pub parent: Option<String>,
     pub created_at: String,
     pub updated_at: String,
+}
+
+/// A run, its large values trimmed.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunGetOut {
+    #[serde(flatten)]
+    pub run: RunView,
+    /// The values shown in part (`{"trimmed": {type, bytes, length, head,
+    /// read_with}}` in their place) and the run_value call that pages each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trimmed: Vec<bounded::TrimmedAt>,
 }
 
 /// Runs, newest first.
@@ -232,12 +245,13 @@ impl WeftServer {
     }
 
     #[tool(
-        description = "One run: its state, input, output, error, every step's state, attempts, resolved `input` (refs replaced by the values the step was given; each attempt's under `tries`), output and error, and its open `waits` (a signal wait's prompt and schema: answer it with run_signal) — the `weft runs show --json` object.",
+        description = "One run: its state, input, output, error, every step's state, attempts, resolved `input` (refs replaced by the values the step was given; each attempt's under `tries`), output and error, and its open `waits` (a signal wait's prompt and schema: answer it with run_signal) — the `weft runs show --json` object. The answer stays small (~28 KB): a larger value shows as {\"trimmed\": {length, head, read_with}}, listed in `trimmed`; run_value pages it.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn run_get(&self, Parameters(p): Parameters<RunIdParams>) -> Result<Json<RunView>, ToolError> {
+    async fn run_get(&self, Parameters(p): Parameters<RunIdParams>) -> Result<Json<RunGetOut>, ToolError> {
         let rec = self.core.load_run(&p.run_id).await?;
-        Ok(Json(RunView::of(&rec)))
+        let (run, trimmed) = bounded::bound(RunView::of(&rec), "run_value");
+        Ok(Json(RunGetOut { run, trimmed }))
     }
 
     #[tool(
