@@ -1,4 +1,4 @@
-//! The ready-made plugins of `plugins/` (json-select, text-template,
+//! The ready-made plugins of `plugins/` (jq, json-select, text-template,
 //! regex-extract, json-validate, csv-to-json...), compiled to wasm32-wasip2
 //! components when this crate is built and embedded in it, so weft offers
 //! them without any set-up.
@@ -50,7 +50,7 @@ mod tests {
 
     #[test]
     fn get_finds_by_name_and_names_are_sorted() {
-        for name in ["json-select", "text-template", "regex-extract", "json-validate", "csv-to-json"] {
+        for name in ["json-select", "text-template", "regex-extract", "json-validate", "csv-to-json", "jq"] {
             assert_eq!(get(name).map(|p| p.name), Some(name));
         }
         assert!(get("nope").is_none());

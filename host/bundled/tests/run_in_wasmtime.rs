@@ -74,6 +74,12 @@ fn cases() -> Vec<(&'static str, Value, Value, Value)> {
     vec![
         ("json-select", json!({"data": {"a": [1, {"b": 2}]}, "path": "a.1.b"}), json!(2), json!({"data": 1})),
         (
+            "jq",
+            json!({"data": [{"qty": 4}, {"qty": 12}, {"qty": 30}], "filter": "map(select(.qty > 10)) | length"}),
+            json!(2),
+            json!({"data": [], "filter": "map(selekt(.qty))"}),
+        ),
+        (
             "text-template",
             json!({"template": "Hi {{who}}", "values": {"who": "Ada"}}),
             json!({"text": "Hi Ada", "missing": []}),

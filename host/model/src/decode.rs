@@ -23,12 +23,13 @@ const DEF_FIELDS: [&str; 10] = [
     "steps",
     "output",
 ];
-const STEP_FIELDS: [&str; 14] = [
+const STEP_FIELDS: [&str; 15] = [
     "name",
     "description",
     "input",
     "when",
     "for_each",
+    "where",
     "concurrency",
     "after",
     "join",
@@ -293,6 +294,13 @@ impl D<'_> {
                 None
             }
         });
+        let where_ = opt(m, "where").and_then(|v| self.condition(v, &f("where")));
+        if where_.is_some() && for_each.is_none() && opt(m, "for_each").is_none() {
+            self.out.push(
+                Problem::new(f("where"), "`where` picks the items of a `for_each`: this step has no `for_each`")
+                    .hint("use `when` to run or skip the whole step"),
+            );
+        }
         let after = match opt(m, "after") {
             None => vec![],
             Some(Value::Array(a)) => {
@@ -316,6 +324,7 @@ impl D<'_> {
             action: action.unwrap_or(Action::Return),
             when,
             for_each,
+            where_,
             concurrency: opt(m, "concurrency")
                 .and_then(|v| self.uint(v, &f("concurrency"), "concurrency", u32::MAX as u64))
                 .map(|n| n as u32),

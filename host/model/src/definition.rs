@@ -94,6 +94,11 @@ pub struct Step {
     /// A ref to an array (or a literal array): run once per item.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub for_each: Option<Template>,
+    /// With `for_each`: the items to run, by a condition on `@item` (and
+    /// `@index`, the item's place in the whole list); the others are left
+    /// out (the step's output has one entry per kept item, in order).
+    #[serde(rename = "where", default, skip_serializing_if = "Option::is_none")]
+    pub where_: Option<Condition>,
     /// Cap on parallel items of a `for_each` step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
@@ -408,6 +413,8 @@ pub enum StepPart {
     WhenRef,
     WhenOperand(crate::condition::Operator),
     ForEach,
+    WhereRef,
+    WhereOperand(crate::condition::Operator),
     WaitPrompt,
     WaitMatch,
 }
@@ -425,6 +432,7 @@ pub struct StepRef<'a> {
 
 impl Step {
     /// Every ref of the step: `input`, `when` (ref and operand), `for_each`,
+    /// `where` (ref and operand),
     /// and a wait's `prompt` and `match`.
     pub fn refs(&self) -> Vec<StepRef<'_>> {
         let mut out = vec![];
@@ -437,6 +445,12 @@ impl Step {
         }
         if let Some(f) = &self.for_each {
             parts.push((StepPart::ForEach, f));
+        }
+        if let Some(c) = &self.where_ {
+            out.push(StepRef { part: StepPart::WhereRef, pointer: "", reference: &c.reference, exact: true });
+            if let Some(t) = &c.test {
+                parts.push((StepPart::WhereOperand(t.op), &t.operand));
+            }
         }
         if let Action::Wait(w) = &self.action {
             if let Some(p) = &w.prompt {

@@ -65,6 +65,8 @@ fn part_base(meta: &StepMeta, part: StepPart) -> String {
         StepPart::WhenRef => format!("{}/when/ref", meta.at),
         StepPart::WhenOperand(op) => format!("{}/when/{}", meta.at, op.as_str()),
         StepPart::ForEach => format!("{}/for_each", meta.at),
+        StepPart::WhereRef => format!("{}/where/ref", meta.at),
+        StepPart::WhereOperand(op) => format!("{}/where/{}", meta.at, op.as_str()),
         StepPart::WaitPrompt => format!("{}/wait/prompt", meta.at),
         StepPart::WaitMatch => format!("{}/wait/match", meta.at),
     }
@@ -177,11 +179,18 @@ pub(crate) fn check(
                 }
                 RefRoot::Item | RefRoot::Index => {
                     let allowed = s.for_each.is_some()
-                        && matches!(r.part, StepPart::Input | StepPart::WaitPrompt | StepPart::WaitMatch);
+                        && matches!(
+                            r.part,
+                            StepPart::Input
+                                | StepPart::WaitPrompt
+                                | StepPart::WaitMatch
+                                | StepPart::WhereRef
+                                | StepPart::WhereOperand(_)
+                        );
                     if !allowed {
                         let what = if r.reference.root == RefRoot::Item { "@item" } else { "@index" };
                         let hint = if s.for_each.is_some() {
-                            "`when` and `for_each` are evaluated once for the whole step, before any item"
+                            "`when` and `for_each` are evaluated once for the whole step, before any item (`where` is per item)"
                         } else {
                             "add `for_each` to this step, or read the value with a ref to a step or @input"
                         };

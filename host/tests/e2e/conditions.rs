@@ -1,7 +1,9 @@
 //! `when` never compares across types silently: a number in a string (a
 //! CSV's `"12.5"`) compares as its number, two numeric strings as numbers,
 //! and a pair that cannot be compared fails the step with both types named;
-//! a skipped step's event says what was tested.
+//! a skipped step's event says what was tested. `where` picks a
+//! `for_each` step's items by the same conditions, and the bundled `jq`
+//! plugin filters and counts a list in one step.
 
 use serde_json::{Value, json};
 
@@ -66,4 +68,37 @@ fn a_comparison_of_types_that_cannot_be_compared_fails_the_step_naming_both() {
     let message = check["error"]["message"].as_str().unwrap();
     assert!(message.contains(r#"a string "abc" with a number 10"#), "{message}");
     assert_eq!(check["error"]["kind"], "validation", "{check}");
+}
+
+/// "Keep orders over 10, echo each, return the count" in one definition
+/// (tests/mcp-clients/jq_where_check.py, the official Python SDK, the real
+/// server-everything): `for_each` + `where` echoes only the kept orders,
+/// the bundled `jq` plugin counts them (a number, not a string), and a
+/// filter with a typo fails pointing into the filter.
+#[test]
+fn filter_echo_and_count_in_one_definition_with_where_and_jq() {
+    let w = Weft::new();
+    std::fs::create_dir_all(w.data_dir()).unwrap();
+    let config = w.dir.path().join("weft.toml");
+    let servers =
+        format!("[servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n", crate::tools::everything_js());
+    std::fs::write(&config, servers).unwrap();
+    let args = crate::serve_recording::agent_args(&w, &config);
+    let script = crate::common::repo_root().join("tests/mcp-clients/jq_where_check.py");
+    let seen = crate::serve::run_script(&crate::serve_recording::python(), &script, &args);
+    assert!(seen["plugins"].as_array().unwrap().contains(&json!("jq")), "{seen}");
+    let run = &seen["run"];
+    assert_eq!(run["state"], "completed", "{run}");
+    // "12.5" and "30" are over 10 ("10" and "4" are not): two echoes, counted as a number.
+    assert_eq!(run["output"]["count"], json!(2), "{run}");
+    assert_eq!(run["output"]["big"], json!(2), "{run}");
+    let echoed = run["output"]["echoed"].to_string();
+    assert!(echoed.contains("order b") && echoed.contains("order c"), "{echoed}");
+    assert!(!echoed.contains("order a") && !echoed.contains("order d"), "left-out items did not run: {echoed}");
+    let typo = &seen["typo"];
+    let error = typo["structured"]["error"].to_string() + typo["text"].as_str().unwrap_or("");
+    assert!(error.contains("undefined filter `selekt`") && error.contains("filter 1:5"), "{typo}");
+    let alone = &seen["where_alone"];
+    assert_eq!(alone["valid"], false, "{alone}");
+    assert_eq!(alone["problems"][0]["path"], "/steps/0/where", "{alone}");
 }

@@ -46,7 +46,7 @@ impl Driver {
             let atts: Vec<&AttemptRecord> = rec.attempts.iter().filter(|a| a.step == sr.name).collect();
             let units = if self.def.steps[i].for_each.is_some() {
                 match self.resolve_items(i) {
-                    Ok(items) => items,
+                    Ok((items, _)) => items,
                     Err(e) => return Err(EngineError::Plan(e.message)),
                 }
             } else {

@@ -124,14 +124,37 @@ impl Driver {
         f(&scope)
     }
 
-    pub(super) fn resolve_items(&self, i: usize) -> Result<Vec<Unit>, StepError> {
+    /// The units of `for_each` step `i`: its items, those `where` keeps
+    /// (with how many it left out).
+    pub(super) fn resolve_items(&self, i: usize) -> Result<(Vec<Unit>, usize), StepError> {
         let t = self.def.steps[i].for_each.as_ref().expect("for_each step");
         match self.scope_eval(None, |s| t.try_resolve(s)).map_err(unresolved_error)? {
             Value::Array(items) => {
-                Ok(items.into_iter().enumerate().map(|(k, v)| Unit::new(Some(ItemIndex(k as u32)), v)).collect())
+                let all = items.len();
+                let kept = match &self.def.steps[i].where_ {
+                    None => items,
+                    Some(cond) => {
+                        let mut kept = vec![];
+                        for (k, v) in items.into_iter().enumerate() {
+                            let keep =
+                                self.scope_eval(Some((&v, k as u64)), |s| cond.try_evaluate(s)).map_err(|u| {
+                                    let e = unresolved_error(u);
+                                    StepError { message: format!("`where`, item {k}: {}", e.message), ..e }
+                                })?;
+                            if keep {
+                                kept.push(v);
+                            }
+                        }
+                        kept
+                    }
+                };
+                let left_out = all - kept.len();
+                let units =
+                    kept.into_iter().enumerate().map(|(k, v)| Unit::new(Some(ItemIndex(k as u32)), v)).collect();
+                Ok((units, left_out))
             }
             // A skipped step, an optional ref to a field that is not there.
-            Value::Null => Ok(vec![]),
+            Value::Null => Ok((vec![], 0)),
             other => Err(StepError::new(
                 ErrorKind::Validation,
                 format!("for_each must resolve to an array, got {}", type_name(&other)),
@@ -216,11 +239,15 @@ impl Driver {
         }
         if self.def.steps[i].for_each.is_some() {
             match self.resolve_items(i) {
-                Ok(units) => {
+                Ok((units, left_out)) => {
                     let n = units.len();
                     self.steps[i].units = units;
                     self.steps[i].activated = true;
-                    self.step_to(i, StepEvent::Claim, Value::Null, None, json!({"items": n}))?;
+                    let data = match self.def.steps[i].where_ {
+                        Some(_) => json!({"items": n, "left_out": left_out}),
+                        None => json!({"items": n}),
+                    };
+                    self.step_to(i, StepEvent::Claim, Value::Null, None, data)?;
                     if n == 0 {
                         self.step_to(i, StepEvent::Succeed, json!([]), None, json!({}))?;
                     }

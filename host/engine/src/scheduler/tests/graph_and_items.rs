@@ -25,6 +25,28 @@ async fn for_each_runs_items_in_order_with_concurrency() {
 }
 
 #[tokio::test]
+async fn where_keeps_the_items_its_condition_holds_for_and_says_how_many_it_left_out() {
+    let h = harness();
+    h.fake.on("each", |r| Act::Ok(json!([r.input["i"].clone(), r.input["id"].clone()])));
+    let def = json!({"name": "w", "steps": [{"name": "each", "code": {"plugin": "p"}, "for_each": "@input.orders",
+        "where": {"ref": "@item.qty", "gt": 10}, "input": {"id": "@item.id", "i": "@index"}}]});
+    // A numeric string from a CSV compares as a number.
+    let orders =
+        json!([{"id": "a", "qty": 4}, {"id": "b", "qty": "12.5"}, {"id": "c", "qty": 30}, {"id": "d", "qty": 10}]);
+    let r = h.run(def.clone(), json!({"orders": orders})).await;
+    assert_eq!(r.state, RunState::Completed);
+    // One entry per kept item, in order; `@index` counts the kept items.
+    assert_eq!(step(&r, "each").output, Some(json!([[0, "b"], [1, "c"]])));
+    let claim = h.store.all_events(&r.id).into_iter().find(|e| e.kind == "step.running").unwrap();
+    assert_eq!((&claim.data["items"], &claim.data["left_out"]), (&json!(2), &json!(2)), "{claim:?}");
+    // An item the condition cannot compare fails the step, naming the item.
+    let r = h.run(def, json!({"orders": [{"id": "a", "qty": 40}, {"id": "x", "qty": "lots"}]})).await;
+    assert_eq!(r.state, RunState::Failed);
+    let e = step(&r, "each").error.clone().unwrap();
+    assert!(e.message.starts_with("`where`, item 1:"), "{}", e.message);
+}
+
+#[tokio::test]
 async fn for_each_concurrency_caps_parallel_items() {
     let h = harness();
     let gate = Arc::new(Semaphore::new(0));
