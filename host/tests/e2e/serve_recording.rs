@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::common::{Weft, repo_root};
 use crate::tools::{everything_js, peers};
@@ -75,12 +75,14 @@ fn a_recorded_write_then_read_keeps_its_order_in_the_replay() {
     assert!(seen["replay"]["output"].to_string().contains("second note"), "the read came after the write: {seen}");
 }
 
-/// A dry run runs exactly the save's checks: a recording the save refuses
-/// (`{{echo_1}}`, another template language's ref to a recorded step) is
-/// refused by its dry run with the same problems. Before, the dry run
-/// reported nothing and the save then refused.
+/// Another template language's placeholder naming a recorded step or the
+/// input (`{{echo_1}}`, `${input.x}`) is refused when the call is made —
+/// not sent, not recorded, the ref to write named — where it was echoed
+/// literally and only the save refused it. One naming nothing weft knows
+/// (`{{greeting}}`) is recorded, and the dry run says of it exactly what
+/// the save says (they run the same checks).
 #[test]
-fn a_dry_run_refuses_what_the_save_refuses() {
+fn a_placeholder_is_refused_at_call_time_and_the_dry_run_agrees_with_the_save() {
     let w = Weft::new();
     std::fs::create_dir_all(w.data_dir()).unwrap();
     let config = w.dir.path().join("weft.toml");
@@ -91,12 +93,21 @@ fn a_dry_run_refuses_what_the_save_refuses() {
     .unwrap();
     let args = agent_args(&w, &config);
     let seen = crate::serve::run_script(&python(), &repo_root().join("tests/mcp-clients/dry_run_check.py"), &args);
-    assert_eq!(seen["save"]["is_error"], true, "the save refuses it: {seen}");
-    assert_eq!(seen["dry"]["is_error"], true, "so does the dry run: {seen}");
-    let problems = |t: &str| t.lines().filter(|l| l.starts_with("- ")).map(str::to_string).collect::<Vec<_>>();
-    let (dry, save) = (seen["dry"]["text"].as_str().unwrap(), seen["save"]["text"].as_str().unwrap());
-    assert!(dry.contains("{{echo_1}}") || dry.contains("@echo_1"), "{dry}");
-    assert_eq!(problems(dry), problems(save), "the same problems: {seen}");
+    let refused = &seen["mustache_ref"];
+    assert_eq!(refused["is_error"], true, "{seen}");
+    let text = refused["text"].as_str().unwrap();
+    assert!(text.contains("not sent") && text.contains("@echo_1") && text.contains("at `/message`"), "{text}");
+    let refused = &seen["shell_ref"];
+    assert_eq!(refused["is_error"], true, "{seen}");
+    assert!(refused["text"].as_str().unwrap().contains("@input.x"), "{seen}");
+    assert_eq!((&seen["dry"]["is_error"], &seen["save"]["is_error"]), (&json!(false), &json!(false)), "{seen}");
+    let (dry, save) = (&seen["dry"]["structured"], &seen["save"]["structured"]);
+    assert_eq!(dry["warnings"], save["warnings"], "the dry run and the save say the same: {seen}");
+    assert!(dry["warnings"].to_string().contains("{{greeting}}"), "{dry}");
+    // Only the calls that were made are recorded.
+    let steps: Vec<&str> =
+        save["definition"]["steps"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(steps, ["echo_1", "echo_2"], "{save}");
 }
 
 fn setup(mode: &str) -> (Weft, PathBuf, Value) {

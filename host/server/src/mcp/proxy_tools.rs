@@ -112,7 +112,16 @@ impl ToolSource for ProxyTools {
             let c = ToolCall { server, tool, arguments, idempotency_key: None, timeout: None, progress, traceparent };
             return Ok(forwarded(core.upstreams.call_raw(c, ct.cancelled()).await).into());
         };
-        // Recording: resolve refs, forward, record what succeeded.
+        // Recording: refuse another language's placeholders, resolve refs,
+        // forward, record what succeeded.
+        let lookalikes = rec.recording.lookalikes(&arguments);
+        if !lookalikes.is_empty() {
+            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                "not sent, not recorded: the arguments hold another template language's placeholders, which weft would send as text and the save would refuse:\n- {}\nWrite weft refs (`@get_sum_1`, `@input.name`) and call again.",
+                lookalikes.join("\n- ")
+            ))])
+            .into());
+        }
         let resolved = match rec.recording.resolve(&arguments) {
             Ok(v) => v,
             Err(why) => {

@@ -127,6 +127,26 @@ impl Recording {
         self.steps.iter().fold(MapScope::new(self.input.clone()), |s, st| s.with_step(&st.name, st.output.clone()))
     }
 
+    /// Placeholders of another template language in `arguments` that name
+    /// a recorded step or the input (`{{get_sum_1}}`, `${input.name}`):
+    /// weft would send them as text, and the save would refuse them. One
+    /// line each, with the ref to write.
+    pub fn lookalikes(&self, arguments: &Value) -> Vec<String> {
+        let mut steps: Vec<Value> = self.steps.iter().map(|s| serde_json::json!({"name": s.name})).collect();
+        let at = format!("/steps/{}/input", steps.len());
+        steps.push(serde_json::json!({"name": "this_call", "input": arguments}));
+        let found = weft_model::lookalike::check(&serde_json::json!({"steps": steps}));
+        found
+            .errors
+            .iter()
+            .map(|p| {
+                let path = p.path.strip_prefix(&at).unwrap_or(&p.path);
+                let hint = p.hint.as_deref().map(|h| format!(" ({h})")).unwrap_or_default();
+                format!("at `{}`: {}{hint}", if path.is_empty() { "/" } else { path }, p.message)
+            })
+            .collect()
+    }
+
     /// `arguments` with every ref resolved against what was recorded; an
     /// error names a malformed ref, one to a step that does not exist, or
     /// one that leads nowhere (as it would fail the step in a replay).

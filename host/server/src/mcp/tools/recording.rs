@@ -363,6 +363,14 @@ impl WeftServer {
         let (id, step, input) = match slot.as_ref() {
             Some(active) => {
                 let step = step_name(active, p.name.clone(), &stem)?;
+                let lookalikes = active.recording.lookalikes(&arguments);
+                if !lookalikes.is_empty() {
+                    return Err(ToolError::new(format!(
+                        "not run, not recorded: the input holds another template language's placeholders, which the plugin would get as text:\n- {}",
+                        lookalikes.join("\n- ")
+                    ))
+                    .fix("write weft refs (`@get_sum_1`, `@input.name`) and call again"));
+                }
                 let input = active.recording.resolve(&arguments).map_err(|why| {
                     ToolError::new(format!("the input holds a ref that cannot be resolved: {why}"))
                         .fix("refs name recorded steps (`@echo_1.field`) or the recording's input (`@input.key`); write `@@` for a literal `@`")
