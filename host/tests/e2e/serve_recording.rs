@@ -110,6 +110,34 @@ fn a_placeholder_is_refused_at_call_time_and_the_dry_run_agrees_with_the_save() 
     assert_eq!(steps, ["echo_1", "echo_2"], "{save}");
 }
 
+/// An input value inside a longer string follows the new input
+/// (tests/mcp-clients/substring_check.py): "hello zoe, welcome" recorded
+/// with input name "zoe" is saved as "hello @input.name, welcome", and the
+/// replay with "ann" says "hello ann". Before, the replay still said "zoe".
+#[test]
+fn an_input_value_inside_a_string_follows_the_new_input_in_the_replay() {
+    let w = Weft::new();
+    std::fs::create_dir_all(w.data_dir()).unwrap();
+    let config = w.dir.path().join("weft.toml");
+    std::fs::write(
+        &config,
+        format!("[servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n", everything_js()),
+    )
+    .unwrap();
+    let args = agent_args(&w, &config);
+    let seen = crate::serve::run_script(&python(), &repo_root().join("tests/mcp-clients/substring_check.py"), &args);
+    let saved = &seen["saved"];
+    let r = &saved["replacements"][0];
+    assert_eq!(
+        (&r["value"], &r["reference"]),
+        (&json!("hello zoe, welcome"), &json!("hello @input.name, welcome")),
+        "{saved}"
+    );
+    assert_eq!(saved["unused_input"], json!([]), "{saved}");
+    let out = seen["replay"]["output"].to_string();
+    assert!(out.contains("hello ann, welcome") && !out.contains("zoe"), "{}", seen["replay"]);
+}
+
 fn setup(mode: &str) -> (Weft, PathBuf, Value) {
     let w = Weft::new();
     let out_dir = w.dir.path().join("out");

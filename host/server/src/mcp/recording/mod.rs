@@ -10,11 +10,14 @@
 //! fields no step uses, what a replay with other input changes) is
 //! `review.rs`.
 //!
-//! Only exact equality is proposed (never substrings), and only values
-//! specific enough to be more than a coincidence: strings of at least 3
-//! characters, numbers other than small integers (-1..=10), and non-empty
-//! objects and arrays. Input values win over step outputs; among steps, the
-//! latest earlier one wins.
+//! Equality is proposed, and only for values specific enough to be more
+//! than a coincidence: strings of at least 3 characters, numbers other
+//! than small integers (-1..=10), and non-empty objects and arrays. Input
+//! values win over step outputs; among steps, the latest earlier one wins.
+//! An input string value found as a whole word inside a longer string is
+//! proposed too, as that text with the ref in it (`"hello zoe!"` →
+//! `"hello @input.name!"`), where the ref reads as written (not inside a
+//! word, not followed by what would extend it: `notes.txt` stays text).
 //!
 //! A step depends on the steps its arguments refer to (typed by the caller
 //! or proposed), and on the calls whose side effects it must follow
@@ -221,6 +224,35 @@ impl Recording {
                 }
             }
         }
+        // Input values inside longer strings: the text with refs in it.
+        let words: Vec<(String, String)> = sources
+            .iter()
+            .filter_map(|(r, v)| match v {
+                Value::String(w) if specific(v) && r != "@input" => Some((r.clone(), w.clone())),
+                _ => None,
+            })
+            .collect();
+        for step in &self.steps {
+            let mut strings = vec![];
+            all_strings("", &step.arguments, &mut strings);
+            for (path, text) in strings {
+                let whole = out
+                    .iter()
+                    .any(|r| r.step == step.name && (path == r.path || path.starts_with(&format!("{}/", r.path))));
+                if whole || words.iter().any(|(_, w)| *w == text) {
+                    continue;
+                }
+                if let Some(with_refs) = embed(&text, &words) {
+                    out.push(Replacement {
+                        id: format!("r{}", out.len() + 1),
+                        step: step.name.clone(),
+                        path,
+                        value: Value::String(text),
+                        reference: with_refs,
+                    });
+                }
+            }
+        }
         out
     }
 
@@ -343,6 +375,64 @@ fn best_source(input: &[(String, Value)], earlier: &[RecordedStep], value: &Valu
         }
     }
     None
+}
+
+/// `(pointer, text)` of every string of an arguments document.
+fn all_strings(at: &str, v: &Value, out: &mut Vec<(String, String)>) {
+    match v {
+        Value::String(s) => out.push((at.to_string(), s.clone())),
+        Value::Object(m) => {
+            for (k, x) in m {
+                all_strings(&format!("{at}/{}", k.replace('~', "~0").replace('/', "~1")), x, out);
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                all_strings(&format!("{at}/{i}"), x, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `text` with each whole-word occurrence of an input value (`words`:
+/// `(ref, value)`, the longest values first) written as its ref, when
+/// there is one: `"hello zoe!"` → `"hello @input.name!"`. An occurrence
+/// is replaced only where the ref would read as written: not right after
+/// a letter, digit, `_`, `.` or `@` (inside a word, or a ref already
+/// there), and not before a letter, digit, `_` or a `.` that a name
+/// follows (the ref would read on).
+fn embed(text: &str, words: &[(String, String)]) -> Option<String> {
+    let mut words: Vec<&(String, String)> = words.iter().collect();
+    words.sort_by_key(|(_, w)| std::cmp::Reverse(w.len()));
+    let word_char = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = text.to_string();
+    let mut changed = false;
+    for (reference, w) in words {
+        let mut from = 0;
+        while let Some(k) = out[from..].find(w.as_str()) {
+            let at = from + k;
+            let end = at + w.len();
+            let before = out[..at].chars().next_back();
+            let mut after = out[end..].chars();
+            let next = after.next();
+            let reads_on = match next {
+                Some(c) if word_char(c) => true,
+                Some('.') => after.next().is_some_and(word_char),
+                _ => false,
+            };
+            let inside = before.is_some_and(|c| word_char(c) || c == '.' || c == '@');
+            let starts_word = w.chars().next().is_some_and(word_char) && w.chars().last().is_some_and(word_char);
+            if inside || reads_on || !starts_word {
+                from = end;
+                continue;
+            }
+            out.replace_range(at..end, reference);
+            from = at + reference.len();
+            changed = true;
+        }
+    }
+    changed.then_some(out)
 }
 
 /// Whether a value is specific enough to be proposed as a ref.

@@ -76,6 +76,33 @@ fn literals_equal_to_input_or_earlier_outputs_are_proposed() {
 }
 
 #[test]
+fn input_values_inside_longer_strings_are_proposed_as_refs_in_the_text() {
+    let mut r = Recording::new(json!({"name": "zoe", "file": "notes", "greeting": "Hello there"}));
+    r.push(read("greet_1", "everything", "echo", json!({"message": "@config.greeting zoe!"}), json!("x")));
+    r.push(read("echo_1", "everything", "echo", json!({"message": "xzoe zoe_2 (zoe) Hello there, zoe."}), json!("y")));
+    r.push(call("write_1", "fs", "write_file", json!({"path": "out/notes.txt", "content": "zoe.name"}), json!("z")));
+    let p = r.propose();
+    let got: Vec<(&str, &str, &str)> =
+        p.iter().map(|x| (x.step.as_str(), x.path.as_str(), x.reference.as_str())).collect();
+    assert_eq!(
+        got,
+        vec![
+            // A ref already in the text stays; the input value after it becomes one.
+            ("greet_1", "/message", "@config.greeting @input.name!"),
+            // Inside a word (`xzoe`, `zoe_2`) it stays text; the longest value goes first.
+            ("echo_1", "/message", "xzoe zoe_2 (@input.name) @input.greeting, @input.name."),
+        ],
+        "`notes.txt` and `zoe.name` would read on as a field: left alone"
+    );
+    assert_eq!(p[0].value, json!("@config.greeting zoe!"));
+    // Applied, a replay with another name says the new name.
+    let args = r.arguments(&p);
+    let scope = MapScope::new(json!({"name": "ann", "greeting": "Hi"})).with_step("config", json!({"greeting": "Hey"}));
+    let t = Template::compile(args[0].1.clone()).unwrap();
+    assert_eq!(t.resolve(&scope), json!({"message": "Hey ann!"}));
+}
+
+#[test]
 fn small_and_unspecific_values_are_candidates_not_proposals() {
     let mut r = Recording::new(json!({"flag": true, "k": 1, "s": "ab", "a": 5, "b": 6}));
     r.push(call("a_1", "s", "a", json!({"x": true, "y": 1, "z": "ab", "n": 7}), json!(null)));

@@ -193,7 +193,8 @@ pub struct ReplacementOut {
     pub path: String,
     /// The literal that was recorded.
     pub value: Value,
-    /// The ref that replaces it.
+    /// What replaces it: a ref, or for an input value inside a longer
+    /// string, that text with the ref in it.
     pub reference: String,
     pub applied: bool,
 }
@@ -431,7 +432,7 @@ impl WeftServer {
     }
 
     #[tool(
-        description = "Save the session's recording as a template and end the recording (dry_run: true only shows what it would save). Each call is a step (named after its tool or plugin: `get_sum_1`) that depends on the steps its arguments refer to; side effects keep their order (`order` says which and why; `parallel: [steps]` frees them, keep_order: true chains every call). A literal argument equal to an input value or an earlier step's output (or a field of it) is proposed as a ref (`replacements`, applied unless refused by id) when specific enough: strings of 3+ characters, numbers outside -1..10, non-empty objects and arrays; input values first, then later steps. Smaller values equal to an input value (5, \"ab\", true) are only `candidates`: apply them with `accept`. To make a replay follow new input for sure, type refs yourself in the calls (`{\"a\": \"@input.a\"}`). The recording is stored as a run; the template is the tool wf_<template>; run_compare shows how a replay departed.",
+        description = "Save the session's recording as a template and end the recording (dry_run: true only shows what it would save). Each call is a step (named after its tool or plugin: `get_sum_1`) that depends on the steps its arguments refer to; side effects keep their order (`order` says which and why; `parallel: [steps]` frees them, keep_order: true chains every call). A literal argument equal to an input value or an earlier step's output (or a field of it) is proposed as a ref (`replacements`, applied unless refused by id) when specific enough: strings of 3+ characters, numbers outside -1..10, non-empty objects and arrays; input values first, then later steps; an input string inside a longer string becomes a ref in that text. Smaller values equal to an input value (5, \"ab\", true) are only `candidates`: apply them with `accept`. To make a replay follow new input for sure, type refs yourself in the calls (`{\"a\": \"@input.a\"}`). The recording is stored as a run; the template is the tool wf_<template>; run_compare shows how a replay departed.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
