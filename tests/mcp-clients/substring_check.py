@@ -1,6 +1,8 @@
 """An input value inside a longer string follows the new input: with the
 official Python MCP SDK through `weft serve`'s proxy (server-everything),
-a recording whose input is {"name": "zoe"} echoes "hello zoe, welcome";
+a recording whose input is {"name": "zoe"} gets an image (its result's
+`_meta` says what `@get_tiny_image_1` will be: the image as an artifact)
+and echoes "hello zoe, welcome";
 `recording_save` proposes the text with the ref in it, and the replay with
 another name says the new name. Used by host/tests/e2e/serve_recording.rs.
 Prints one JSON object.
@@ -24,6 +26,11 @@ async def main(args: argparse.Namespace) -> None:
             await session.initialize()
             r = await session.call_tool("recording_start", {"name": "greet", "input": {"name": "zoe"}})
             check(not r.is_error, "recording_start", text_of(r))
+            # What `@step` will be, beside what the agent sees: the image as an artifact.
+            r = await session.call_tool("everything__get-tiny-image", {})
+            check(not r.is_error, "get-tiny-image", text_of(r))
+            meta = r.meta if isinstance(r.meta, dict) else dict(r.meta or {})
+            seen["image_meta"] = meta
             r = await session.call_tool("everything__echo", {"message": "hello zoe, welcome"})
             check(not r.is_error, "echo", text_of(r))
             saved = await session.call_tool("recording_save", {"template": "greet"})

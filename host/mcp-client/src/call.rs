@@ -259,7 +259,8 @@ impl Upstreams {
 }
 
 /// `structuredContent`, else the text content parsed as JSON, else the
-/// text; `isError` results become `tool_error`s carrying their text.
+/// text, else every content block (`content.rs`); `isError` results
+/// become `tool_error`s carrying their text.
 /// An `isError` result is retryable unless it says `"retryable": false`
 /// in its `structuredContent` or `_meta`.
 pub fn map_result(server: &str, tool: &str, result: CallToolResult) -> Result<ToolOutput, CallError> {
@@ -276,15 +277,7 @@ pub fn map_result(server: &str, tool: &str, result: CallToolResult) -> Result<To
         err.retryable = retryable;
         return Err(err);
     }
-    let value = if let Some(v) = &result.structured_content {
-        v.clone()
-    } else if let Some(t) = text {
-        serde_json::from_str(&t).unwrap_or(Value::String(t))
-    } else if result.content.is_empty() {
-        Value::Null
-    } else {
-        serde_json::to_value(&result.content).unwrap_or(Value::Null)
-    };
+    let value = crate::content::keep(&result, "").value;
     Ok(ToolOutput { value, result })
 }
 

@@ -11,6 +11,7 @@
 mod call;
 mod config;
 mod connection;
+pub mod content;
 mod error;
 mod pool;
 pub mod redact;
@@ -18,6 +19,7 @@ pub mod redact;
 pub use call::{IDEMPOTENCY_META_KEY, ToolCall, ToolOutput, map_result, record_metrics};
 pub use config::{DEFAULT_TOOL_TIMEOUT, ServerConfig, ToolFilter, Transport};
 pub use connection::{Progress, ProgressFn};
+pub use content::{Binary, Kept, keep};
 pub use error::{CallError, CallErrorKind};
 pub use pool::{ToolInfo, Upstreams};
 pub use redact::Secrets;

@@ -2,7 +2,9 @@
 //! attempt's MCP call through the shared [`Upstreams`] (the resolved input
 //! as arguments, the attempt's idempotency key in `_meta`, the attempt's
 //! deadline as the call's timeout, progress into the run's event log) and
-//! maps its classified failure onto the engine's error kinds.
+//! maps its classified failure onto the engine's error kinds. The result
+//! is kept whole (`weft_mcp_client::content`): images, audio and blobs as
+//! the step's artifacts.
 //! [`Runners`] is the one [`StepRunner`] handed to the engine: code steps
 //! go to the [`CodeRunner`], tool steps to the [`ToolRunner`], and a tool
 //! step's `transform` runs the named guest on the tool's output before it
@@ -64,7 +66,21 @@ impl ToolRunner {
             traceparent,
         };
         let call = self.upstreams.call(call, cancel.canceled());
-        call.instrument(span).await.map(|out| out.value).map_err(to_step_error)
+        let out = call.instrument(span).await.map_err(to_step_error)?;
+        // Every content block is kept: binary ones as the step's artifacts
+        // (named after the step, and the item of a for_each step).
+        let prefix = match req.item {
+            Some(i) => format!("{}-{}-", req.step, i.0),
+            None => format!("{}-", req.step),
+        };
+        let kept = weft_mcp_client::keep(&out.result, &prefix);
+        for b in kept.binaries {
+            req.events.artifact(b.name, b.mime, b.data);
+        }
+        for note in kept.notes {
+            req.events.log(note);
+        }
+        Ok(kept.value)
     }
 }
 

@@ -136,6 +136,8 @@ fn an_input_value_inside_a_string_follows_the_new_input_in_the_replay() {
     assert_eq!(saved["unused_input"], json!([]), "{saved}");
     let out = seen["replay"]["output"].to_string();
     assert!(out.contains("hello ann, welcome") && !out.contains("zoe"), "{}", seen["replay"]);
+    let shown = &seen["image_meta"]["dev.weft/output"];
+    assert_eq!(shown["content"][1]["artifact"], "get_tiny_image_1-image-1.png", "{seen}");
 }
 
 fn setup(mode: &str) -> (Weft, PathBuf, Value) {

@@ -292,3 +292,55 @@ fn weft_bench_runs_w8_and_refuses_unknown_workloads() {
     bad.expect_code(2);
     assert!(bad.stderr.contains("cargo bench -p weft --bench engine"), "{}", bad.stderr);
 }
+
+/// A tool result loses nothing: server-everything's image comes back as
+/// an artifact of the step (its bytes, PNG, content-addressed like a
+/// guest's), named in the step's output beside the text around it; resource
+/// links and embedded resources are in the output; `structuredContent` is
+/// the output when the tool gives it. Before, only the text was kept.
+#[test]
+fn a_tool_results_images_links_and_resources_are_kept() {
+    peers();
+    let w = with_config(&everything_toml("everything"));
+    let def = json!({"name": "content", "steps": [
+        {"name": "img", "tool": {"server": "everything", "name": "get-tiny-image"}},
+        {"name": "links", "tool": {"server": "everything", "name": "get-resource-links"}, "input": {"count": 2}},
+        {"name": "blob", "tool": {"server": "everything", "name": "get-resource-reference"},
+         "input": {"resourceType": "Blob", "resourceId": 1}},
+        {"name": "weather", "tool": {"server": "everything", "name": "get-structured-content"},
+         "input": {"location": "Chicago"}}],
+        "output": {"img": "@img", "links": "@links", "blob": "@blob", "weather": "@weather"}});
+    let wf = write(&w, "content.json", &def);
+    let out = w.run(&["run", &wf, "--json"]);
+    out.expect_code(0);
+    let run = out.json();
+    let o = &run["output"];
+    // The image: the text around it, and the image as an artifact.
+    let blocks = o["img"]["content"].as_array().unwrap();
+    assert!(o["img"]["text"].as_str().unwrap().contains("Here's the image"), "{o}");
+    let image = blocks.iter().find(|b| b["type"] == "image").unwrap();
+    assert_eq!(
+        (image["mime"].as_str(), image["artifact"].as_str()),
+        (Some("image/png"), Some("img-image-1.png")),
+        "{o}"
+    );
+    let artifacts = run["artifacts"].as_array().unwrap();
+    let a = artifacts.iter().find(|a| a["name"] == "img-image-1.png").unwrap_or_else(|| panic!("{run}"));
+    assert_eq!((a["mime"].as_str(), a["step"].as_str()), (Some("image/png"), Some("img")), "{a}");
+    assert_eq!(a["size"], image["bytes"], "{a}");
+    let dir = w.dir.path().join("files");
+    w.run(&["runs", "artifacts", run["id"].as_str().unwrap(), "--out", dir.to_str().unwrap()]).expect_code(0);
+    let png = std::fs::read(dir.join("img-image-1.png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "the image's bytes");
+    // Resource links as the tool sent them.
+    let links: Vec<&Value> =
+        o["links"]["content"].as_array().unwrap().iter().filter(|b| b["type"] == "resource_link").collect();
+    assert_eq!(links.len(), 2, "{o}");
+    assert!(links[0]["uri"].as_str().unwrap().starts_with("demo://"), "{o}");
+    // An embedded blob resource: its bytes an artifact, its uri in the output.
+    let res = o["blob"]["content"].as_array().unwrap().iter().find(|b| b["type"] == "resource").unwrap().clone();
+    assert!(res["uri"].is_string() && res["artifact"].as_str().unwrap().starts_with("blob-resource-1"), "{o}");
+    assert!(artifacts.iter().any(|a| a["name"] == res["artifact"]), "{run}");
+    // structuredContent is the output.
+    assert!(o["weather"]["temperature"].is_number(), "{o}");
+}

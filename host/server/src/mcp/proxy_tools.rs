@@ -146,10 +146,9 @@ impl ToolSource for ProxyTools {
         let outcome = core.upstreams.call_raw(c, ct.cancelled()).await;
         let mut result = forwarded(outcome);
         if result.is_error != Some(true) {
-            let value = match weft_mcp_client::map_result(&server, &tool, result.clone()) {
-                Ok(o) => o.value,
-                Err(_) => Value::Null,
-            };
+            // What `@step` resolves to: the result kept whole (images and
+            // audio named as the step's artifacts, as a replay stores them).
+            let value = weft_mcp_client::keep(&result, &format!("{step}-")).value;
             // What its server says of the tool: a read-only one may move
             // past other calls in the template, a write keeps its place.
             let read_only =
@@ -165,11 +164,36 @@ impl ToolSource for ProxyTools {
             };
             rec.record(&core, recorded, started).await;
             let mut meta: MetaObject = result.meta.take().unwrap_or_default();
-            meta.0.insert("dev.weft/step".into(), Value::String(step));
+            meta.0.insert("dev.weft/step".into(), Value::String(step.clone()));
+            // Beside what the agent sees, what `@step` will be in the
+            // template, unless it is that text.
+            if let Some(shown) = output_shown(&recorded_output(&rec.recording, &step)) {
+                meta.0.insert("dev.weft/output".into(), shown);
+            }
             result.meta = Some(meta);
         }
         Ok(result.into())
     }
+}
+
+/// The output recorded for `step`.
+fn recorded_output(recording: &crate::mcp::recording::Recording, step: &str) -> Value {
+    recording.steps.iter().rev().find(|s| s.name == step).map(|s| s.output.clone()).unwrap_or(Value::Null)
+}
+
+/// What a recorded call's `_meta` shows as `dev.weft/output`: the value
+/// `@step` resolves to, when it is not plain text (a string is what the
+/// agent read); one over 16 KB is described, not repeated.
+fn output_shown(value: &Value) -> Option<Value> {
+    if value.is_string() {
+        return None;
+    }
+    let text = value.to_string();
+    Some(if text.len() <= 16 * 1024 {
+        value.clone()
+    } else {
+        Value::String(format!("{} bytes of JSON: run_value reads it once the recording is saved", text.len()))
+    })
 }
 
 /// The upstream's result, or an `isError` result saying why the call
