@@ -225,6 +225,15 @@ pub enum CodeRef {
     Sha256(String),
 }
 
+impl CodeRef {
+    /// The plugin name, path or digest, as messages show it.
+    pub fn shown(&self) -> &str {
+        match self {
+            CodeRef::Plugin(s) | CodeRef::Path(s) | CodeRef::Sha256(s) => s,
+        }
+    }
+}
+
 /// An MCP tool.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -19,6 +19,14 @@ pub trait SchemaLookup {
     fn tool_input_schema(&self, _server: &str, _tool: &str) -> Option<Value> {
         None
     }
+    /// A plugin's declared output schema.
+    fn code_output_schema(&self, _code: &CodeRef) -> Option<Value> {
+        None
+    }
+    /// A tool's declared output schema (its `structuredContent`).
+    fn tool_output_schema(&self, _server: &str, _tool: &str) -> Option<Value> {
+        None
+    }
     /// A child workflow's `input_schema` (`version` `None` = latest).
     fn template_input_schema(&self, _template: &str, _version: Option<u32>) -> Option<Value> {
         None

@@ -15,6 +15,7 @@ pub mod json_schema;
 mod json_text;
 pub mod lookalike;
 pub mod problem;
+mod ref_schemas;
 pub mod refs;
 pub mod retry;
 pub mod schema;

@@ -7,8 +7,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde_json::Value;
-
 use crate::decode::{DefFlags, StepMeta};
 use crate::definition::{
     Action, CodeRef, Definition, MAX_ATTEMPTS, MAX_DURATION_MS, MAX_MEMORY_MB, MAX_NAME_CHARS, MAX_PRIORITY, SleepSpec,
@@ -33,6 +31,7 @@ fn too_long(at: String, what: &str, name: &str) -> Option<Problem> {
     (n > MAX_NAME_CHARS)
         .then(|| Problem::new(at, format!("{what} `{}` is {n} characters long; at most {MAX_NAME_CHARS}", shown(name))))
 }
+use crate::ref_schemas::{self, Walk};
 use crate::refs::{RESERVED_ROOTS, RefRoot};
 
 /// Whether `s` matches `[a-z0-9][a-z0-9_-]*` (definition and template names).
@@ -168,10 +167,38 @@ pub(crate) fn check(
                 );
             }
         }
+        // What the step's action wants as input, when a schema says.
+        let target = if m.action_ok {
+            match &s.action {
+                Action::Code(c) => lookup.code_input_schema(c).map(|x| (x, format!("plugin {}", c.shown()))),
+                Action::Tool(t) => {
+                    lookup.tool_input_schema(&t.server, &t.name).map(|x| (x, format!("tool {}.{}", t.server, t.name)))
+                }
+                Action::Workflow(w) => lookup
+                    .template_input_schema(&w.template, w.version)
+                    .map(|x| (x, format!("template {}", w.template))),
+                _ => None,
+            }
+        } else {
+            None
+        };
         for r in s.refs() {
             let at = format!("{}{}", part_base(m, r.part), r.pointer);
-            if let Some(p) = input_ref_problem(def.input_schema.as_ref(), r.reference, &at) {
-                out.push(p);
+            if let Some((schema, whose)) = ref_schemas::source_schema(def, lookup, r.reference) {
+                match ref_schemas::walk(&schema, &whose, r.reference, &at) {
+                    Walk::Wrong(p) => out.push(p),
+                    Walk::Found(node) if r.exact && r.part == StepPart::Input => {
+                        let wanted = target.as_ref().and_then(|(t, who)| {
+                            ref_schemas::at_pointer(t, r.pointer).map(|t| (t, format!("{who}'s input schema")))
+                        });
+                        if let Some((t, wants)) = wanted
+                            && let Some(p) = ref_schemas::type_mismatch(node, &whose, t, &wants, r.reference, &at)
+                        {
+                            out.push(p);
+                        }
+                    }
+                    _ => {}
+                }
             }
             match &r.reference.root {
                 RefRoot::Step(n) | RefRoot::StepStatus(n) if !first.contains_key(n.as_str()) => {
@@ -203,26 +230,16 @@ pub(crate) fn check(
                 _ => {}
             }
         }
-        if m.action_ok {
-            let schema = match &s.action {
-                Action::Code(c) => lookup.code_input_schema(c).map(|x| (x, format!("plugin {}", code_name(c)))),
-                Action::Tool(t) => {
-                    lookup.tool_input_schema(&t.server, &t.name).map(|x| (x, format!("tool {}.{}", t.server, t.name)))
-                }
-                Action::Workflow(w) => lookup
-                    .template_input_schema(&w.template, w.version)
-                    .map(|x| (x, format!("template {}", w.template))),
-                _ => None,
-            };
-            if let Some((schema, whose)) = schema {
-                check_literal_input(&schema, &s.input, &m.input_at, &whose, out);
-            }
+        if let Some((schema, whose)) = &target {
+            check_literal_input(schema, &s.input, &m.input_at, whose, out);
         }
     }
     if let Some(o) = &def.output {
         for site in o.sites() {
             let at = format!("/output{}", site.pointer);
-            if let Some(p) = input_ref_problem(def.input_schema.as_ref(), &site.reference, &at) {
+            if let Some((schema, whose)) = ref_schemas::source_schema(def, lookup, &site.reference)
+                && let Walk::Wrong(p) = ref_schemas::walk(&schema, &whose, &site.reference, &at)
+            {
                 out.push(p);
             }
             match &site.reference.root {
@@ -253,12 +270,6 @@ pub(crate) fn check(
             Problem::new(at, format!("cycle: {}", graph.describe_cycle(&cycle)))
                 .hint("a step cannot depend, directly or through others, on itself"),
         );
-    }
-}
-
-fn code_name(c: &CodeRef) -> &str {
-    match c {
-        CodeRef::Plugin(s) | CodeRef::Path(s) | CodeRef::Sha256(s) => s,
     }
 }
 
@@ -432,59 +443,6 @@ fn step_rules(s: &Step, m: &StepMeta, out: &mut Vec<Problem>) {
         }
         code_ref_rules(t, &f("transform"), out);
     }
-}
-
-/// An `@input…` ref that the run's `input_schema` rules out: a property
-/// the schema does not list where it allows no others. A run would fail
-/// the step (the ref leads nowhere), so the definition is refused now.
-fn input_ref_problem(schema: Option<&Value>, r: &crate::refs::Ref, at: &str) -> Option<Problem> {
-    use crate::refs::{RefRoot, Segment};
-    if r.root != RefRoot::Input || r.optional {
-        return None;
-    }
-    let mut node = schema?;
-    let mut walked = String::from("@input");
-    for seg in &r.path {
-        match seg {
-            Segment::Key(k) => {
-                let props = node.get("properties").and_then(Value::as_object);
-                match props.and_then(|p| p.get(k)) {
-                    Some(next) => node = next,
-                    None => {
-                        let closed = node.get("additionalProperties") == Some(&Value::Bool(false));
-                        let props = props?;
-                        if !closed {
-                            return None;
-                        }
-                        let hint = match did_you_mean(k, props.keys().map(String::as_str)) {
-                            Some(h) => h,
-                            None => {
-                                let names: Vec<String> = props.keys().map(|n| format!("`{n}`")).collect();
-                                format!("its properties are {}", names.join(", "))
-                            }
-                        };
-                        return Some(
-                            Problem::new(
-                                at,
-                                format!(
-                                    "`{walked}.{k}` can never have a value: the input_schema allows no property `{}` there",
-                                    shown(k)
-                                ),
-                            )
-                            .hint(format!("{hint}; add `{k}` to the schema's properties, or write `@input…?` if it may be absent")),
-                        );
-                    }
-                }
-                walked.push('.');
-                walked.push_str(k);
-            }
-            Segment::Index(i) => {
-                node = node.get("items")?;
-                walked.push_str(&format!(".{i}"));
-            }
-        }
-    }
-    None
 }
 
 #[cfg(test)]

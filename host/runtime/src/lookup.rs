@@ -21,9 +21,16 @@ use weft_model::{CodeRef, Definition, Problem, SchemaLookup};
 use weft_sandbox::Sandbox;
 use weft_sandbox::registry::Registry;
 
-/// What is known about one guest: its declared input schema, or why it
-/// cannot be used.
-type Known = Result<Option<Value>, String>;
+/// What is known about one guest: its declared input and output schemas,
+/// or why it cannot be used.
+type Known = Result<GuestSchemas, String>;
+
+/// A guest's declared schemas (none, for a WASI command).
+#[derive(Debug, Clone, Default)]
+pub struct GuestSchemas {
+    pub input: Option<Value>,
+    pub output: Option<Value>,
+}
 
 /// Schemas of code steps from the plugin registry (tools and templates:
 /// unknown for now). Each guest is resolved and described once.
@@ -36,6 +43,8 @@ pub struct RegistryLookup<'a> {
     servers: Option<Vec<String>>,
     /// Input schemas of tools, by (server, tool), when fetched online.
     tool_schemas: HashMap<(String, String), Value>,
+    /// Output schemas of the tools that declare one, by (server, tool).
+    tool_output_schemas: HashMap<(String, String), Value>,
     /// `input_schema`s of saved templates (child runs), by (name, version).
     template_schemas: HashMap<(String, Option<u32>), Value>,
     /// Whom the hints are for.
@@ -52,6 +61,7 @@ impl<'a> RegistryLookup<'a> {
             known: Mutex::default(),
             servers: None,
             tool_schemas: HashMap::new(),
+            tool_output_schemas: HashMap::new(),
             template_schemas: HashMap::new(),
             audience: Audience::default(),
         }
@@ -84,8 +94,15 @@ impl<'a> RegistryLookup<'a> {
         self
     }
 
-    /// The guest's declared input schema (`Ok(None)`: it declares none, as
-    /// a WASI command), or why it cannot be resolved or loaded.
+    /// Tool output schemas fetched from the upstreams: refs into a tool
+    /// step's output are checked against them.
+    pub fn with_tool_output_schemas(mut self, schemas: HashMap<(String, String), Value>) -> Self {
+        self.tool_output_schemas = schemas;
+        self
+    }
+
+    /// The guest's declared schemas (none, for a WASI command), or why it
+    /// cannot be resolved or loaded.
     pub fn check(&self, code: &CodeRef) -> Known {
         if let Some(k) = self.known.lock().unwrap_or_else(|p| p.into_inner()).get(code) {
             return k.clone();
@@ -113,7 +130,7 @@ impl<'a> RegistryLookup<'a> {
                 self.sandbox.describe(&guest).map_err(|e| format!("`{}`: {e}", c.name))?
             }
         };
-        Ok(meta.and_then(|m| m.input_schema))
+        Ok(meta.map(|m| GuestSchemas { input: m.input_schema, output: m.output_schema }).unwrap_or_default())
     }
 
     /// A problem for each code step (and tool-step `transform`) of the raw
@@ -182,10 +199,16 @@ fn code_ref(v: &Value) -> Option<CodeRef> {
 
 impl SchemaLookup for RegistryLookup<'_> {
     fn code_input_schema(&self, code: &CodeRef) -> Option<Value> {
-        self.check(code).ok().flatten()
+        self.check(code).ok().and_then(|s| s.input)
+    }
+    fn code_output_schema(&self, code: &CodeRef) -> Option<Value> {
+        self.check(code).ok().and_then(|s| s.output)
     }
     fn tool_input_schema(&self, server: &str, tool: &str) -> Option<Value> {
         self.tool_schemas.get(&(server.to_string(), tool.to_string())).cloned()
+    }
+    fn tool_output_schema(&self, server: &str, tool: &str) -> Option<Value> {
+        self.tool_output_schemas.get(&(server.to_string(), tool.to_string())).cloned()
     }
     fn template_input_schema(&self, template: &str, version: Option<u32>) -> Option<Value> {
         self.template_schemas.get(&(template.to_string(), version)).cloned()

@@ -19,6 +19,8 @@ use crate::audience::Audience;
 pub struct Online {
     /// Input schemas by (server, tool).
     pub schemas: HashMap<(String, String), Value>,
+    /// Output schemas by (server, tool), of the tools that declare one.
+    pub output_schemas: HashMap<(String, String), Value>,
     /// Tools that do not exist or are not allowed, at their step's path.
     pub problems: Vec<Problem>,
     /// Servers that could not be reached, with the step path that named
@@ -70,6 +72,9 @@ pub async fn check(upstreams: &Upstreams, doc: &Value, audience: Audience) -> On
             Ok(tools) => match tools.iter().find(|t| t.name == tool) {
                 Some(t) => {
                     out.schemas.insert((server.clone(), tool.clone()), t.input_schema.clone());
+                    if let Some(o) = &t.output_schema {
+                        out.output_schemas.insert((server.clone(), tool.clone()), o.clone());
+                    }
                 }
                 None => {
                     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();

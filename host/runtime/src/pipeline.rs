@@ -142,6 +142,7 @@ fn plural(n: usize) -> &'static str {
 #[derive(Default)]
 struct Facts {
     tool_schemas: HashMap<(String, String), Value>,
+    tool_output_schemas: HashMap<(String, String), Value>,
     template_schemas: HashMap<(String, Option<u32>), Value>,
     /// Tools their servers do not offer.
     problems: Vec<Problem>,
@@ -327,8 +328,13 @@ impl Pipeline {
         let facts = self.facts(&doc).await;
         let (p, d, base) = (self.clone(), doc.clone(), base_dir.clone());
         let (tools, templates) = (facts.tool_schemas, facts.template_schemas);
+        let outputs = facts.tool_output_schemas;
         let checked = blocking(move || {
-            let lookup = p.lookup(&base).with_tool_schemas(tools).with_template_schemas(templates);
+            let lookup = p
+                .lookup(&base)
+                .with_tool_schemas(tools)
+                .with_tool_output_schemas(outputs)
+                .with_template_schemas(templates);
             Ok(validate_doc(&d, &lookup))
         })
         .await?;
@@ -357,6 +363,7 @@ impl Pipeline {
         if !online::tool_steps(doc).is_empty() {
             let o = online::check(&self.upstreams, doc, self.audience).await;
             (facts.tool_schemas, facts.problems, facts.unreachable) = (o.schemas, o.problems, o.unreachable);
+            facts.tool_output_schemas = o.output_schemas;
         }
         (facts.template_schemas, facts.missing) = self.children(doc).await;
         facts

@@ -385,3 +385,46 @@ fn validation_keeps_its_warnings_when_it_has_problems() {
         "{out}"
     );
 }
+
+/// Validation agrees with running for refs into what schemas describe
+/// (server-everything's live tools): a field of a for_each step's array
+/// (`@a.length`), a property the tool's closed output schema does not list
+/// (`@weather.humidty`), and an input typed string by the input_schema
+/// passed where the tool wants a number are refused, each at its path;
+/// all of these passed validation and failed at run time before.
+#[test]
+fn refs_are_checked_against_output_schemas_and_argument_types() {
+    let w = crate::tools::with_config(&crate::tools::everything_toml("everything"));
+    let def = json!({"name": "gaps",
+        "input_schema": {"type": "object", "properties": {"n": {"type": "string"}, "cities": {"type": "array"}}},
+        "steps": [
+            {"name": "weather", "for_each": "@input.cities", "tool": {"server": "everything", "name": "get-structured-content"},
+             "input": {"location": "@item"}},
+            {"name": "one", "tool": {"server": "everything", "name": "get-structured-content"}, "input": {"location": "Chicago"}},
+            {"name": "sum", "tool": {"server": "everything", "name": "get-sum"}, "input": {"a": "@input.n", "b": 2}},
+            {"name": "out", "return": {"count": "@weather.length", "wet": "@one.humidty", "ok": "@one.humidity"}}]});
+    let f = w.write_def("gaps", &def);
+    let out = w.run(&["validate", f.to_str().unwrap(), "--json"]);
+    out.expect_code(2);
+    let got = out.json();
+    let problems: Vec<(String, String)> = got["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["path"].as_str().unwrap().to_string(), p["message"].as_str().unwrap().to_string()))
+        .collect();
+    let at = |path: &str| {
+        problems
+            .iter()
+            .find(|(p, _)| p == path)
+            .map(|(_, m)| m.clone())
+            .unwrap_or_else(|| panic!("no problem at {path}: {problems:?}"))
+    };
+    assert!(at("/steps/3/return/count").contains("`@weather` is an array"), "{problems:?}");
+    assert!(at("/steps/3/return/wet").contains("`@one.humidty` can never have a value"), "{problems:?}");
+    assert!(
+        at("/steps/2/input/a").contains("`@input.n` is a string") && at("/steps/2/input/a").contains("wants a number"),
+        "{problems:?}"
+    );
+    assert_eq!(problems.len(), 3, "`@one.humidity` is fine: {problems:?}");
+}
