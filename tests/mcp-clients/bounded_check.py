@@ -67,6 +67,14 @@ async def main(args: argparse.Namespace) -> None:
             seen["run_start_bytes"] = len(r.model_dump_json(by_alias=True, exclude_none=True))
             seen["run_start_note"] = started["note"]
             seen["run_start_output_length"] = started["output"]["trimmed"]["length"]
+            # An item's input, past the tries run_get lists.
+            tries = by_at.get("/steps/0/tries")
+            seen["tries_marker"] = tries
+            r = await session.call_tool("run_value", {"run_id": args.run, "step": "each", "of": "input", "item": 19999})
+            check(not r.is_error, "an item's input", text_of(r))
+            seen["item_input"] = structured(r)["value"]
+            r = await session.call_tool("run_value", {"run_id": args.run, "step": "each", "of": "input"})
+            seen["for_each_input"] = {"is_error": bool(r.is_error), "text": text_of(r)}
             bad = await session.call_tool("run_value", {"run_id": args.run, "step": "nope"})
             seen["bad_step"] = {"is_error": bool(bad.is_error), "text": text_of(bad)}
     print(json.dumps(seen))

@@ -108,6 +108,7 @@ pub fn bound(view: RunView, tool: &str) -> (RunView, Vec<TrimmedAt>) {
 fn trim_all(v: &mut RunView, budget: usize, tool: &str) -> Vec<TrimmedAt> {
     let run = v.id.clone();
     let mut out = vec![];
+    let mut capped = vec![];
     let mut one = |value: &mut Value, at: String, which: ValueRef| {
         if let Some(t) = trim(value, budget, which.read_with(tool, &run)) {
             out.push(TrimmedAt { at, bytes: t.bytes, read_with: t.read_with.clone() });
@@ -131,7 +132,15 @@ fn trim_all(v: &mut RunView, budget: usize, tool: &str) -> Vec<TrimmedAt> {
                 one(x, format!("/steps/{i}/tries/{j}/input"), ValueRef { step: step.clone(), input: true });
             }
         }
+        // The view lists the first tries of a step only: say so, and how
+        // to read an item past them.
+        if s.tries.len() >= crate::view::MAX_TRIES_SHOWN && s.attempts as usize > s.tries.len() {
+            let mut read_with = ValueRef { step: step.clone(), input: true }.read_with(tool, &run);
+            read_with.arguments["item"] = Value::from(s.tries.len());
+            capped.push(TrimmedAt { at: format!("/steps/{i}/tries"), bytes: 0, read_with });
+        }
     }
+    out.extend(capped);
     out
 }
 
@@ -147,18 +156,30 @@ pub fn trim(value: &Value, budget: usize, read_with: ReadWith) -> Option<Trimmed
     let (kind, length, head) = match value {
         Value::Array(a) => ("array", a.len(), Value::Array(head_items(a.iter().cloned(), room))),
         Value::Object(o) => {
-            let entries: Vec<Value> = o.iter().map(|(k, v)| serde_json::json!([k, v])).collect();
-            let kept = head_items(entries.into_iter(), room);
-            let head: Map<String, Value> = kept
-                .into_iter()
-                .filter_map(|e| match e {
-                    Value::Array(mut kv) if kv.len() == 2 => {
-                        let v = kv.pop()?;
-                        Some((kv.pop()?.as_str()?.to_string(), v))
-                    }
-                    _ => None,
-                })
-                .collect();
+            // Every key it can show; a value too large for the head shows
+            // as its type and size, so the keys are never hidden.
+            let mut head = Map::new();
+            let mut used = 0;
+            for (k, v) in o {
+                let n = serde_json::to_vec(v).map(|b| b.len()).unwrap_or(usize::MAX);
+                let shown = if n + k.len() + 4 <= room.saturating_sub(used) {
+                    v.clone()
+                } else {
+                    let kind = match v {
+                        Value::Array(a) => format!("array of {} items", a.len()),
+                        Value::Object(m) => format!("object of {} keys", m.len()),
+                        Value::String(s) => format!("string of {} characters", s.chars().count()),
+                        _ => "value".to_string(),
+                    };
+                    serde_json::json!({"trimmed": format!("{kind}, {n} bytes")})
+                };
+                let n = serde_json::to_vec(&shown).map(|b| b.len()).unwrap_or(0) + k.len() + 4;
+                if used + n > room && !head.is_empty() {
+                    break;
+                }
+                used += n;
+                head.insert(k.clone(), shown);
+            }
             ("object", o.len(), Value::Object(head))
         }
         Value::String(s) => ("string", s.chars().count(), Value::String(s.chars().take(room).collect())),
@@ -306,6 +327,14 @@ mod tests {
         assert_eq!(head[0], json!({"n": 0}));
         assert!(trim(&json!([1, 2, 3]), 4096, rw(String::new())).is_none(), "small values stay");
         assert!(trim(&json!(12345), 1, rw(String::new())).is_none(), "scalars stay");
+    }
+
+    #[test]
+    fn a_large_objects_keys_all_show_in_its_head() {
+        let big: Vec<Value> = (0..3000).map(|i| json!({"n": i})).collect();
+        let t = trim(&json!({"rows": big, "count": 3000}), 4096, rw(String::new())).unwrap();
+        assert_eq!(t.head["count"], 3000);
+        assert!(t.head["rows"]["trimmed"].as_str().unwrap().starts_with("array of 3000 items"), "{}", t.head);
     }
 
     #[test]

@@ -152,6 +152,10 @@ pub struct ArtifactView {
     pub item: Option<u32>,
     pub attempt: u32,
     pub created_at: String,
+    /// Where a reader of this front end gets its bytes (MCP: the resource
+    /// `weft://runs/{id}/artifacts/{name}`), when it has such an address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
 }
 
 /// One event of a run's log.
@@ -312,6 +316,7 @@ impl ArtifactView {
             item: a.item.map(|i| i.0),
             attempt: a.attempt.get(),
             created_at: rfc3339(a.created_at),
+            uri: None,
         }
     }
 }

@@ -17,8 +17,9 @@ pub struct ScheduleView {
     pub cron: String,
     /// Each run's input.
     pub input: Value,
-    /// Its next fire (a paused schedule's is its next after it is resumed).
-    pub next_fire_at: String,
+    /// Its next fire (none while it is paused: resumed, it fires at its
+    /// next time after the resume).
+    pub next_fire_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_fire_at: Option<String>,
     /// The run its last fire started.
@@ -35,7 +36,7 @@ impl From<ScheduleRecord> for ScheduleView {
             template: s.template,
             cron: s.cron,
             input: s.input,
-            next_fire_at: rfc3339(s.next_fire_at),
+            next_fire_at: (!s.paused).then(|| rfc3339(s.next_fire_at)),
             last_fire_at: s.last_fire_at.map(rfc3339),
             last_run: s.last_run.map(|r| r.to_string()),
             paused: s.paused,

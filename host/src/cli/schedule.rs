@@ -66,7 +66,7 @@ fn schedule_json(s: &ScheduleRecord) -> Value {
         "template": s.template,
         "cron": s.cron,
         "input": s.input,
-        "next_fire_at": rfc3339(s.next_fire_at),
+        "next_fire_at": (!s.paused).then(|| rfc3339(s.next_fire_at)),
         "last_fire_at": s.last_fire_at.map(rfc3339),
         "last_run": s.last_run,
         "created_at": rfc3339(s.created_at),

@@ -177,6 +177,8 @@ fn an_agent_adds_pauses_resumes_and_removes_a_schedule_over_mcp() {
     assert_eq!(seen["added"]["paused"], false, "{seen}");
     assert!(seen["fired"].as_u64().unwrap() >= 2, "{seen}");
     assert_eq!(seen["paused"]["paused"], true, "{seen}");
+    assert!(seen["paused"]["next_fire_at"].is_null(), "a paused schedule has no next fire: {seen}");
+    assert!(seen["resumed"]["next_fire_at"].is_string(), "{seen}");
     assert_eq!(seen["while_paused"], 0, "a paused schedule fired: {seen}");
     assert_eq!(seen["resumed"]["paused"], false, "{seen}");
     assert!(seen["after_resume"].as_u64().unwrap() >= 1, "{seen}");

@@ -146,6 +146,13 @@ fn run_get_of_a_20000_item_run_is_bounded_and_pages_back_whole() {
     assert!(seen["run_start_bytes"].as_u64().unwrap() < 64 * 1024, "{}", seen["run_start_bytes"]);
     assert_eq!(seen["run_start_output_length"], 5000);
     assert!(seen["run_start_note"].as_str().unwrap().contains("run_value"), "{}", seen["run_start_note"]);
+    // run_get lists 100 tries of 20,000 and says so, with the call that
+    // reads an item past them.
+    let tries = &seen["tries_marker"];
+    assert_eq!(tries["read_with"]["arguments"]["item"], 100, "{tries}");
+    assert_eq!(seen["item_input"]["data"]["name"], "order-19999", "{}", seen["item_input"]);
+    assert_eq!(seen["for_each_input"]["is_error"], true);
+    assert!(seen["for_each_input"]["text"].as_str().unwrap().contains("pass `item`"), "{}", seen["for_each_input"]);
     assert_eq!(seen["bad_step"]["is_error"], true);
     assert!(seen["bad_step"]["text"].as_str().unwrap().contains("each"), "names the steps: {}", seen["bad_step"]);
 }

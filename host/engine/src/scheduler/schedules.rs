@@ -60,7 +60,13 @@ impl Engine {
         if !weft_model::validate::is_definition_name(name) {
             return Err(invalid("/name", format!("invalid schedule name `{name}`: use [a-z0-9][a-z0-9_-]*")));
         }
-        let c = parse_cron(cron).map_err(|e| invalid("/cron", format!("invalid cron expression `{cron}`: {e}")))?;
+        let c = parse_cron(cron).map_err(|e| {
+            EngineError::Invalid(Problems(vec![
+                Problem::new("/cron", format!("invalid cron expression `{cron}`: {e}")).hint(
+                    "five fields, minute hour day month weekday, UTC (`0 2 * * *` = 02:00 every day), six with seconds first (`*/10 * * * * *` = every 10 s), or `@hourly`, `@daily`",
+                ),
+            ]))
+        })?;
         let t = self
             .sh
             .store

@@ -26,6 +26,11 @@ pub fn uri(id: &RunId) -> String {
     format!("{PREFIX}{id}")
 }
 
+/// The URI of artifact `name` of run `id`.
+pub fn artifact_uri(id: &RunId, name: &str) -> String {
+    format!("{PREFIX}{id}/artifacts/{name}")
+}
+
 /// The newest runs.
 pub async fn list(core: &Core) -> Result<ListResourcesResult, ErrorData> {
     let filter = RunFilter { limit: Some(50), ..Default::default() };

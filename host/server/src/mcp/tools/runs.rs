@@ -245,12 +245,16 @@ impl WeftServer {
     }
 
     #[tool(
-        description = "One run: its state, input, output, error, every step's state, attempts, resolved `input` (refs replaced by the values the step was given; each attempt's under `tries`), output and error, and its open `waits` (a signal wait's prompt and schema: answer it with run_signal) — the `weft runs show --json` object. The answer stays small (~28 KB): a larger value shows as {\"trimmed\": {length, head, read_with}}, listed in `trimmed`; run_value pages it.",
+        description = "One run: its state, input, output, error, every step's state, attempts, resolved `input` (refs replaced by the values the step was given; each attempt's under `tries`), output and error, and its open `waits` (a signal wait's prompt and schema: answer it with run_signal), and its `artifacts` (files such as a tool's images: read each at its `uri`, a resource). The answer stays small (~28 KB): a larger value shows as {\"trimmed\": {length, head, read_with}}, listed in `trimmed`; run_value pages it.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn run_get(&self, Parameters(p): Parameters<RunIdParams>) -> Result<Json<RunGetOut>, ToolError> {
         let rec = self.core.load_run(&p.run_id).await?;
-        let (run, trimmed) = bounded::bound(RunView::of(&rec), "run_value");
+        let mut view = RunView::of(&rec);
+        for a in &mut view.artifacts {
+            a.uri = Some(crate::mcp::resources::artifact_uri(&rec.id, &a.name));
+        }
+        let (run, trimmed) = bounded::bound(view, "run_value");
         Ok(Json(RunGetOut { run, trimmed }))
     }
 

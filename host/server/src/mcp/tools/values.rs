@@ -33,6 +33,9 @@ pub struct ValueParams {
     /// `output` (default) or `input` (a step's: its latest attempt's, refs resolved).
     #[serde(default)]
     pub of: Of,
+    /// One item of a for_each step: its input, or its output.
+    #[serde(default)]
+    pub item: Option<usize>,
     /// A JSON Pointer into the value (`/3/name`).
     #[serde(default)]
     pub pointer: Option<String>,
@@ -55,6 +58,45 @@ pub struct ValueOut {
     pub page: Page,
 }
 
+/// The input or output of step `s` of `rec` (of one `item` of a for_each
+/// step, when given).
+fn step_value(
+    rec: &weft_engine::RunRecord,
+    s: &weft_engine::store::StepRecord,
+    of: Of,
+    item: Option<usize>,
+) -> Result<Option<Value>, ToolError> {
+    let for_each = rec.attempts.iter().any(|a| a.step == s.name && a.item.is_some());
+    match (of, item) {
+        (Of::Input, None) if for_each => {
+            Err(ToolError::new(format!("step `{}` is a for_each step: each item had its own input", s.name))
+                .fix("pass `item` (0 for the first) to read one item's input"))
+        }
+        (Of::Input, Some(k)) => {
+            let latest = rec
+                .attempts
+                .iter()
+                .filter(|a| a.step == s.name && a.item.map(|i| i.0 as usize) == Some(k))
+                .max_by_key(|a| a.attempt);
+            match latest {
+                Some(a) => Ok(a.input.clone()),
+                None => Err(ToolError::new(format!("step `{}` ran no item {k}", s.name))
+                    .fix("items count from 0; run_get shows how many the step has")),
+            }
+        }
+        (Of::Input, None) => Ok(StepView::of(rec, s).input),
+        (Of::Output, None) => Ok(s.output.clone()),
+        (Of::Output, Some(k)) => match &s.output {
+            Some(Value::Array(a)) if for_each => a.get(k).cloned().map(Some).ok_or_else(|| {
+                ToolError::new(format!("step `{}` has {} items; no item {k}", s.name, a.len()))
+                    .fix("items count from 0")
+            }),
+            _ => Err(ToolError::new(format!("step `{}` has no items (it is not a for_each step)", s.name))
+                .fix("leave `item` out")),
+        },
+    }
+}
+
 #[tool_router(router = value_router, vis = "pub(crate)")]
 impl WeftServer {
     #[tool(
@@ -74,11 +116,7 @@ impl WeftServer {
                     ToolError::new(format!("run {} has no step `{name}`", rec.id))
                         .fix(format!("its steps: {}", names.join(", ")))
                 })?;
-                let view = StepView::of(&rec, s);
-                match p.of {
-                    Of::Input => view.input,
-                    Of::Output => view.output,
-                }
+                step_value(&rec, s, p.of, p.item)?
             }
         };
         let Some(value) = value else {
@@ -86,16 +124,22 @@ impl WeftServer {
                 Of::Input => "input",
                 Of::Output => "output",
             };
-            return Err(
-                ToolError::new(format!("no {of} stored yet")).fix("run_get shows the run's and its steps' states")
-            );
+            let why = match (&p.step, rec.state.is_terminal()) {
+                (None, true) => format!("run {} ended with no {of}", rec.id),
+                (None, false) => format!("run {} has no {of} yet (it is {})", rec.id, rec.state),
+                (Some(s), _) => format!("step `{s}` has no stored {of} (it has not run, was skipped, or takes none)"),
+            };
+            return Err(ToolError::new(why).fix("run_get shows the run's and its steps' states"));
         };
         let pointer = p.pointer.unwrap_or_default();
-        let (run_id, step, of) = (rec.id.to_string(), p.step.clone(), p.of);
+        let (run_id, step, of, item) = (rec.id.to_string(), p.step.clone(), p.of, p.item);
         let read_with = |inner: String| {
             let mut a = serde_json::json!({"run_id": run_id, "pointer": inner});
             if let Some(s) = &step {
                 a["step"] = Value::String(s.clone());
+            }
+            if let Some(k) = item {
+                a["item"] = Value::from(k);
             }
             if of == Of::Input {
                 a["of"] = Value::String("input".into());
