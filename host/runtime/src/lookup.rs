@@ -175,9 +175,32 @@ impl<'a> RegistryLookup<'a> {
                     out.push(Problem::new(format!("/steps/{i}/{field}"), why).hint(hint));
                 }
             }
+            if let Some(p) = jq_filter_problem(i, step) {
+                out.push(p);
+            }
         }
         out
     }
+}
+
+/// A problem when step `i` runs the bundled `jq` plugin with a literal
+/// `filter` that does not compile: validation agrees with running. A
+/// filter with weft refs in it is only known at run time.
+fn jq_filter_problem(i: usize, step: &Value) -> Option<Problem> {
+    if step.pointer("/code/plugin").and_then(Value::as_str) != Some("jq") {
+        return None;
+    }
+    let raw = step.pointer("/input/filter").filter(|f| f.is_string())?;
+    let template = weft_model::Template::compile(raw.clone()).ok()?;
+    if !template.sites().is_empty() {
+        return None;
+    }
+    let filter = template.resolve(&weft_model::MapScope::new(Value::Null));
+    let why = weft_plugin_jq::check(filter.as_str()?).err()?;
+    Some(
+        Problem::new(format!("/steps/{i}/input/filter"), why)
+            .hint("jq's language: `map(select(.qty > 10)) | length`; a literal `@` (jq's `@csv`) is written `@@`"),
+    )
 }
 
 /// A well-formed code reference in raw JSON (one key, a non-empty string;

@@ -74,7 +74,7 @@ fn a_comparison_of_types_that_cannot_be_compared_fails_the_step_naming_both() {
 /// (tests/mcp-clients/jq_where_check.py, the official Python SDK, the real
 /// server-everything): `for_each` + `where` echoes only the kept orders,
 /// the bundled `jq` plugin counts them (a number, not a string), and a
-/// filter with a typo fails pointing into the filter.
+/// filter with a typo is refused at validation, pointing into the filter.
 #[test]
 fn filter_echo_and_count_in_one_definition_with_where_and_jq() {
     let w = Weft::new();
@@ -95,8 +95,12 @@ fn filter_echo_and_count_in_one_definition_with_where_and_jq() {
     let echoed = run["output"]["echoed"].to_string();
     assert!(echoed.contains("order b") && echoed.contains("order c"), "{echoed}");
     assert!(!echoed.contains("order a") && !echoed.contains("order d"), "left-out items did not run: {echoed}");
+    // A literal filter with a typo is refused before the run, at its path,
+    // by the very parser the guest runs.
     let typo = &seen["typo"];
-    let error = typo["structured"]["error"].to_string() + typo["text"].as_str().unwrap_or("");
+    assert_eq!(typo["is_error"], true, "{typo}");
+    assert_eq!(typo["structured"]["problems"][0]["path"], "/steps/3/input/filter", "{typo}");
+    let error = typo["structured"]["problems"][0]["message"].as_str().unwrap_or("");
     assert!(error.contains("undefined filter `selekt`") && error.contains("filter 1:5"), "{typo}");
     let alone = &seen["where_alone"];
     assert_eq!(alone["valid"], false, "{alone}");

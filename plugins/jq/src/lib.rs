@@ -58,8 +58,15 @@ pub fn run(input: Input) -> Result<Value, StepError> {
     }
 }
 
-/// Every value `filter` yields for `data`, in order.
-pub fn evaluate(data: &Value, filter: &str) -> Result<Vec<Value>, StepError> {
+/// Whether `filter` is a valid jq filter: `Err` says where it is not (the
+/// message of the step's `invalid_input`), so a definition can be checked
+/// before it runs.
+pub fn check(filter: &str) -> Result<(), String> {
+    compile(filter).map(|_| ()).map_err(|e| e.message().to_string())
+}
+
+/// `filter` compiled, or `invalid_input` pointing into it.
+fn compile(filter: &str) -> Result<jaq_core::Filter<data::JustLut<Val>>, StepError> {
     let program = File { code: filter, path: () };
     let defs = jaq_core::defs().chain(jaq_std::defs()).chain(jaq_json::defs());
     let funs = jaq_core::funs().chain(jaq_std::funs()).chain(jaq_json::funs());
@@ -90,6 +97,12 @@ pub fn evaluate(data: &Value, filter: &str) -> Result<Vec<Value>, StepError> {
             .collect();
         located(filter, found)
     })?;
+    Ok(compiled)
+}
+
+/// Every value `filter` yields for `data`, in order.
+pub fn evaluate(data: &Value, filter: &str) -> Result<Vec<Value>, StepError> {
+    let compiled = compile(filter)?;
     let input = jaq_json::read::parse_single(data.to_string().as_bytes())
         .map_err(|e| StepError::invalid_input(format!("`data` cannot be read as JSON: {e}")))?;
     let ctx = Ctx::<data::JustLut<Val>>::new(&compiled.lut, Vars::new([]));
