@@ -74,6 +74,7 @@ pub fn check(doc: &Value) -> Lookalikes {
 fn walk<'a>(v: &'a Value, at: &str, names: &BTreeSet<&str>, values: &mut Vec<&'a Value>, out: &mut Lookalikes) {
     match v {
         Value::String(s) => {
+            output_field(s, at, names, out);
             for f in find(s) {
                 let known = |k: &str| values.iter().any(|m| m.get(k).is_some());
                 if f.path.first().is_some_and(|r| known(r)) {
@@ -101,6 +102,28 @@ fn walk<'a>(v: &'a Value, at: &str, names: &BTreeSet<&str>, values: &mut Vec<&'a
             }
         }
         _ => {}
+    }
+}
+
+/// A warning for each weft ref in `text` that reads a field `output` or
+/// `result` of a step's output (`@sum.output`): a step's output is `@sum`
+/// itself, so such a ref only works when the output has that field.
+fn output_field(text: &str, at: &str, names: &BTreeSet<&str>, out: &mut Lookalikes) {
+    if !text.contains('@') {
+        return;
+    }
+    let (template, _) = crate::template::Template::compile_lenient(Value::String(text.to_string()));
+    for site in template.sites() {
+        let crate::refs::RefRoot::Step(step) = &site.reference.root else { continue };
+        let Some(crate::refs::Segment::Key(first)) = site.reference.path.first() else { continue };
+        if names.contains(step.as_str()) && (first == "output" || first == "result") {
+            out.warnings.push(
+                Problem::new(at, format!("`{}` reads a field `{first}` of step `{step}`'s output", site.reference))
+                    .hint(format!(
+                        "a step's output is `@{step}` itself (there is no `.{first}`); keep this only if the output has a field `{first}`"
+                    )),
+            );
+        }
     }
 }
 
@@ -246,10 +269,20 @@ mod tests {
         assert!(l.errors.is_empty(), "{l:?}");
         let paths: Vec<&str> = l.warnings.iter().map(|p| p.path.as_str()).collect();
         assert_eq!(paths, ["/steps/1/input/a", "/steps/1/input/b", "/steps/1/input/c"]);
-        for quiet in ["costs $5", "pay $USD now", "a@b.c", "{{{{literal}}", "@sum.output", "echo $HOME"] {
+        for quiet in ["costs $5", "pay $USD now", "a@b.c", "{{{{literal}}", "@sum.total", "@nope.output", "echo $HOME"]
+        {
             let l = check(&doc(json!({"m": quiet})));
             assert!(l.errors.is_empty() && l.warnings.is_empty(), "{quiet}: {l:?}");
         }
+    }
+
+    #[test]
+    fn a_refs_output_field_is_a_warning() {
+        let l = check(&doc(json!({"m": "sum: @sum.output", "n": "@sum.result.x"})));
+        assert!(l.errors.is_empty(), "{l:?}");
+        let paths: Vec<&str> = l.warnings.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(paths, ["/steps/1/input/m", "/steps/1/input/n"], "{l:?}");
+        assert!(l.warnings[0].hint.as_deref().unwrap().contains("`@sum` itself"), "{l:?}");
     }
 
     #[test]

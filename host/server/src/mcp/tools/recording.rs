@@ -116,7 +116,8 @@ pub struct CodeParams {
     /// Give this or `sha256`.
     #[serde(default)]
     pub plugin: Option<String>,
-    /// A stored module by its digest (64 hex digits), instead of `plugin`.
+    /// A module the operator stored, by its digest (64 hex digits; a
+    /// saved template's pinned code steps show them), instead of `plugin`.
     #[serde(default)]
     pub sha256: Option<String>,
     /// Its input. Refs to recorded steps (`@echo_1.field`) and to the

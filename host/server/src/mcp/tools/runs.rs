@@ -286,7 +286,7 @@ impl WeftServer {
     }
 
     #[tool(
-        description = "A run's event log in order (run and step state changes, attempts — `attempt.queued` while a code step waits for a CPU slot or guest memory, `attempt.admitted` with `waited_ms` when it starts; its timeout counts from then — progress and log lines), after `after_seq`, at most `limit` (500) per call. `more: true` means this page stopped at `limit`: call again with `after_seq` = the returned `last_seq` (also to follow a run).",
+        description = "A run's event log in order (run and step state changes, attempts — `attempt.queued` while a code step waits its turn to run, `attempt.admitted` with `waited_ms` when it starts; its timeout counts from then — progress and log lines), after `after_seq`, at most `limit` (500) per call. `more: true` means this page stopped at `limit`: call again with `after_seq` = the returned `last_seq` (also to follow a run).",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn run_events(&self, Parameters(p): Parameters<RunEventsParams>) -> Result<Json<EventPage>, ToolError> {

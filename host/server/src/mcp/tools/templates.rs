@@ -140,7 +140,7 @@ pub struct DeleteOut {
 pub struct PluginOut {
     /// The name a code step uses: `{"code": {"plugin": NAME}}`.
     pub name: String,
-    /// `bundled` (in the binary) or `added` (`weft plugin add`).
+    /// `bundled` (in weft) or `added` (installed by the operator).
     pub source: String,
     /// `component` (declares its schemas) or `command` (a WASI command:
     /// input JSON on stdin, output JSON on stdout).
