@@ -38,6 +38,19 @@ pub trait SchemaLookup {
 pub struct NoSchemas;
 impl SchemaLookup for NoSchemas {}
 
+/// The JSON Schema type name of `v` (`integer` for whole numbers).
+pub fn schema_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
 /// Check a run's input against the definition's `input_schema`. Paths are
 /// JSON Pointers into the input.
 pub fn validate_input(def: &Definition, input: &Value) -> Result<(), Vec<Problem>> {

@@ -34,7 +34,7 @@ pub use definition::{
     SleepSpec, Step, StepPart, StepRef, StepState, ToolRef, UnknownState, WaitReason, WaitSpec, WorkflowRef,
 };
 pub use graph::{Graph, GraphEdge};
-pub use json_schema::{NoSchemas, SchemaLookup, validate_against, validate_input};
+pub use json_schema::{NoSchemas, SchemaLookup, schema_type, validate_against, validate_input};
 pub use json_text::{JsonTextError, parse_json_text};
 pub use problem::{Problem, Problems, closest, did_you_mean, type_name};
 pub use refs::{Ref, RefError, RefRoot, Segment, Unresolved, describe, parse_ref};

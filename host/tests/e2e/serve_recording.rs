@@ -83,16 +83,7 @@ fn a_recorded_write_then_read_keeps_its_order_in_the_replay() {
 /// the save says (they run the same checks).
 #[test]
 fn a_placeholder_is_refused_at_call_time_and_the_dry_run_agrees_with_the_save() {
-    let w = Weft::new();
-    std::fs::create_dir_all(w.data_dir()).unwrap();
-    let config = w.dir.path().join("weft.toml");
-    std::fs::write(
-        &config,
-        format!("[servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n", everything_js()),
-    )
-    .unwrap();
-    let args = agent_args(&w, &config);
-    let seen = crate::serve::run_script(&python(), &repo_root().join("tests/mcp-clients/dry_run_check.py"), &args);
+    let seen = with_everything("dry_run_check.py");
     let refused = &seen["mustache_ref"];
     assert_eq!(refused["is_error"], true, "{seen}");
     let text = refused["text"].as_str().unwrap();
@@ -116,16 +107,7 @@ fn a_placeholder_is_refused_at_call_time_and_the_dry_run_agrees_with_the_save() 
 /// replay with "ann" says "hello ann". Before, the replay still said "zoe".
 #[test]
 fn an_input_value_inside_a_string_follows_the_new_input_in_the_replay() {
-    let w = Weft::new();
-    std::fs::create_dir_all(w.data_dir()).unwrap();
-    let config = w.dir.path().join("weft.toml");
-    std::fs::write(
-        &config,
-        format!("[servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n", everything_js()),
-    )
-    .unwrap();
-    let args = agent_args(&w, &config);
-    let seen = crate::serve::run_script(&python(), &repo_root().join("tests/mcp-clients/substring_check.py"), &args);
+    let seen = with_everything("substring_check.py");
     let saved = &seen["saved"];
     let r = &saved["replacements"][0];
     assert_eq!(
@@ -138,6 +120,21 @@ fn an_input_value_inside_a_string_follows_the_new_input_in_the_replay() {
     assert!(out.contains("hello ann, welcome") && !out.contains("zoe"), "{}", seen["replay"]);
     let shown = &seen["image_meta"]["dev.weft/output"];
     assert_eq!(shown["content"][1]["artifact"], "get_tiny_image_1-image-1.png", "{seen}");
+}
+
+/// What agent script `script` (tests/mcp-clients/) saw against `weft
+/// serve --stdio` with server-everything configured.
+fn with_everything(script: &str) -> Value {
+    let w = Weft::new();
+    std::fs::create_dir_all(w.data_dir()).unwrap();
+    let config = w.dir.path().join("weft.toml");
+    std::fs::write(
+        &config,
+        format!("[servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n", everything_js()),
+    )
+    .unwrap();
+    let args = agent_args(&w, &config);
+    crate::serve::run_script(&python(), &repo_root().join("tests/mcp-clients").join(script), &args)
 }
 
 fn setup(mode: &str) -> (Weft, PathBuf, Value) {

@@ -74,7 +74,7 @@ fn type_of(schema: &Value, defs: &Map<String, Value>, depth: u8) -> Option<Value
     let mut types: Vec<String> = vec![];
     if let Some(values) = values {
         for v in values {
-            types.push(json_type(&v).to_string());
+            types.push(weft_model::schema_type(&v).to_string());
         }
     } else {
         let alternatives = s.get("anyOf").or_else(|| s.get("oneOf"))?.as_array()?;
@@ -97,19 +97,6 @@ fn type_of(schema: &Value, defs: &Map<String, Value>, depth: u8) -> Option<Value
         0 => None,
         1 => Some(Value::String(unique.remove(0))),
         _ => Some(Value::Array(unique.into_iter().map(Value::String).collect())),
-    }
-}
-
-/// The JSON Schema type name of `v`.
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
     }
 }
 

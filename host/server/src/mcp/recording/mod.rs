@@ -524,19 +524,8 @@ fn escape_refs(v: &Value) -> Value {
 /// not asked for), so the template's tool says what it needs.
 fn input_schema(input: &Value, used: &BTreeSet<String>) -> Option<Value> {
     let m = input.as_object().filter(|m| !m.is_empty())?;
-    let props: Map<String, Value> = m.iter().map(|(k, v)| (k.clone(), json!({"type": json_type(v)}))).collect();
+    let props: Map<String, Value> =
+        m.iter().map(|(k, v)| (k.clone(), json!({"type": weft_model::schema_type(v)}))).collect();
     let required: Vec<&String> = m.keys().filter(|k| used.contains(*k)).collect();
     Some(json!({"type": "object", "properties": props, "required": required}))
-}
-
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
 }
