@@ -44,19 +44,9 @@ pub(crate) fn agent_args(w: &Weft, config: &std::path::Path) -> Vec<String> {
 #[test]
 fn a_recorded_write_then_read_keeps_its_order_in_the_replay() {
     let w = Weft::new();
-    let out_dir = w.dir.path().join("out");
-    std::fs::create_dir_all(&out_dir).unwrap();
-    std::fs::create_dir_all(w.data_dir()).unwrap();
-    let fs_js = peers().join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
-    let config = w.dir.path().join("weft.toml");
-    let out = out_dir.canonicalize().unwrap().display().to_string();
-    std::fs::write(
-        &config,
-        format!("[servers.fs]\ncommand = \"node\"\nargs = [{:?}, {:?}]\n", fs_js.display().to_string(), out),
-    )
-    .unwrap();
+    let (config, out) = upstreams(&w);
     let mut args = agent_args(&w, &config);
-    args.extend(["--out-dir".into(), out]);
+    args.extend(["--out-dir".into(), out.display().to_string()]);
     let script = repo_root().join("tests/mcp-clients/llm_write_then_read.py");
     let seen = crate::serve::run_script(&python(), &script, &args);
     let order = seen["order"].as_array().unwrap();
@@ -126,22 +116,18 @@ fn an_input_value_inside_a_string_follows_the_new_input_in_the_replay() {
 /// serve --stdio` with server-everything configured.
 fn with_everything(script: &str) -> Value {
     let w = Weft::new();
-    std::fs::create_dir_all(w.data_dir()).unwrap();
-    let config = w.dir.path().join("weft.toml");
-    std::fs::write(
-        &config,
-        format!("[servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n", everything_js()),
-    )
-    .unwrap();
+    let (config, _) = upstreams(&w);
     let args = agent_args(&w, &config);
     crate::serve::run_script(&python(), &repo_root().join("tests/mcp-clients").join(script), &args)
 }
 
-fn setup(mode: &str) -> (Weft, PathBuf, Value) {
-    let w = Weft::new();
+/// `w`'s weft.toml with server-everything and server-filesystem (serving
+/// the folder it returns, created), and the data folder created.
+fn upstreams(w: &Weft) -> (PathBuf, PathBuf) {
     let out_dir = w.dir.path().join("out");
     std::fs::create_dir_all(&out_dir).unwrap();
     std::fs::create_dir_all(w.data_dir()).unwrap();
+    let out_dir = out_dir.canonicalize().unwrap();
     let fs_js = peers().join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
     let config = w.dir.path().join("weft.toml");
     std::fs::write(
@@ -150,17 +136,18 @@ fn setup(mode: &str) -> (Weft, PathBuf, Value) {
             "[servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n\n[servers.fs]\ncommand = \"node\"\nargs = [{:?}, {:?}]\n",
             everything_js(),
             fs_js.display().to_string(),
-            out_dir.canonicalize().unwrap().display().to_string()
+            out_dir.display().to_string()
         ),
     )
     .unwrap();
+    (config, out_dir)
+}
+
+fn setup(mode: &str) -> (Weft, PathBuf, Value) {
+    let w = Weft::new();
+    let (config, out_dir) = upstreams(&w);
     let mut args = agent_args(&w, &config);
-    args.extend([
-        "--mode".into(),
-        mode.into(),
-        "--out-dir".into(),
-        out_dir.canonicalize().unwrap().display().to_string(),
-    ]);
+    args.extend(["--mode".into(), mode.into(), "--out-dir".into(), out_dir.display().to_string()]);
     let seen = crate::serve::run_script(&python(), &repo_root().join("tests/mcp-clients/llm_recording.py"), &args);
     (w, out_dir, seen)
 }
