@@ -184,6 +184,7 @@ async def check_validation(session: Any, seen: Seen) -> None:
     check(any(p.startswith("/steps/0/input") for p in paths), "the bad ref is reported under /steps/0/input", paths)
     r = await call(session, "workflow_validate", {"definition": GREET})
     check(r.structured_content["valid"] is True and r.structured_content["steps"] == 2, "greet is valid", r.structured_content)
+    check("version" not in r.structured_content, "validating saves nothing, so it names no version", r.structured_content)
     # JSON text with a syntax error: its line and column.
     r = await call(session, "workflow_validate", {"definition": '{"name": "x",\n "steps": [}'})
     check(r.structured_content["valid"] is False and "line 2" in r.structured_content["problems"][0]["message"], "a syntax error names its line", r.structured_content)

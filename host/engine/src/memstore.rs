@@ -449,7 +449,7 @@ impl RunStore for MemStore {
             .values()
             .filter(|r| !r.state.is_terminal())
             .flat_map(|r| r.waits.iter())
-            .filter(|w| matches!(&w.kind, WaitKind::Event { event: e, .. } if e == event))
+            .filter(|w| w.kind.index_columns().1 == Some(event))
             .cloned()
             .collect();
         all.sort_by_key(|w| w.since);

@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::ids::RunId;
+use crate::ids::{ItemIndex, RunId};
 use crate::state::RunState;
 
 /// What a parked step waits for.
@@ -42,6 +42,68 @@ pub enum WaitKind {
     },
     /// A durable timer.
     Sleep,
+    /// A `for_each` step parked once per item: `items[k]` is what item `k`
+    /// waits for (a signal that names the item, an event, its child run).
+    /// Answered items are its attempts; the wait closes with the last.
+    Items { items: Vec<WaitKind> },
+}
+
+impl WaitKind {
+    /// The kind's name and event name, as the stores index them (a
+    /// `for_each` wait by its first item's: its items are all alike).
+    pub fn index_columns(&self) -> (&'static str, Option<&str>) {
+        match self {
+            WaitKind::Signal { .. } => ("signal", None),
+            WaitKind::Event { event, .. } => ("event", Some(event.as_str())),
+            WaitKind::Child { .. } => ("child", None),
+            WaitKind::Sleep => ("sleep", None),
+            WaitKind::Items { items } => items.first().map_or(("items", None), WaitKind::index_columns),
+        }
+    }
+
+    /// Whether an event of `name` with `data` resolves this wait (for a
+    /// `for_each` wait: one of its items): every `match` field holds for
+    /// the same top-level field of `data` (a key that starts with `/` is a
+    /// JSON Pointer into `data`). A value holds when it equals the field,
+    /// and an object when each of its fields holds (other fields of the
+    /// event's object do not matter).
+    pub fn takes_event(&self, name: &str, data: &Value) -> bool {
+        match self {
+            WaitKind::Event { event, matches } => {
+                let field = |k: &str| if k.starts_with('/') { data.pointer(k) } else { data.get(k) };
+                event == name && matches.iter().all(|(k, want)| field(k).is_some_and(|got| holds(got, want)))
+            }
+            WaitKind::Items { items } => items.iter().any(|k| k.takes_event(name, data)),
+            _ => false,
+        }
+    }
+
+    /// The child runs this waits for.
+    pub fn children(&self) -> Vec<&RunId> {
+        match self {
+            WaitKind::Child { run } => vec![run],
+            WaitKind::Items { items } => items.iter().flat_map(WaitKind::children).collect(),
+            _ => vec![],
+        }
+    }
+
+    /// Whether this is a wait for a signal (for a `for_each` wait: per item).
+    pub fn is_signal(&self) -> bool {
+        match self {
+            WaitKind::Signal { .. } => true,
+            WaitKind::Items { items } => items.first().is_some_and(WaitKind::is_signal),
+            _ => false,
+        }
+    }
+}
+
+/// Whether `got` has what `want` asks: equal, or for an object, each of
+/// `want`'s fields holds in `got` (a subset).
+fn holds(got: &Value, want: &Value) -> bool {
+    match (got, want) {
+        (Value::Object(g), Value::Object(w)) => w.iter().all(|(k, v)| g.get(k).is_some_and(|x| holds(x, v))),
+        _ => weft_model::condition::json_eq(got, want),
+    }
 }
 
 /// A step parked on something outside the run.
@@ -58,18 +120,10 @@ pub struct WaitRecord {
 }
 
 impl WaitRecord {
-    /// Whether an event of `name` with `data` resolves this wait: every
-    /// `match` field equals the same top-level field of `data`.
+    /// Whether an event of `name` with `data` resolves this wait (see
+    /// [`WaitKind::takes_event`]).
     pub fn takes_event(&self, name: &str, data: &Value) -> bool {
-        match &self.kind {
-            WaitKind::Event { event, matches } => {
-                event == name
-                    && matches
-                        .iter()
-                        .all(|(k, want)| data.get(k).is_some_and(|got| weft_model::condition::json_eq(got, want)))
-            }
-            _ => false,
-        }
+        self.kind.takes_event(name, data)
     }
 }
 
@@ -77,8 +131,14 @@ impl WaitRecord {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum InboxKind {
-    /// Answer the wait of `step` in `run`.
-    Signal { run: RunId, step: String },
+    /// Answer the wait of `step` in `run` (of its item `item`, for a
+    /// `for_each` wait).
+    Signal {
+        run: RunId,
+        step: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        item: Option<ItemIndex>,
+    },
     /// Deliver an event to every matching wait. `id` makes it idempotent:
     /// a second message with the same id is refused by the store.
     Event {
@@ -182,6 +242,13 @@ mod tests {
         assert!(!w.takes_event("chat.reply", &json!({"channel": "c2", "n": 1})));
         assert!(!w.takes_event("chat.reply", &json!({"channel": "c1"})));
         assert!(!w.takes_event("chat.other", &json!({"channel": "c1", "n": 1})));
+        // Nested objects match a subset; a key may be a JSON Pointer.
+        let nested = |m: Value| WaitKind::Event { event: "e".into(), matches: m.as_object().unwrap().clone() };
+        let data = json!({"raw": {"discord": {"replyToMessageId": "m1", "guild": "g"}, "other": 1}});
+        assert!(nested(json!({"raw": {"discord": {"replyToMessageId": "m1"}}})).takes_event("e", &data));
+        assert!(nested(json!({"/raw/discord/replyToMessageId": "m1"})).takes_event("e", &data));
+        assert!(!nested(json!({"raw": {"discord": {"replyToMessageId": "m2"}}})).takes_event("e", &data));
+        assert!(!nested(json!({"/raw/discord/missing": "m1"})).takes_event("e", &data));
         let v = serde_json::to_value(&w).unwrap();
         assert_eq!(v["kind"], "event");
         assert_eq!(v["match"]["channel"], "c1");
@@ -212,7 +279,7 @@ mod tests {
         let v = serde_json::to_value(&m).unwrap();
         assert_eq!((v["id"].as_str(), v["event_id"].as_str()), (Some("m1"), Some("e1")));
         assert_eq!(serde_json::from_value::<InboxRecord>(v).unwrap(), m);
-        let s = InboxRecord { kind: InboxKind::Signal { run, step: "s".into() }, ..m };
+        let s = InboxRecord { kind: InboxKind::Signal { run, step: "s".into(), item: Some(ItemIndex(2)) }, ..m };
         assert_eq!(serde_json::from_value::<InboxRecord>(serde_json::to_value(&s).unwrap()).unwrap(), s);
     }
 }

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::clock::rfc3339;
 use crate::error::StepError;
+use crate::ids::ItemIndex;
 use crate::outside::{WaitKind, WaitRecord};
 use crate::state::{RunState, StepState};
 use crate::store::{ArtifactRecord, EventRecord, RunRecord, StepRecord};
@@ -29,6 +30,10 @@ pub struct RunView {
     pub error: Option<StepError>,
     /// The parent run's id, for a child run.
     pub parent: Option<String>,
+    /// How deep a child run nests (1 for a child of a top-level run);
+    /// absent for a top-level run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u32>,
     pub created_at: String,
     pub updated_at: String,
     pub steps: Vec<StepView>,
@@ -47,7 +52,13 @@ pub struct RunView {
 pub struct StepView {
     pub name: String,
     pub state: StepState,
+    /// Attempts made (for a `for_each` step: of all its items together;
+    /// see `items`).
     pub attempts: u32,
+    /// A `for_each` step: its items by the state of their latest attempt
+    /// (items not started yet are not counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<ItemCounts>,
     pub output: Option<Value>,
     pub error: Option<StepError>,
     pub started_at: Option<String>,
@@ -67,6 +78,17 @@ pub struct StepView {
     /// when there is more than one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tries: Vec<TryView>,
+}
+
+/// A `for_each` step's items by the state of their latest attempt.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ItemCounts {
+    pub succeeded: u32,
+    pub failed: u32,
+    /// Stopped as another item failed, or the run ended.
+    pub canceled: u32,
+    /// Running, or waiting to try again.
+    pub unfinished: u32,
 }
 
 /// The most attempts a [`StepView`] lists.
@@ -110,6 +132,10 @@ pub enum WaitOn {
 pub struct WaitView {
     /// The waiting step.
     pub step: String,
+    /// The item of a `for_each` step (each item waits on its own; a signal
+    /// names it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<u32>,
     pub kind: WaitOn,
     /// Since when.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -221,10 +247,11 @@ impl RunView {
             output: r.output.clone(),
             error: r.error.clone(),
             parent: r.parent.as_ref().map(ToString::to_string),
+            depth: (r.depth > 0).then_some(r.depth),
             created_at: rfc3339(r.created_at),
             updated_at: rfc3339(r.updated_at),
             steps: r.steps.iter().map(|s| StepView::of(r, s)).collect(),
-            waits: r.waits.iter().map(WaitView::of).collect(),
+            waits: WaitView::all(r),
             artifacts: r.artifacts.iter().map(ArtifactView::of).collect(),
         }
     }
@@ -251,10 +278,31 @@ impl StepView {
         } else {
             vec![]
         };
+        let mut latest_of_item: std::collections::BTreeMap<ItemIndex, &crate::store::AttemptRecord> =
+            Default::default();
+        for a in mine.iter().filter(|a| a.item.is_some()) {
+            let e = latest_of_item.entry(a.item.expect("an item")).or_insert(a);
+            if a.attempt > e.attempt {
+                *e = a;
+            }
+        }
+        let items = (!latest_of_item.is_empty()).then(|| {
+            let mut c = ItemCounts::default();
+            for a in latest_of_item.values() {
+                match a.state {
+                    crate::state::AttemptState::Succeeded => c.succeeded += 1,
+                    crate::state::AttemptState::Failed => c.failed += 1,
+                    crate::state::AttemptState::Canceled => c.canceled += 1,
+                    _ => c.unfinished += 1,
+                }
+            }
+            c
+        });
         StepView {
             name: s.name.clone(),
             state: s.state,
             attempts: s.attempts,
+            items,
             output: s.output.clone(),
             error: s.error.clone(),
             started_at: s.started_at.map(rfc3339),
@@ -268,10 +316,11 @@ impl StepView {
 }
 
 impl WaitView {
-    /// One open wait.
-    pub fn of(w: &WaitRecord) -> WaitView {
-        let mut v = WaitView {
+    /// One open wait (for a `for_each` step, one per item still waiting).
+    pub fn of(w: &WaitRecord, r: &RunRecord) -> Vec<WaitView> {
+        let base = WaitView {
             step: w.step.clone(),
+            item: None,
             kind: WaitOn::Sleep,
             since: Some(rfc3339(w.since)),
             until: w.until.map(rfc3339),
@@ -282,25 +331,46 @@ impl WaitView {
             matches: None,
             child: None,
         };
+        let answered = |k: u32| {
+            r.attempts.iter().any(|a| {
+                a.step == w.step && a.item == Some(ItemIndex(k)) && a.state == crate::state::AttemptState::Succeeded
+            })
+        };
         match &w.kind {
+            WaitKind::Items { items } => (0..items.len() as u32)
+                .filter(|k| !answered(*k))
+                .map(|k| WaitView { item: Some(k), ..base.clone() }.on(&items[k as usize]))
+                .collect(),
+            kind => vec![base.on(kind)],
+        }
+    }
+
+    /// This view waiting on `kind`.
+    fn on(mut self, kind: &WaitKind) -> WaitView {
+        match kind {
             WaitKind::Signal { prompt, schema, reason } => {
-                v.kind = WaitOn::Signal;
-                v.prompt = prompt.clone();
-                v.schema = schema.clone();
-                v.reason = Some(*reason);
+                self.kind = WaitOn::Signal;
+                self.prompt = prompt.clone();
+                self.schema = schema.clone();
+                self.reason = Some(*reason);
             }
             WaitKind::Event { event, matches } => {
-                v.kind = WaitOn::Event;
-                v.event = Some(event.clone());
-                v.matches = (!matches.is_empty()).then(|| matches.clone());
+                self.kind = WaitOn::Event;
+                self.event = Some(event.clone());
+                self.matches = (!matches.is_empty()).then(|| matches.clone());
             }
             WaitKind::Child { run } => {
-                v.kind = WaitOn::Child;
-                v.child = Some(run.to_string());
+                self.kind = WaitOn::Child;
+                self.child = Some(run.to_string());
             }
-            WaitKind::Sleep => {}
+            WaitKind::Sleep | WaitKind::Items { .. } => {}
         }
-        v
+        self
+    }
+
+    /// The open waits of a run, in definition order.
+    pub fn all(r: &RunRecord) -> Vec<WaitView> {
+        r.waits.iter().flat_map(|w| WaitView::of(w, r)).collect()
     }
 }
 
@@ -343,11 +413,6 @@ pub fn run_json(r: &RunRecord) -> Value {
 /// [`ArtifactView`] as JSON.
 pub fn artifact_json(a: &ArtifactRecord) -> Value {
     serde_json::to_value(ArtifactView::of(a)).expect("views serialize")
-}
-
-/// [`WaitView`] as JSON.
-pub fn wait_json(w: &WaitRecord) -> Value {
-    serde_json::to_value(WaitView::of(w)).expect("views serialize")
 }
 
 /// [`EventView`] as JSON (`runs events --json`).

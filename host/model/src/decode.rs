@@ -66,6 +66,14 @@ impl StepMeta {
         let at = format!("/steps/{i}");
         StepMeta { input_at: format!("{at}/input"), at, name_ok: true, action_ok: true }
     }
+
+    /// Where step `i` of a decoded definition sits (its input under
+    /// `return` for a return step).
+    pub(crate) fn of_step(i: usize, step: &crate::definition::Step) -> StepMeta {
+        let at = format!("/steps/{i}");
+        let field = if matches!(step.action, crate::definition::Action::Return) { "return" } else { "input" };
+        StepMeta { input_at: format!("{at}/{field}"), at, name_ok: true, action_ok: true }
+    }
 }
 
 pub(crate) struct Decoded {

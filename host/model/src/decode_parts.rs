@@ -219,15 +219,21 @@ impl D<'_> {
 
     pub(super) fn edge(&mut self, v: &Value, at: &str) -> Option<Edge> {
         match v {
-            Value::String(s) => Some(Edge { step: s.clone(), on: EdgeOn::Success }),
+            Value::String(s) => Some(Edge { step: s.clone(), on: EdgeOn::Success, when: None }),
             Value::Object(m) => {
-                self.fields(m, at, &["step", "on"], "edge");
+                self.fields(m, at, &["step", "on", "when"], "edge");
                 let step = self.req(m, "step", at).and_then(|s| self.string(s, &format!("{at}/step"), "step"));
                 let on = match opt(m, "on") {
                     None => Some(EdgeOn::Success),
-                    Some(o) => self.enum_val(o, &format!("{at}/on"), "on", "\"success\", \"failure\", \"always\""),
+                    Some(o) => {
+                        self.enum_val(o, &format!("{at}/on"), "on", "\"success\", \"failure\", \"always\", \"skipped\"")
+                    }
                 };
-                Some(Edge { step: step?, on: on? })
+                let when = match opt(m, "when") {
+                    None => Some(None),
+                    Some(w) => self.condition(w, &format!("{at}/when")).map(Some),
+                };
+                Some(Edge { step: step?, on: on?, when: when? })
             }
             other => {
                 self.push(

@@ -322,11 +322,15 @@ pub struct WorkflowRef {
     pub version: Option<u32>,
 }
 
-/// An explicit dependency: `"name"` or `{"step": NAME, "on": ...}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// An explicit dependency: `"name"` or `{"step": NAME, "on": ..., "when": ...}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Edge {
     pub step: String,
     pub on: EdgeOn,
+    /// A condition checked when the edge would fire (its `on` holds):
+    /// false, and the edge does not fire (the step follows its join rule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<Condition>,
 }
 
 impl JsonSchema for Edge {
@@ -335,12 +339,13 @@ impl JsonSchema for Edge {
     }
     fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
         let on = generator.subschema_for::<EdgeOn>();
+        let when = generator.subschema_for::<Condition>();
         schemars::json_schema!({
-            "description": "A step name (an `on: success` edge) or {\"step\", \"on\"}.",
+            "description": "A step name (an `on: success` edge) or {\"step\", \"on\", \"when\"}.",
             "anyOf": [
                 {"type": "string"},
                 {"type": "object", "additionalProperties": false, "required": ["step"],
-                 "properties": {"step": {"type": "string"}, "on": on}}
+                 "properties": {"step": {"type": "string"}, "on": on, "when": when}}
             ]
         })
     }
@@ -357,6 +362,9 @@ pub enum EdgeOn {
     Failure,
     /// The dependency reached any terminal state.
     Always,
+    /// The dependency was skipped (its `when` was false, or a skip
+    /// cascaded to it).
+    Skipped,
 }
 
 impl EdgeOn {
@@ -365,6 +373,7 @@ impl EdgeOn {
             EdgeOn::Success => "success",
             EdgeOn::Failure => "failure",
             EdgeOn::Always => "always",
+            EdgeOn::Skipped => "skipped",
         }
     }
 }
@@ -385,6 +394,14 @@ pub enum Join {
 impl Join {
     fn is_all(&self) -> bool {
         *self == Join::All
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Join::All => "all",
+            Join::Any => "any",
+            Join::Race => "race",
+        }
     }
 }
 
@@ -440,6 +457,16 @@ pub struct StepRef<'a> {
 }
 
 impl Step {
+    /// The `when` of this step's `after` edge from step `from`, if any.
+    pub fn edge_when(&self, from: &str) -> Option<&Condition> {
+        self.after.iter().find(|e| e.step == from).and_then(|e| e.when.as_ref())
+    }
+
+    /// Whether this step depends on step `name` (by `after` or a ref).
+    pub fn depends_on(&self, name: &str) -> bool {
+        self.after.iter().any(|e| e.step == name) || self.refs().iter().any(|r| r.reference.step() == Some(name))
+    }
+
     /// Every ref of the step: `input`, `when` (ref and operand), `for_each`,
     /// `where` (ref and operand),
     /// and a wait's `prompt` and `match`.

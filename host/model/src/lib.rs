@@ -16,6 +16,7 @@ mod json_text;
 pub mod lookalike;
 pub mod problem;
 mod ref_schemas;
+pub use ref_schemas::unlisted_input_refs;
 pub mod refs;
 pub mod retry;
 pub mod schema;

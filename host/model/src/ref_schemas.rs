@@ -264,3 +264,73 @@ mod tests {
         assert!(problems(def).is_empty());
     }
 }
+
+/// Warnings (not problems): refs to a top-level input field the
+/// `input_schema` lists no property for, where the schema allows fields it
+/// does not list (closed, they are problems: validation refuses them). A run whose
+/// input lacks the field fails at that ref; a typo (`@input.nmae`) is
+/// the likely cause.
+pub fn unlisted_input_refs(def: &Definition) -> Vec<Problem> {
+    let Some(schema) = &def.input_schema else { return vec![] };
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else { return vec![] };
+    if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
+        return vec![];
+    }
+    let warn = |r: &Ref, at: String| -> Option<Problem> {
+        if r.root != RefRoot::Input || r.optional {
+            return None;
+        }
+        let Some(Segment::Key(k)) = r.path.first() else { return None };
+        if props.contains_key(k) {
+            return None;
+        }
+        let near = match did_you_mean(k, props.keys().map(String::as_str)) {
+            Some(h) => format!("{h}; "),
+            None => {
+                let names: Vec<String> = props.keys().map(|n| format!("`{n}`")).collect();
+                format!("its properties are {}; ", names.join(", "))
+            }
+        };
+        let msg = format!(
+            "`@input.{}`: the input_schema lists no property `{}`, so a run whose input has none fails here",
+            shown(k),
+            shown(k)
+        );
+        Some(Problem::new(at, msg).hint(format!(
+            "{near}add `{k}` to the input_schema's properties, or write `@input.{k}?` if it may be absent"
+        )))
+    };
+    let mut out = vec![];
+    for (i, step) in def.steps.iter().enumerate() {
+        let meta = crate::decode::StepMeta::of_step(i, step);
+        for r in step.refs() {
+            let at = format!("{}{}", crate::validate::part_base(&meta, r.part), r.pointer);
+            out.extend(warn(r.reference, at));
+        }
+    }
+    for site in def.output.iter().flat_map(|o| o.sites()) {
+        out.extend(warn(&site.reference, format!("/output{}", site.pointer)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod warning_tests {
+    use serde_json::json;
+
+    #[test]
+    fn an_input_field_the_schema_does_not_list_is_a_warning() {
+        let def = crate::from_value(
+            &json!({"name": "w", "input_schema": {"type": "object", "properties": {"name": {"type": "string"}}},
+                "steps": [{"name": "a", "return": {"hi": "@input.nmae", "ok": "@input.name", "maybe": "@input.x?"}}],
+                "output": {"n": "@input.nmae"}}),
+            &crate::NoSchemas,
+        )
+        .unwrap();
+        let w = super::unlisted_input_refs(&def);
+        let paths: Vec<&str> = w.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(paths, vec!["/steps/0/return/hi", "/output/n"], "{w:?}");
+        assert!(w[0].message.contains("lists no property `nmae`"), "{w:?}");
+        assert!(w[0].hint.as_deref().unwrap_or("").contains("`name`"), "{w:?}");
+    }
+}

@@ -52,13 +52,13 @@ pub fn is_step_name(s: &str) -> bool {
 
 /// Validate a typed definition (e.g. one built in code), reporting every problem.
 pub fn validate(def: &Definition, lookup: &dyn SchemaLookup) -> Vec<Problem> {
-    let metas: Vec<StepMeta> = (0..def.steps.len()).map(StepMeta::plain).collect();
+    let metas: Vec<StepMeta> = def.steps.iter().enumerate().map(|(i, s)| StepMeta::of_step(i, s)).collect();
     let mut out = vec![];
     check(def, &metas, DefFlags { name_ok: true, steps_ok: true }, lookup, &mut out);
     out
 }
 
-fn part_base(meta: &StepMeta, part: StepPart) -> String {
+pub(crate) fn part_base(meta: &StepMeta, part: StepPart) -> String {
     match part {
         StepPart::Input => meta.input_at.clone(),
         StepPart::WhenRef => format!("{}/when/ref", meta.at),
@@ -159,12 +159,43 @@ pub(crate) fn check(
         for (k, e) in s.after.iter().enumerate() {
             let at = format!("{}/after/{k}", m.at);
             if !first.contains_key(e.step.as_str()) {
-                out.push(unknown(&e.step, at));
+                out.push(unknown(&e.step, at.clone()));
             } else if !seen_after.insert(e.step.as_str()) {
                 out.push(
-                    Problem::new(at, format!("step `{}` is listed twice in `after`", shown(&e.step)))
+                    Problem::new(at.clone(), format!("step `{}` is listed twice in `after`", shown(&e.step)))
                         .hint("keep one edge per step; use `on: always` for both outcomes"),
                 );
+            }
+            // An edge's `when` reads what is known when the edge would
+            // fire: the run's input and the steps this one depends on.
+            let Some(c) = &e.when else { continue };
+            let mut reads = vec![(&c.reference, format!("{at}/when/ref"))];
+            if let Some(t) = &c.test {
+                reads.extend(
+                    t.operand
+                        .sites()
+                        .iter()
+                        .map(|x| (&x.reference, format!("{at}/when/{}{}", t.op.as_str(), x.pointer))),
+                );
+            }
+            for (r, rat) in reads {
+                match &r.root {
+                    RefRoot::Step(n) | RefRoot::StepStatus(n) if !first.contains_key(n.as_str()) => {
+                        out.push(unknown(n, rat))
+                    }
+                    RefRoot::Step(n) | RefRoot::StepStatus(n) if !s.depends_on(n) => out.push(
+                        Problem::new(
+                            rat,
+                            format!("this edge's `when` reads `@{n}`, a step `{}` does not depend on", s.name),
+                        )
+                        .hint(format!("add `{n}` to `after`, or test the edge's own step `@{}`", e.step)),
+                    ),
+                    RefRoot::Item | RefRoot::Index => out.push(Problem::new(
+                        rat,
+                        "`@item` and `@index` are only defined in the input of a for_each step",
+                    )),
+                    _ => {}
+                }
             }
         }
         // What the step's action wants as input, when a schema says.
@@ -291,31 +322,16 @@ fn step_rules(s: &Step, m: &StepMeta, out: &mut Vec<Problem>) {
     let at = &m.at;
     let f = |k: &str| format!("{at}/{k}");
     if m.action_ok {
-        // A step that runs once whatever its items are would say the wrong
-        // thing without a word: refused until each kind runs per item.
-        if s.for_each.is_some() {
-            let hint = match &s.action {
-                Action::Wait(_) => Some(
-                    "wait once for the whole list (the wait's schema can take an array), or start one run per item",
-                ),
-                Action::Sleep(_) => Some("sleep once, before or after the for_each step that does the per-item work"),
-                Action::Workflow(_) => Some(
-                    "do the per-item work in a code or tool step with `for_each`, or start one run of the template per item",
-                ),
-                _ => None,
-            };
-            if let Some(hint) = hint {
-                out.push(
-                    Problem::new(
-                        f("for_each"),
-                        format!(
-                            "`for_each` on a `{}` step is not supported yet: the step would run once, not once per item",
-                            s.action.key()
-                        ),
-                    )
-                    .hint(hint),
-                );
-            }
+        // A sleep's time does not depend on its item: once per item would
+        // be the same timer n times, so it is refused rather than run once.
+        if s.for_each.is_some() && matches!(s.action, Action::Sleep(_)) {
+            out.push(
+                Problem::new(
+                    f("for_each"),
+                    "a `sleep` step cannot have `for_each`: its time is the same for every item",
+                )
+                .hint("sleep once, before or after the for_each step that does the per-item work"),
+            );
         }
         match &s.action {
             Action::Code(c) => code_ref_rules(c, &f("code"), out),
@@ -394,6 +410,10 @@ fn step_rules(s: &Step, m: &StepMeta, out: &mut Vec<Problem>) {
         Some(_) if s.for_each.is_none() => out.push(
             Problem::new(f("concurrency"), "`concurrency` needs `for_each`")
                 .hint("concurrency caps the parallel items of a for_each step"),
+        ),
+        Some(_) if matches!(s.action, Action::Wait(_)) => out.push(
+            Problem::new(f("concurrency"), "`concurrency` does not apply to a `wait` step: every item waits at once")
+                .hint("remove `concurrency`; it caps the items of code, tool and workflow steps"),
         ),
         _ => {}
     }
@@ -522,16 +542,8 @@ mod range_tests {
             ),
             (json!({"name": "w", "steps": [{"name": "a", "sleep": {"ms": year + 1}}]}), "/steps/0/sleep/ms"),
             (
-                json!({"name": "w", "steps": [{"name": "a", "for_each": [1, 2], "wait": {"prompt": "item @item?"}}]}),
-                "/steps/0/for_each: `for_each` on a `wait` step is not supported yet",
-            ),
-            (
                 json!({"name": "w", "steps": [{"name": "a", "for_each": [1], "sleep": {"ms": 5}}]}),
-                "/steps/0/for_each: `for_each` on a `sleep` step",
-            ),
-            (
-                json!({"name": "w", "steps": [{"name": "a", "for_each": [1], "workflow": {"template": "t"}, "input": {"x": "@item"}}]}),
-                "/steps/0/for_each: `for_each` on a `workflow` step",
+                "/steps/0/for_each: a `sleep` step cannot have `for_each`",
             ),
             (
                 json!({"name": "w", "steps": [{"name": "a", "workflow": {"template": "t".repeat(129)}}]}),
@@ -590,6 +602,22 @@ mod range_tests {
                 assert!(!p.contains('\u{1b}') && msg.len() < 600, "raw or whole: {}", &p[..p.len().min(300)]);
             }
         }
+    }
+
+    #[test]
+    fn for_each_waits_and_children_take_their_item() {
+        let each = [
+            json!({"name": "w", "steps": [{"name": "a", "for_each": [1, 2], "wait": {"prompt": "item @item (@index)?"}}]}),
+            json!({"name": "w", "steps": [{"name": "a", "for_each": [1], "wait": {"event": "paid", "match": {"order": "@item"}}}]}),
+            json!({"name": "w", "steps": [{"name": "a", "for_each": [1], "workflow": {"template": "t"}, "input": {"x": "@item"}}]}),
+        ];
+        for def in each {
+            assert_eq!(problems(def.clone()), Vec::<String>::new(), "{def}");
+        }
+        let capped = json!({"name": "w", "steps": [{"name": "a", "for_each": [1], "concurrency": 2, "wait": {}}]});
+        assert!(problems(capped).iter().any(|p| p.contains("/steps/0/concurrency: `concurrency` does not apply")));
+        let wrong = json!({"name": "w", "steps": [{"name": "a", "wait": {"prompt": "item @item?"}}]});
+        assert!(problems(wrong).iter().any(|p| p.contains("`@item` is only defined")));
     }
 
     #[test]

@@ -289,7 +289,9 @@ impl Pipeline {
         let base_dir = base_of(file);
         let def = validate_text(&text, &self.lookup(&base_dir)).map_err(Refused::Definition)?;
         let doc: Value = weft_model::parse_json_text(&text).expect("validated text is JSON");
-        let warnings = weft_model::lookalike::check(&doc).warnings;
+        let mut warnings = weft_model::lookalike::check(&doc).warnings;
+        warnings.extend(weft_model::unlisted_input_refs(&def));
+        sort_problems(&mut warnings);
         Ok(Loaded { doc, def, base_dir, template: None, warnings, online: false, unanswered: false })
     }
 
@@ -344,6 +346,7 @@ impl Pipeline {
                 let mut warnings = facts.unreachable;
                 warnings.extend(facts.missing);
                 warnings.extend(weft_model::lookalike::check(&doc).warnings);
+                warnings.extend(weft_model::unlisted_input_refs(&def));
                 sort_problems(&mut warnings);
                 Ok(Loaded { doc, def, base_dir, template: None, warnings, online: true, unanswered })
             }

@@ -30,7 +30,6 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::Args;
 use serde_json::Value;
-use weft_engine::outside::WaitKind;
 use weft_engine::{Engine, EngineError, RunId, RunOptions, RunRecord, RunState, view};
 use weft_model::Definition;
 use weft_runtime::app::Owner;
@@ -317,13 +316,14 @@ pub fn print_result(rec: &RunRecord, json: bool) -> Exit {
         match rec.state {
             RunState::Completed => output::json(&rec.output.clone().unwrap_or(Value::Null)),
             RunState::InputRequired | RunState::AuthRequired => {
-                let steps: Vec<&str> = rec
-                    .waits
-                    .iter()
-                    .filter(|w| matches!(w.kind, WaitKind::Signal { .. }))
-                    .map(|w| w.step.as_str())
-                    .collect();
-                let step = if steps.len() == 1 { steps[0] } else { "STEP" };
+                let waits: Vec<view::WaitView> =
+                    view::WaitView::all(rec).into_iter().filter(|w| w.kind == view::WaitOn::Signal).collect();
+                let named = |w: &view::WaitView| match w.item {
+                    Some(k) => (format!("{} item {k}", w.step), format!("{} --item {k}", w.step)),
+                    None => (w.step.clone(), w.step.clone()),
+                };
+                let steps: Vec<String> = waits.iter().map(|w| named(w).0).collect();
+                let step = if waits.len() == 1 { named(&waits[0]).1 } else { "STEP".to_string() };
                 eprintln!(
                     "run {} waits for input ({}{}); answer it with `weft signal {} {step} --data JSON` (`weft runs show {}` shows the prompt and schema)",
                     rec.id,

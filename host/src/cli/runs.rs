@@ -8,8 +8,8 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use weft_engine::clock::rfc3339;
-use weft_engine::outside::WaitKind;
 use weft_engine::store::{RunFilter, RunSummary};
+use weft_engine::view::{WaitOn, WaitView};
 use weft_engine::{RunRecord, RunState, Seq, view};
 
 use super::output::short;
@@ -187,7 +187,7 @@ pub fn print_human(r: &RunRecord) {
     outln!("  created  {}", rfc3339(r.created_at));
     outln!("  updated  {}  ({})", rfc3339(r.updated_at), human_ms(r.updated_at - r.created_at));
     if let Some(p) = &r.parent {
-        outln!("  parent   {p}");
+        outln!("  parent   {p} (depth {})", r.depth);
     }
     outln!("  input    {}", short(&r.input, 200));
     if let Some(o) = &r.output {
@@ -238,34 +238,44 @@ pub fn print_human(r: &RunRecord) {
 /// The `waits:` section of `runs show`: what each parked step waits for and
 /// how to answer it.
 fn print_waits(r: &RunRecord) {
-    if r.waits.is_empty() {
+    let waits = WaitView::all(r);
+    if waits.is_empty() {
         return;
     }
     outln!("waits:");
-    for wt in &r.waits {
-        let until = wt.until.map(|u| format!(", until {}", rfc3339(u))).unwrap_or_default();
-        match &wt.kind {
-            WaitKind::Signal { prompt, schema, reason } => {
-                outln!("  {}  a signal ({reason}) since {}{until}", wt.step, rfc3339(wt.since));
-                if let Some(p) = prompt {
+    for w in &waits {
+        let until = w.until.as_ref().map(|u| format!(", until {u}")).unwrap_or_default();
+        let since = w.since.clone().unwrap_or_default();
+        let (who, item_arg) = match w.item {
+            Some(k) => (format!("{} item {k}", w.step), format!(" --item {k}")),
+            None => (w.step.clone(), String::new()),
+        };
+        match w.kind {
+            WaitOn::Signal => {
+                let reason = w.reason.map(|r| r.to_string()).unwrap_or_default();
+                outln!("  {who}  a signal ({reason}) since {since}{until}");
+                if let Some(p) = &w.prompt {
                     outln!("    prompt: {p}");
                 }
-                if let Some(s) = schema {
+                if let Some(s) = &w.schema {
                     outln!("    schema: {}", short(s, 300));
                 }
-                outln!("    answer: weft signal {} {} --data JSON", r.id, wt.step);
+                outln!("    answer: weft signal {} {}{item_arg} --data JSON", r.id, w.step);
             }
-            WaitKind::Event { event, matches } => {
-                let m = if matches.is_empty() {
-                    String::new()
-                } else {
-                    format!(" matching {}", short(&Value::Object(matches.clone()), 200))
+            WaitOn::Event => {
+                let event = w.event.clone().unwrap_or_default();
+                let m = match &w.matches {
+                    Some(m) => format!(" matching {}", short(&Value::Object(m.clone()), 200)),
+                    None => String::new(),
                 };
-                outln!("  {}  the event `{event}`{m} since {}{until}", wt.step, rfc3339(wt.since));
+                outln!("  {who}  the event `{event}`{m} since {since}{until}");
                 outln!("    answer: weft emit {event} --data JSON");
             }
-            WaitKind::Child { run } => outln!("  {}  the child run {run} (weft runs show {run})", wt.step),
-            WaitKind::Sleep => outln!("  {}  a timer{until}", wt.step),
+            WaitOn::Child => {
+                let run = w.child.clone().unwrap_or_default();
+                outln!("  {who}  the child run {run} (weft runs show {run})")
+            }
+            WaitOn::Sleep => outln!("  {who}  a timer{until}"),
         }
     }
 }

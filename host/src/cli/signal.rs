@@ -35,6 +35,10 @@ pub struct SignalArgs {
     /// Read the answer JSON from a file (`-` for stdin).
     #[arg(long, value_name = "FILE")]
     data_file: Option<PathBuf>,
+    /// For a `for_each` wait: the item to answer (from 0; `weft runs show`
+    /// lists the items still waiting).
+    #[arg(long, value_name = "N")]
+    item: Option<u32>,
 }
 
 #[derive(Debug, Args)]
@@ -79,10 +83,22 @@ pub fn signal(settings: &Settings, args: SignalArgs) -> anyhow::Result<Exit> {
     let app = App::open(settings)?;
     let _rt = app.rt.enter();
     let engine = app.engine()?;
-    let refused = match outside::signal(&app, &engine, &args.run, &args.step, data) {
+    let refused = match outside::signal(&app, &engine, &args.run, &args.step, args.item, data) {
         Ok(s) => {
-            output::json(&serde_json::json!({"status": "accepted", "output": s.output}));
-            eprintln!("run {}: step `{}` accepted the signal", s.run, args.step);
+            let mut out = serde_json::json!({"status": "accepted", "output": s.output});
+            match s.item {
+                Some(k) => {
+                    out["item"] = k.into();
+                    out["waiting_items"] = serde_json::json!(s.waiting_items);
+                    let left = match s.waiting_items.len() {
+                        0 => "no item waits any more".to_string(),
+                        n => format!("{n} item(s) still wait"),
+                    };
+                    eprintln!("run {}: step `{}` accepted the signal for item {k}; {left}", s.run, args.step);
+                }
+                None => eprintln!("run {}: step `{}` accepted the signal", s.run, args.step),
+            }
+            output::json(&out);
             return Ok(Exit::Success);
         }
         Err(SignalRefused::Wait(w)) => w,

@@ -51,12 +51,8 @@ fn from_json<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, StoreError> {
 
 /// A wait's `kind` and `event` columns.
 pub(crate) fn wait_columns(k: &WaitKind) -> (&'static str, Option<String>) {
-    match k {
-        WaitKind::Signal { .. } => ("signal", None),
-        WaitKind::Event { event, .. } => ("event", Some(event.clone())),
-        WaitKind::Child { .. } => ("child", None),
-        WaitKind::Sleep => ("sleep", None),
-    }
+    let (kind, event) = k.index_columns();
+    (kind, event.map(str::to_string))
 }
 
 async fn query<C: GenericClient>(

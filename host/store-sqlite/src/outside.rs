@@ -6,7 +6,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 use weft_engine::RunId;
 use weft_engine::StoreError;
-use weft_engine::store::{InboxRecord, ScheduleRecord, WaitKind, WaitRecord, Write};
+use weft_engine::store::{InboxRecord, ScheduleRecord, WaitRecord, Write};
 
 use crate::map_err;
 
@@ -26,12 +26,7 @@ fn from_json<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, StoreError> {
 pub(crate) fn apply(c: &Connection, w: &Write) -> Result<bool, StoreError> {
     match w {
         Write::OpenWait(wr) => {
-            let (kind, event) = match &wr.kind {
-                WaitKind::Signal { .. } => ("signal", None),
-                WaitKind::Event { event, .. } => ("event", Some(event.as_str())),
-                WaitKind::Child { .. } => ("child", None),
-                WaitKind::Sleep => ("sleep", None),
-            };
+            let (kind, event) = wr.kind.index_columns();
             let n = c
                 .prepare_cached(
                     "INSERT OR IGNORE INTO waits (run_id, step, kind, event, spec, until, since)

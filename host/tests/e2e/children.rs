@@ -39,6 +39,11 @@ on_both_stores! { fn the_recursive_example_walks_a_chain_with_one_child_run_per_
     assert_eq!(below["output"]["line"], "n1 (parent)");
     assert_eq!(below["output"]["below"]["line"], "n2 (leaf)");
     assert_eq!(grandchild["template"], "descend");
+    // Each run says how deep it nests (a top-level run says nothing).
+    assert_eq!(shown.get("depth"), None);
+    assert_eq!(w.show(grandchild["id"].as_str().unwrap())["depth"], 2);
+    let human = w.run(&["runs", "show", grandchild["id"].as_str().unwrap()]);
+    assert!(human.stdout.contains(&format!("parent   {} (depth 2)", child["id"].as_str().unwrap())), "{}", human.stdout);
 } }
 
 on_both_stores! { fn the_depth_cap_stops_a_runaway_template(w) {

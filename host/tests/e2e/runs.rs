@@ -86,16 +86,18 @@ on_both_stores! { fn the_example_runs_branches_a_when_a_retry_a_failure_handler_
     assert_eq!(names, ["parse", "refs", "check", "lines", "top", "enrich", "enrich_fallback", "summary"]);
     for s in run["steps"].as_array().unwrap() {
         // The shape of docs/cli.md ("The run as JSON"), plus what each attempt was given:
-        // `input` (the latest attempt's, refs resolved) and `tries` (every
-        // attempt, when there are several).
+        // `input` (the latest attempt's, refs resolved), `tries` (every
+        // attempt, when there are several) and `items` (a for_each step's).
         let mut k: Vec<&str> = s.as_object().unwrap().keys().map(String::as_str).collect();
-        k.retain(|k| !["input", "tries"].contains(k));
+        k.retain(|k| !["input", "tries", "items"].contains(k));
         k.sort();
         assert_eq!(k, ["attempts", "ended_at", "error", "name", "output", "started_at", "state"], "{s}");
     }
     assert_eq!(step(&run, "parse")["input"]["csv"], example_input(true)["csv"], "the resolved input");
     let tries = step(&run, "lines")["tries"].as_array().unwrap();
     assert_eq!(tries.len(), 3, "one per item");
+    let items = json!({"succeeded": 3, "failed": 0, "canceled": 0, "unfinished": 0});
+    assert_eq!(step(&run, "lines")["items"], items, "three attempts, one per item");
     assert_eq!(tries[1]["item"], 1);
     assert!(tries.iter().all(|t| t["input"].is_object() && t["state"] == "succeeded"), "{tries:?}");
     assert_eq!(step(&run, "parse")["attempts"], 1);
@@ -414,3 +416,17 @@ on_both_stores! { fn canceling_a_run_a_worker_executes_stops_it(w) {
     assert!(started.elapsed() < std::time::Duration::from_secs(2), "{rest}");
     assert!(!rest.contains("in flight"), "{rest}");
 } }
+
+/// The example's `highlight` is optional (its README says `top` is then
+/// skipped): a run without it completes.
+#[test]
+fn the_example_runs_without_its_optional_field() {
+    let w = Weft::new();
+    let mut input = example_input(false);
+    input.as_object_mut().unwrap().remove("highlight");
+    let out = run_example(&w, &input, &["--json"]);
+    out.expect_code(0);
+    let run = out.json();
+    assert_eq!(run["state"], "completed", "{run}");
+    assert_eq!(step(&run, "top")["state"], "skipped", "{run}");
+}

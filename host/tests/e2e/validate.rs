@@ -305,28 +305,36 @@ fn duplicate_keys_are_refused_and_a_byte_order_mark_is_not() {
     assert_eq!(out.code, 0, "{}", out.stderr);
 }
 
-/// A `for_each` that a step would ignore (it would run once with `@item`
-/// null) is refused before anything runs, for each kind of step.
+/// `for_each` on a `sleep` (its time is the same for every item) and
+/// `concurrency` on a `for_each` wait (every item waits at once) are
+/// refused before anything runs; on a `wait` or `workflow` step it is
+/// valid (one wait, one child run per item: e2e `waits`).
 #[test]
-fn for_each_on_a_step_that_would_run_once_is_refused() {
+fn for_each_where_it_cannot_mean_anything_is_refused() {
     let w = Weft::new();
-    for (kind, action) in [
-        ("wait", json!({"prompt": "approve @item?"})),
-        ("sleep", json!({"ms": 1})),
-        ("workflow", json!({"template": "child"})),
-    ] {
-        let mut step = json!({"name": "each", "for_each": ["a", "b"], "input": {"x": "@item"}});
-        step[kind] = action;
-        let def = json!({"name": format!("each-{kind}"), "steps": [step]});
-        let file = w.write_def(&format!("each-{kind}"), &def);
+    let cases = [
+        (
+            json!({"name": "each", "for_each": ["a", "b"], "sleep": {"ms": 1}}),
+            "/steps/0/for_each: a `sleep` step cannot have `for_each`",
+        ),
+        (
+            json!({"name": "each", "for_each": ["a", "b"], "concurrency": 1, "wait": {"prompt": "approve @item?"}}),
+            "/steps/0/concurrency: `concurrency` does not apply to a `wait` step",
+        ),
+    ];
+    for (k, (step, want)) in cases.into_iter().enumerate() {
+        let def = json!({"name": format!("each-{k}"), "steps": [step]});
+        let file = w.write_def(&format!("each-{k}"), &def);
         let out = w.run(&["validate", file.to_str().unwrap()]);
         out.expect_code(2);
-        let want = format!("/steps/0/for_each: `for_each` on a `{kind}` step is not supported yet");
-        assert!(out.stderr.contains(&want), "{kind}: {}", out.stderr);
+        assert!(out.stderr.contains(want), "{want}: {}", out.stderr);
         // Nor does a run start.
         w.run(&["run", file.to_str().unwrap()]).expect_code(2);
     }
     assert!(w.runs().is_empty(), "nothing was stored");
+    let ok = json!({"name": "each-ok", "steps": [{"name": "each", "for_each": ["a"], "wait": {"prompt": "approve @item?"}}]});
+    let file = w.write_def("each-ok", &ok);
+    w.run(&["validate", file.to_str().unwrap()]).expect_code(0);
 }
 
 /// A ref the definition itself rules out is refused at validation, not at

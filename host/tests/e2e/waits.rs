@@ -297,3 +297,98 @@ on_both_stores! { fn worker_until_idle_returns_while_a_run_waits_for_input(w) {
     assert!(t0.elapsed() < Duration::from_secs(10), "it did not wait for the one-day timeout");
     assert_eq!(w.show(&id)["state"], "input-required");
 } }
+
+/// A wait per item: one order each, with its own prompt.
+fn per_item(w: &Weft) -> PathBuf {
+    let def = json!({"name": "ship-each", "steps": [
+        {"name": "approve", "for_each": "@input.orders",
+         "wait": {"prompt": "Ship @item?", "schema": {"type": "object", "required": ["ok"]}}},
+        {"name": "done", "return": "@approve"}]});
+    w.write_def("ship-each", &def)
+}
+
+on_both_stores! { fn a_for_each_wait_takes_its_items_with_and_without_a_worker(w) {
+    let input = json!({"orders": ["a", "b"]}).to_string();
+    let out = w.run(&["run", per_item(&w).to_str().unwrap(), "--input", &input]);
+    out.expect_code(3);
+    let id = w.run(&["runs", "list", "--json"]).json()[0]["id"].as_str().unwrap().to_string();
+    assert!(out.stderr.contains("approve item 0, approve item 1"), "{}", out.stderr);
+    let run = w.show(&id);
+    let waits: Vec<(Value, Value)> =
+        run["waits"].as_array().unwrap().iter().map(|w| (w["item"].clone(), w["prompt"].clone())).collect();
+    assert_eq!(waits, vec![(json!(0), json!("Ship a?")), (json!(1), json!("Ship b?"))], "{run}");
+    let human = w.run(&["runs", "show", &id]);
+    assert!(human.stdout.contains(&format!("weft signal {id} approve --item 1 --data JSON")), "{}", human.stdout);
+
+    // No worker: the answer is committed to the store as item 1's attempt.
+    let no_item = signal(&w, &id, "approve", &json!({"ok": true}));
+    no_item.expect_code(1);
+    assert!(no_item.stderr.contains("say which with `item` (waiting: 0, 1)"), "{}", no_item.stderr);
+    let one = w.run(&["signal", &id, "approve", "--item", "1", "--data", r#"{"ok": "b"}"#]);
+    one.expect_code(0);
+    assert_eq!(one.json(), json!({"status": "accepted", "output": {"ok": "b"}, "item": 1, "waiting_items": [0]}));
+    w.run(&["signal", &id, "approve", "--item", "1", "--data", r#"{"ok": 1}"#]).expect_code(1);
+    w.run(&["signal", &id, "approve", "--item", "2", "--data", r#"{"ok": 1}"#]).expect_code(2);
+    let run = w.show(&id);
+    assert_eq!(run["state"], "input-required", "item 0 still waits: {run}");
+    assert_eq!(run["waits"].as_array().unwrap().len(), 1, "{run}");
+
+    // A worker owns the store: the last answer reaches it and the run ends.
+    let worker = Worker::start(&w);
+    let last = w.run(&["signal", &id, "approve", "--item", "0", "--data", r#"{"ok": "a"}"#]);
+    last.expect_code(0);
+    assert_eq!(last.json()["waiting_items"], json!([]));
+    let run = wait_until(&w, &id, "completion", |r| r["state"] == "completed");
+    assert_eq!(run["output"], json!([{"ok": "a"}, {"ok": "b"}]), "answers in item order");
+    drop(worker);
+} }
+
+/// for_each over waits and over child runs, played through MCP
+/// (tests/mcp-clients/items_check.py, the official Python SDK, the real
+/// server-everything): each order waits on its own, answered out of
+/// order by item, then one child run per order echoes it.
+#[test]
+fn for_each_over_waits_and_child_runs_through_mcp() {
+    let w = Weft::new();
+    std::fs::create_dir_all(w.data_dir()).unwrap();
+    let config = w.dir.path().join("weft.toml");
+    let servers =
+        format!("[servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n", crate::tools::everything_js());
+    std::fs::write(&config, servers).unwrap();
+    let args = crate::serve_recording::agent_args(&w, &config);
+    let script = repo_root().join("tests/mcp-clients/items_check.py");
+    let seen = crate::serve::run_script(&crate::serve_recording::python(), &script, &args);
+    let started = &seen["started"];
+    assert_eq!(started["state"], "input-required", "{started}");
+    let prompts: Vec<&Value> = started["waits"].as_array().unwrap().iter().map(|w| &w["prompt"]).collect();
+    assert_eq!(prompts, vec!["Ship order a (1 units)?", "Ship order b (2 units)?", "Ship order c (3 units)?"]);
+    let note = started["note"].as_str().unwrap();
+    assert!(note.contains(r#""step": "approve", "item": 0"#), "{note}");
+    let no_item = &seen["no_item"];
+    assert_eq!(
+        (no_item["is_error"].clone(), no_item["structured"]["status"].clone()),
+        (json!(true), json!("not_waiting"))
+    );
+    assert!(no_item["text"].as_str().unwrap().contains("waiting: 0, 1, 2"), "{no_item}");
+    assert_eq!(seen["no_such_item"]["structured"]["status"], "not_found", "{seen}");
+    assert_eq!(seen["answers"]["2"]["waiting_items"], json!([0, 1]), "{seen}");
+    assert_eq!(seen["answers"]["0"]["waiting_items"], json!([1]), "{seen}");
+    assert_eq!(seen["again"]["structured"]["status"], "already_resolved", "{seen}");
+    let waiting: Vec<&Value> = seen["waiting"].as_array().unwrap().iter().map(|w| &w["item"]).collect();
+    assert_eq!(waiting, vec![&json!(1)], "run_get lists only the item left");
+    assert!(seen["last"].get("waiting_items").is_none(), "none left: {}", seen["last"]);
+    let run = &seen["run"];
+    assert_eq!(run["state"], "completed", "{run}");
+    assert_eq!(run["output"]["answers"], json!([{"ok": false}, {"ok": true}, {"ok": true}]), "{run}");
+    let shipped = run["output"]["shipped"].to_string();
+    for id in ["a", "b", "c"] {
+        assert!(shipped.contains(&format!("ship {id}")), "one child run per order: {shipped}");
+    }
+    let sleep = &seen["sleep_each"];
+    assert_eq!(sleep["valid"], false, "{sleep}");
+    assert_eq!(sleep["problems"][0]["path"], "/steps/0/for_each", "{sleep}");
+    let typo = &seen["typo"];
+    assert_eq!(typo["valid"], true, "the schema allows other fields: a warning, not a problem: {typo}");
+    assert_eq!(typo["warnings"][0]["path"], "/steps/0/return/greeting", "{typo}");
+    assert!(typo["warnings"][0]["message"].as_str().unwrap().contains("lists no property `nmae`"), "{typo}");
+}

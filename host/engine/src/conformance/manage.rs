@@ -68,7 +68,7 @@ pub async fn retention_deletes_finished_runs_only(store: Arc<dyn Store>) {
         .unwrap();
         s.commit(b(vec![Write::InboxPut(InboxRecord {
             id: "m_old".into(),
-            kind: InboxKind::Signal { run: old.clone(), step: "a".into() },
+            kind: InboxKind::Signal { run: old.clone(), step: "a".into(), item: None },
             data: json!(1),
             at: 1,
             answer: None,

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::{Engine, EngineError, RunOptions, Shared};
 use crate::error::{ErrorKind, StepError};
-use crate::ids::RunId;
+use crate::ids::{ItemIndex, RunId};
 use crate::model_glue::{Action, Definition, Problem, Problems, parse_definition};
 use crate::state::RunState;
 use crate::store::{RunRecord, Store, StoreError};
@@ -47,14 +47,20 @@ pub(crate) async fn pin_versions<'a>(
     if problems.is_empty() { Ok(Cow::Owned(Arc::new(out))) } else { Err(EngineError::Invalid(Problems(problems))) }
 }
 
-/// The id of the child run of `step` in `parent`.
-pub(crate) fn child_id(parent: &RunId, step: &str) -> RunId {
-    RunId::derive(parent.timestamp_ms(), &format!("{parent}/{step}"))
+/// The id of the child run of `step` in `parent` (of its item `item`, for
+/// a `for_each` step; a step's name has no `#`).
+pub(crate) fn child_id(parent: &RunId, step: &str, item: Option<ItemIndex>) -> RunId {
+    match item {
+        None => RunId::derive(parent.timestamp_ms(), &format!("{parent}/{step}")),
+        Some(k) => RunId::derive(parent.timestamp_ms(), &format!("{parent}/{step}#{k}")),
+    }
 }
 
 /// What a parent's driver needs to start (or find again) a child.
 pub(crate) struct ChildSpec {
     pub step: usize,
+    /// The unit of a `for_each` step the child is for.
+    pub unit: Option<usize>,
     pub id: RunId,
     pub parent: RunId,
     pub depth: u32,
@@ -66,9 +72,9 @@ pub(crate) struct ChildSpec {
 }
 
 /// Creates the child unless it exists, drives it, and waits for its end.
-pub(crate) async fn run_child(sh: Arc<Shared>, c: ChildSpec) -> (usize, Result<RunRecord, StepError>) {
-    let step = c.step;
-    (step, run_child_inner(sh, c).await)
+pub(crate) async fn run_child(sh: Arc<Shared>, c: ChildSpec) -> (usize, Option<usize>, Result<RunRecord, StepError>) {
+    let (step, unit) = (c.step, c.unit);
+    (step, unit, run_child_inner(sh, c).await)
 }
 
 fn plan_error(msg: String) -> StepError {

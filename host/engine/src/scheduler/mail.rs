@@ -15,16 +15,27 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::{Engine, EngineError, Shared};
-use crate::ids::{RunId, Seq};
+use crate::ids::{AttemptNo, ItemIndex, RunId, Seq};
 use crate::model_glue::{Action, Problem, Step};
 use crate::outside::{InboxKind, InboxRecord, WaitKind};
-use crate::state::{RunEvent, RunState, StepState};
-use crate::store::{Batch, NewEvent, StoreError, Write};
+use crate::state::{AttemptState, RunEvent, RunState, StepState};
+use crate::store::{Batch, NewEvent, RunRecord, StoreError, Write};
 
 /// A message for a run's driver.
 pub(crate) enum Mail {
-    Signal { step: String, data: Value, inbox: Option<String>, reply: oneshot::Sender<SignalAnswer> },
-    Event { step: String, name: String, data: Value, reply: oneshot::Sender<bool> },
+    Signal {
+        step: String,
+        item: Option<ItemIndex>,
+        data: Value,
+        inbox: Option<String>,
+        reply: oneshot::Sender<SignalAnswer>,
+    },
+    Event {
+        step: String,
+        name: String,
+        data: Value,
+        reply: oneshot::Sender<bool>,
+    },
 }
 
 /// What became of a signal.
@@ -66,8 +77,31 @@ pub struct EmitAnswer {
     pub duplicate: bool,
 }
 
-/// Whether `step` (in `state`) takes a signal with `data`: `Err` says why not.
-pub(crate) fn check_signal(step: &Step, state: StepState, data: &Value) -> Result<(), SignalAnswer> {
+/// The items of a `for_each` wait: how many, and which still wait.
+pub(crate) struct ItemsOpen {
+    pub n: usize,
+    pub open: Vec<ItemIndex>,
+}
+
+/// Items as a reader lists them: `0, 2, 5` (the first 20, then how many more).
+pub(crate) fn list_items(items: &[ItemIndex]) -> String {
+    let mut s = items.iter().take(20).map(|k| k.to_string()).collect::<Vec<_>>().join(", ");
+    if items.len() > 20 {
+        s.push_str(&format!(" and {} more", items.len() - 20));
+    }
+    s
+}
+
+/// Whether `step` (in `state`) takes a signal with `data` for `item` (a
+/// `for_each` wait takes one per item, named; `items` are its items):
+/// `Err` says why not.
+pub(crate) fn check_signal(
+    step: &Step,
+    state: StepState,
+    item: Option<ItemIndex>,
+    items: &ItemsOpen,
+    data: &Value,
+) -> Result<(), SignalAnswer> {
     let Action::Wait(w) = &step.action else {
         return Err(SignalAnswer::NotWaiting {
             message: format!("step `{}` is a `{}` step, not a `wait`", step.name, step.action.key()),
@@ -81,6 +115,23 @@ pub(crate) fn check_signal(step: &Step, state: StepState, data: &Value) -> Resul
             ),
         });
     }
+    match (step.for_each.is_some(), item) {
+        (false, Some(_)) => {
+            return Err(SignalAnswer::NotWaiting {
+                message: format!("step `{}` has no `for_each`: signal it without `item`", step.name),
+            });
+        }
+        (true, None) if state == StepState::Waiting => {
+            return Err(SignalAnswer::NotWaiting {
+                message: format!(
+                    "step `{}` waits once per item (`for_each`): say which with `item` (waiting: {})",
+                    step.name,
+                    list_items(&items.open)
+                ),
+            });
+        }
+        _ => {}
+    }
     match state {
         StepState::Waiting => {}
         s if s.is_terminal() => return Err(SignalAnswer::AlreadyResolved { state: s }),
@@ -88,6 +139,21 @@ pub(crate) fn check_signal(step: &Step, state: StepState, data: &Value) -> Resul
             return Err(SignalAnswer::NotWaiting {
                 message: format!("step `{}` is {s}: it does not wait yet, so there is nothing to answer", step.name),
             });
+        }
+    }
+    if let Some(k) = item {
+        if k.0 as usize >= items.n {
+            return Err(SignalAnswer::NotFound {
+                message: format!(
+                    "step `{}` has {} item(s), numbered from 0: there is no item {k} (waiting: {})",
+                    step.name,
+                    items.n,
+                    list_items(&items.open)
+                ),
+            });
+        }
+        if !items.open.contains(&k) {
+            return Err(SignalAnswer::AlreadyResolved { state: StepState::Succeeded });
         }
     }
     if let Some(schema) = &w.schema {
@@ -119,13 +185,26 @@ impl Engine {
     /// against the wait's schema). For the store's owner; another process
     /// uses [`Engine::post_signal`].
     pub async fn signal(&self, run: &RunId, step: &str, data: Value) -> Result<SignalAnswer, EngineError> {
-        self.signal_with(run, step, data, None).await
+        self.signal_with(run, step, None, data, None).await
+    }
+
+    /// Answers item `item` of the `for_each` wait `step` of `run` (with
+    /// `None`, as [`Engine::signal`]).
+    pub async fn signal_item(
+        &self,
+        run: &RunId,
+        step: &str,
+        item: Option<ItemIndex>,
+        data: Value,
+    ) -> Result<SignalAnswer, EngineError> {
+        self.signal_with(run, step, item, data, None).await
     }
 
     async fn signal_with(
         &self,
         run: &RunId,
         step: &str,
+        item: Option<ItemIndex>,
         data: Value,
         inbox: Option<String>,
     ) -> Result<SignalAnswer, EngineError> {
@@ -139,15 +218,15 @@ impl Engine {
         let answered = match self
             .to_run(
                 run,
-                |reply| Mail::Signal { step: step.to_string(), data: data.clone(), inbox: inbox.clone(), reply },
-                || signal_undriven(&self.sh, run, step, &data, inbox.as_deref()),
+                |reply| Mail::Signal { step: step.to_string(), item, data: data.clone(), inbox: inbox.clone(), reply },
+                || signal_undriven(&self.sh, run, step, item, &data, inbox.as_deref()),
             )
             .await
         {
             // Another worker drives the run: it answers (a message taken
             // from the inbox is this worker's only while it owns the run).
             Err(EngineError::Store(StoreError::Fenced(_))) if inbox.is_none() => {
-                let kind = InboxKind::Signal { run: run.clone(), step: step.to_string() };
+                let kind = InboxKind::Signal { run: run.clone(), step: step.to_string(), item };
                 let answer = self.relay(kind, data).await?;
                 return serde_json::from_value(answer)
                     .map_err(|e| EngineError::Plan(format!("the owner of run {run} answered oddly: {e}")));
@@ -208,7 +287,13 @@ impl Engine {
 
     /// Leaves a signal in the store's inbox for the owner (any process);
     /// returns the message id to await with [`Engine::inbox_answer`].
-    pub async fn post_signal(&self, run: &RunId, step: &str, data: Value) -> Result<String, EngineError> {
+    pub async fn post_signal(
+        &self,
+        run: &RunId,
+        step: &str,
+        item: Option<ItemIndex>,
+        data: Value,
+    ) -> Result<String, EngineError> {
         super::over(
             &data,
             self.sh.config.size_limits.max_input_bytes,
@@ -218,7 +303,7 @@ impl Engine {
         )?;
         let msg = InboxRecord {
             id: new_id(&self.sh, "m_"),
-            kind: InboxKind::Signal { run: run.clone(), step: step.to_string() },
+            kind: InboxKind::Signal { run: run.clone(), step: step.to_string(), item },
             data,
             at: self.sh.clock.now_ms(),
             answer: None,
@@ -257,8 +342,8 @@ impl Engine {
         let n = pending.len();
         for m in pending {
             match &m.kind {
-                InboxKind::Signal { run, step } => {
-                    let answer = self.signal_with(run, step, m.data.clone(), Some(m.id.clone())).await?;
+                InboxKind::Signal { run, step, item } => {
+                    let answer = self.signal_with(run, step, *item, m.data.clone(), Some(m.id.clone())).await?;
                     if !answer.accepted() {
                         // Drivers and the undriven path record refusals too;
                         // this covers a run that no longer exists.
@@ -404,41 +489,121 @@ async fn answer_once<T: Serialize>(sh: &Shared, id: &str, answer: &T) -> Result<
     }
 }
 
+/// The items of `step`'s `for_each` wait in a stored run: how many it
+/// has (its wait record lists them) and which have no answer yet (an
+/// answered item has a succeeded attempt).
+fn stored_items(rec: &RunRecord, step: &str) -> (Vec<WaitKind>, ItemsOpen) {
+    let kinds = match rec.waits.iter().find(|w| w.step == step).map(|w| &w.kind) {
+        Some(WaitKind::Items { items }) => items.clone(),
+        _ => vec![],
+    };
+    let done = |k: ItemIndex| {
+        rec.attempts.iter().any(|a| a.step == step && a.item == Some(k) && a.state == AttemptState::Succeeded)
+    };
+    let open = (0..kinds.len() as u32).map(ItemIndex).filter(|k| !done(*k)).collect();
+    (kinds.clone(), ItemsOpen { n: kinds.len(), open })
+}
+
 /// The writes that resolve a waiting step of a run nobody drives: the step
 /// succeeds with `output`, its wait closes, and the run resumes `working`
-/// when no other signal wait is left.
+/// when no other signal wait is left. For a `for_each` wait, `items` take
+/// `output` (each as an attempt of its item, as a driver records it), and
+/// the step succeeds only once no item is left.
 async fn resolve_undriven(
     sh: &Shared,
-    run: &RunId,
+    rec: &RunRecord,
     step: &str,
+    items: &[ItemIndex],
     output: &Value,
+    how: Value,
     mut extra: Vec<Write>,
 ) -> Result<(), EngineError> {
-    let Some(rec) = sh.store.run(run).await? else { return Ok(()) };
+    let run = &rec.id;
     let now = sh.clock.now_ms();
     let mut seq = rec.last_seq;
-    let mut ev = |kind: String, step: Option<String>, data: Value| {
+    let mut ev = |kind: String, item: Option<ItemIndex>, data: Value| {
         seq = Seq(seq.0 + 1);
-        Write::Event(NewEvent { run: run.clone(), seq, at: now, kind, step, item: None, data })
+        Write::Event(NewEvent { run: run.clone(), seq, at: now, kind, step: Some(step.to_string()), item, data })
     };
     let mut b = Batch::new();
-    b.push(Write::StepState {
-        run: run.clone(),
-        step: step.to_string(),
-        from: StepState::Waiting,
-        to: StepState::Succeeded,
-        output: Some(output.clone()),
-        error: None,
-        next_attempt_at: None,
-        at: now,
-    });
-    b.push(Write::CloseWait { run: run.clone(), step: step.to_string() });
-    b.push(ev("step.succeeded".into(), Some(step.to_string()), json!({"state": "succeeded"})));
-    let signals_left = rec.waits.iter().any(|w| w.step != step && matches!(w.kind, WaitKind::Signal { .. }));
-    if matches!(rec.state, RunState::InputRequired | RunState::AuthRequired) && !signals_left {
-        let to = rec.state.apply(RunEvent::Resume)?;
-        b.push(Write::RunState { run: run.clone(), from: rec.state, to, output: None, error: None, at: now });
-        b.push(ev(format!("run.{to}"), None, json!({"state": to})));
+    let mut step_output = Some(output.clone());
+    if !items.is_empty() {
+        let (kinds, open) = stored_items(rec, step);
+        for &k in items {
+            let mine = rec.attempts.iter().filter(|a| a.step == step && a.item == Some(k));
+            let attempt = mine.map(|a| a.attempt.next()).max().unwrap_or(AttemptNo::FIRST);
+            let (run, step, item) = (run.clone(), step.to_string(), Some(k));
+            b.push(Write::StartAttempt {
+                run: run.clone(),
+                step: step.clone(),
+                item,
+                attempt,
+                lease_until: now,
+                at: now,
+                input: None,
+            });
+            b.push(Write::FinishAttempt {
+                run,
+                step,
+                item,
+                attempt,
+                state: AttemptState::Succeeded,
+                output: Some(output.clone()),
+                error: None,
+                fuel: None,
+                blame: 0,
+                at: now,
+            });
+            let mut data = json!({"item": k, "attempt": attempt});
+            if let (Value::Object(d), Value::Object(x)) = (&mut data, how.clone()) {
+                d.extend(x);
+            }
+            b.push(ev("item.succeeded".into(), item, data));
+        }
+        step_output = open.open.iter().all(|k| items.contains(k)).then(|| {
+            let answer = |k: ItemIndex| {
+                let stored = rec
+                    .attempts
+                    .iter()
+                    .find(|a| a.step == step && a.item == Some(k) && a.state == AttemptState::Succeeded);
+                stored.and_then(|a| a.output.clone()).unwrap_or_else(|| output.clone())
+            };
+            Value::Array((0..kinds.len() as u32).map(|k| answer(ItemIndex(k))).collect())
+        });
+    }
+    if let Some(output) = step_output {
+        b.push(Write::StepState {
+            run: run.clone(),
+            step: step.to_string(),
+            from: StepState::Waiting,
+            to: StepState::Succeeded,
+            output: Some(output),
+            error: None,
+            next_attempt_at: None,
+            at: now,
+        });
+        b.push(Write::CloseWait { run: run.clone(), step: step.to_string() });
+        let mut data = json!({"state": "succeeded"});
+        if let (Value::Object(d), Value::Object(x)) = (&mut data, how) {
+            d.extend(x);
+        }
+        b.push(ev("step.succeeded".into(), None, data));
+        let signals_left = rec.waits.iter().any(|w| w.step != step && w.kind.is_signal());
+        if matches!(rec.state, RunState::InputRequired | RunState::AuthRequired) && !signals_left {
+            let to = rec.state.apply(RunEvent::Resume)?;
+            b.push(Write::RunState { run: run.clone(), from: rec.state, to, output: None, error: None, at: now });
+            seq = Seq(seq.0 + 1);
+            let data = json!({"state": to});
+            b.push(Write::Event(NewEvent {
+                run: run.clone(),
+                seq,
+                at: now,
+                kind: format!("run.{to}"),
+                step: None,
+                item: None,
+                data,
+            }));
+        }
     }
     b.writes.append(&mut extra);
     sh.commit(b).await?;
@@ -449,6 +614,7 @@ async fn signal_undriven(
     sh: &Shared,
     run: &RunId,
     step: &str,
+    item: Option<ItemIndex>,
     data: &Value,
     inbox: Option<&str>,
 ) -> Result<SignalAnswer, EngineError> {
@@ -459,7 +625,7 @@ async fn signal_undriven(
     let found = def.steps.iter().zip(&rec.steps).find(|(s, _)| s.name == step);
     let answer = match found {
         None => no_such_step(run, step, def.steps.iter().map(|s| s.name.as_str())),
-        Some((s, r)) => match check_signal(s, r.state, data) {
+        Some((s, r)) => match check_signal(s, r.state, item, &stored_items(&rec, step).1, data) {
             Ok(()) => SignalAnswer::Accepted { output: data.clone() },
             Err(a) => a,
         },
@@ -468,7 +634,9 @@ async fn signal_undriven(
         inbox.map(|id| Write::InboxAnswer { id: id.to_string(), answer: serde_json::to_value(a).unwrap_or_default() })
     };
     if answer.accepted() {
-        resolve_undriven(sh, run, step, data, answer_write(&answer).into_iter().collect()).await?;
+        let extra = answer_write(&answer).into_iter().collect();
+        let items: Vec<ItemIndex> = item.into_iter().collect();
+        resolve_undriven(sh, &rec, step, &items, data, json!({"by": "signal"}), extra).await?;
     } else if let Some(id) = inbox {
         answer_once(sh, id, &answer).await?;
     }
@@ -478,9 +646,24 @@ async fn signal_undriven(
 async fn event_undriven(sh: &Shared, run: &RunId, step: &str, name: &str, data: &Value) -> Result<bool, EngineError> {
     let Some(rec) = sh.store.run(run).await? else { return Ok(false) };
     let def = sh.plans.get(&rec).map_err(|p| EngineError::Plan(p.to_string()))?;
-    let ok = def.steps.iter().zip(&rec.steps).any(|(s, r)| s.name == step && waits_for_event(s, r.state, name));
-    if ok {
-        resolve_undriven(sh, run, step, data, vec![]).await?;
-    }
-    Ok(ok)
+    let Some((s, _)) =
+        def.steps.iter().zip(&rec.steps).find(|(s, r)| s.name == step && waits_for_event(s, r.state, name))
+    else {
+        return Ok(false);
+    };
+    // A `for_each` wait: every item still waiting whose `match` holds.
+    let items: Vec<ItemIndex> = match s.for_each {
+        None => vec![],
+        Some(_) => {
+            let (kinds, open) = stored_items(&rec, step);
+            let takers: Vec<ItemIndex> =
+                open.open.into_iter().filter(|k| kinds[k.0 as usize].takes_event(name, data)).collect();
+            if takers.is_empty() {
+                return Ok(false);
+            }
+            takers
+        }
+    };
+    resolve_undriven(sh, &rec, step, &items, data, json!({"by": "event", "event": name}), vec![]).await?;
+    Ok(true)
 }

@@ -128,6 +128,14 @@ impl Condition {
         })
     }
 
+    /// The condition as a reader writes it: `@check.ok`, `@n gt 10`.
+    pub fn shown(&self) -> String {
+        match &self.test {
+            None => self.ref_text.clone(),
+            Some(t) => format!("{} {} {}", self.ref_text, t.op.as_str(), t.operand.raw()),
+        }
+    }
+
     /// The value the condition tests, as a run resolved it (for the skip
     /// event); `None` when it cannot be resolved.
     pub fn tested_value(&self, scope: &dyn Scope) -> Value {

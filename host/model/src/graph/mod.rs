@@ -309,10 +309,22 @@ pub fn to_mermaid(def: &Definition, states: &HashMap<String, StepState>) -> Stri
     }
     for e in g.edges() {
         let (a, b) = (g.name(e.from), g.name(e.to));
-        let _ = match e.on {
-            EdgeOn::Success => writeln!(o, "  s_{a} --> s_{b}"),
-            EdgeOn::Failure => writeln!(o, "  s_{a} -. failure .-> s_{b}"),
-            EdgeOn::Always => writeln!(o, "  s_{a} == always ==> s_{b}"),
+        let arrow = match e.on {
+            EdgeOn::Success => "-->",
+            EdgeOn::Always => "==>",
+            EdgeOn::Failure | EdgeOn::Skipped => "-.->",
+        };
+        let _ = match def.steps[e.to].edge_when(&def.steps[e.from].name) {
+            // A condition's text may hold anything: quoted in the label.
+            Some(_) => {
+                let l = edge_label(def, e).unwrap_or_default().replace('"', "#quot;");
+                writeln!(o, "  s_{a} {arrow}|\"{l}\"| s_{b}")
+            }
+            None => match e.on {
+                EdgeOn::Success => writeln!(o, "  s_{a} --> s_{b}"),
+                EdgeOn::Always => writeln!(o, "  s_{a} == always ==> s_{b}"),
+                on => writeln!(o, "  s_{a} -. {} .-> s_{b}", on.as_str()),
+            },
         };
     }
     let mut used: Vec<StepState> = vec![];
@@ -326,6 +338,18 @@ pub fn to_mermaid(def: &Definition, states: &HashMap<String, StepState>) -> Stri
         }
     }
     o
+}
+
+/// What an edge says besides "on success": its `on` and its `when`
+/// (`failure`, `skipped`, `when @check.ok`); `None` for a plain edge.
+pub fn edge_label(def: &Definition, e: &GraphEdge) -> Option<String> {
+    let when = def.steps[e.to].edge_when(&def.steps[e.from].name).map(|c| format!("when {}", c.shown()));
+    let on = (e.on != EdgeOn::Success).then(|| e.on.as_str().to_string());
+    match (on, when) {
+        (None, None) => None,
+        (Some(x), None) | (None, Some(x)) => Some(x),
+        (Some(o), Some(w)) => Some(format!("{o} {w}")),
+    }
 }
 
 fn dot_escape(s: &str) -> String {
@@ -357,10 +381,18 @@ pub fn to_dot(def: &Definition, states: &HashMap<String, StepState>) -> String {
     }
     for e in g.edges() {
         let (a, b) = (g.name(e.from), g.name(e.to));
-        let _ = match e.on {
-            EdgeOn::Success => writeln!(o, "  \"{a}\" -> \"{b}\";"),
-            EdgeOn::Failure => writeln!(o, "  \"{a}\" -> \"{b}\" [label=\"failure\", style=dashed, color=red];"),
-            EdgeOn::Always => writeln!(o, "  \"{a}\" -> \"{b}\" [label=\"always\", style=bold];"),
+        let mut attrs = match e.on {
+            EdgeOn::Success => vec![],
+            EdgeOn::Failure => vec!["style=dashed".to_string(), "color=red".to_string()],
+            EdgeOn::Always => vec!["style=bold".to_string()],
+            EdgeOn::Skipped => vec!["style=dotted".to_string()],
+        };
+        if let Some(l) = edge_label(def, e) {
+            attrs.insert(0, format!("label=\"{}\"", dot_escape(&l)));
+        }
+        let _ = match attrs.is_empty() {
+            true => writeln!(o, "  \"{a}\" -> \"{b}\";"),
+            false => writeln!(o, "  \"{a}\" -> \"{b}\" [{}];", attrs.join(", ")),
         };
     }
     o.push_str("}\n");

@@ -123,3 +123,30 @@ fn renders_mermaid_and_dot() {
     assert!(to_dot(&d, &states).contains("fillcolor=\"#c8e6c9\""));
     assert!(dot.trim_end().ends_with('}'));
 }
+
+#[test]
+fn conditional_and_skip_edges_are_labelled() {
+    let d = crate::from_value(
+        &json!({"name": "w", "steps": [
+            {"name": "check", "code": {"plugin": "p"}},
+            {"name": "big", "code": {"plugin": "p"}, "after": [{"step": "check", "when": {"ref": "@check.ok", "eq": true}}]},
+            {"name": "other", "code": {"plugin": "p"}, "after": [{"step": "big", "on": "skipped"}]}
+        ]}),
+        &crate::NoSchemas,
+    )
+    .unwrap();
+    let m = to_mermaid(&d, &HashMap::new());
+    assert!(m.contains("s_check -->|\"when @check.ok eq true\"| s_big"), "{m}");
+    assert!(m.contains("s_big -. skipped .-> s_other"), "{m}");
+    let dot = to_dot(&d, &HashMap::new());
+    assert!(dot.contains("\"check\" -> \"big\" [label=\"when @check.ok eq true\"];"), "{dot}");
+    assert!(dot.contains("\"big\" -> \"other\" [label=\"skipped\", style=dotted];"), "{dot}");
+    // An edge's `when` may read only what the step depends on.
+    let bad = json!({"name": "w", "steps": [
+        {"name": "a", "code": {"plugin": "p"}}, {"name": "b", "code": {"plugin": "p"}},
+        {"name": "c", "code": {"plugin": "p"}, "after": [{"step": "a", "when": {"ref": "@b.ok"}}]}]});
+    let problems = crate::from_value(&bad, &crate::NoSchemas).unwrap_err();
+    let p = &problems[0];
+    assert_eq!(p.path, "/steps/2/after/0/when/ref", "{problems:?}");
+    assert!(p.message.contains("reads `@b`, a step `c` does not depend on"), "{p:?}");
+}

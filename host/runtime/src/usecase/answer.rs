@@ -6,7 +6,8 @@
 
 use serde::Serialize;
 use serde_json::Value;
-use weft_engine::{EmitAnswer, EngineError, RunId, RunRecord, RunState, SignalAnswer, StepState};
+use weft_engine::view::WaitView;
+use weft_engine::{EmitAnswer, EngineError, ItemIndex, RunId, RunRecord, RunState, SignalAnswer, StepState};
 use weft_model::Problem;
 
 use super::{LookupRefused, UseCases};
@@ -16,10 +17,29 @@ use super::{LookupRefused, UseCases};
 pub struct Signaled {
     pub run: RunId,
     pub step: String,
+    /// The item answered, for a `for_each` wait.
+    pub item: Option<u32>,
+    /// For a `for_each` wait: its items still waiting, after this answer.
+    pub waiting_items: Vec<u32>,
     /// The step's output: the data as given.
     pub output: Value,
     /// The run's state right after.
     pub state: RunState,
+}
+
+impl Signaled {
+    /// The accepted signal to `step` (`item`) of `rec`, as the run is now
+    /// (`now`; `rec` when it could not be read).
+    pub fn after(rec: RunRecord, now: Option<&RunRecord>, step: &str, item: Option<u32>, output: Value) -> Signaled {
+        let waiting_items = match (item, now) {
+            (Some(_), Some(r)) => {
+                WaitView::all(r).into_iter().filter(|w| w.step == step).filter_map(|w| w.item).collect()
+            }
+            _ => vec![],
+        };
+        let state = now.map_or(rec.state, |r| r.state);
+        Signaled { run: rec.id, step: step.to_string(), item, waiting_items, output, state }
+    }
 }
 
 /// Why a wait did not take a signal: what the engine decided. As JSON it
@@ -135,16 +155,21 @@ pub enum CancelRefused {
 }
 
 impl UseCases {
-    /// Answers `step` of run `run` (its id as the client wrote it) with `data`.
-    pub async fn signal(&self, run: &str, step: &str, data: Value) -> Result<Signaled, SignalRefused> {
+    /// Answers `step` of run `run` (its id as the client wrote it) with
+    /// `data`; for a `for_each` wait, its item `item`.
+    pub async fn signal(
+        &self,
+        run: &str,
+        step: &str,
+        item: Option<u32>,
+        data: Value,
+    ) -> Result<Signaled, SignalRefused> {
         let rec = self.run(run).await?;
-        let answer = self.engine.signal(&rec.id, step, data).await.map_err(SignalRefused::of)?;
+        let answer =
+            self.engine.signal_item(&rec.id, step, item.map(ItemIndex), data).await.map_err(SignalRefused::of)?;
         let output = WaitRefused::judge(answer).map_err(SignalRefused::Wait)?;
-        let state = match self.store.run(&rec.id).await {
-            Ok(Some(now)) => now.state,
-            _ => rec.state,
-        };
-        Ok(Signaled { run: rec.id, step: step.to_string(), output, state })
+        let now = self.store.run(&rec.id).await.ok().flatten();
+        Ok(Signaled::after(rec, now.as_ref(), step, item, output))
     }
 
     /// Emits event `name` with `data` (and `id`, making it idempotent).

@@ -19,7 +19,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use weft_engine::{EmitAnswer, Engine, SignalAnswer};
+use weft_engine::{EmitAnswer, Engine, ItemIndex, SignalAnswer};
 
 use super::answer::{CancelRefused, Canceled, EmitRefused, SignalRefused, Signaled, WaitRefused, event_name};
 use super::parse_run_id;
@@ -29,23 +29,32 @@ use crate::app::{self, App};
 /// How long to wait for the store's owner to answer before giving up.
 pub const OWNER_ANSWER: Duration = Duration::from_secs(30);
 
-/// Answers `step` of run `run` with `data`, from outside the owner.
-pub fn signal(app: &App, engine: &Engine, run: &str, step: &str, data: Value) -> Result<Signaled, SignalRefused> {
+/// Answers `step` of run `run` (its item `item`, for a `for_each` wait)
+/// with `data`, from outside the owner.
+pub fn signal(
+    app: &App,
+    engine: &Engine,
+    run: &str,
+    step: &str,
+    item: Option<u32>,
+    data: Value,
+) -> Result<Signaled, SignalRefused> {
     let id = parse_run_id(run)?;
+    let at = item.map(ItemIndex);
     let failed = |e: RuntimeError| SignalRefused::Failed(e);
     let engine_err = SignalRefused::of;
     let answer: SignalAnswer = match app.try_lock_briefly().map_err(failed)? {
         // Many workers: the run's owner answers (the engine relays to it),
         // or this process does when nobody drives the run.
-        Err(_) if app.is_shared() => app.block_on(engine.signal(&id, step, data)).map_err(engine_err)?,
+        Err(_) if app.is_shared() => app.block_on(engine.signal_item(&id, step, at, data)).map_err(engine_err)?,
         Ok(_lock) => {
-            let a = app.block_on(engine.signal(&id, step, data)).map_err(engine_err)?;
+            let a = app.block_on(engine.signal_item(&id, step, at, data)).map_err(engine_err)?;
             // Answer what others queued while this process held the lock.
             app.block_on(engine.process_inbox()).map_err(engine_err)?;
             a
         }
         Err(pid) => {
-            let msg = app.block_on(engine.post_signal(&id, step, data)).map_err(engine_err)?;
+            let msg = app.block_on(engine.post_signal(&id, step, at, data)).map_err(engine_err)?;
             let v = owner_answer(app, engine, &msg, pid).map_err(failed)?;
             serde_json::from_value(v).map_err(|e| {
                 failed(RuntimeError::Invalid(format!("the owner's answer to the signal is not readable: {e}")))
@@ -53,12 +62,12 @@ pub fn signal(app: &App, engine: &Engine, run: &str, step: &str, data: Value) ->
         }
     };
     let output = WaitRefused::judge(answer).map_err(SignalRefused::Wait)?;
-    let state = match app.block_on(app.store.run(&id)) {
-        Ok(Some(r)) => r.state,
+    let now = match app.block_on(app.store.run(&id)) {
+        Ok(Some(r)) => r,
         Ok(None) => return Err(SignalRefused::Run(super::LookupRefused::NotFound(id))),
         Err(e) => return Err(SignalRefused::Run(super::LookupRefused::Failed(e))),
     };
-    Ok(Signaled { run: id, step: step.to_string(), output, state })
+    Ok(Signaled::after(now.clone(), Some(&now), step, item, output))
 }
 
 /// Emits event `name` with `data` (and `id`), from outside the owner.

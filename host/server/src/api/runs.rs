@@ -220,6 +220,10 @@ pub(super) async fn cancel(State(core): State<Arc<Core>>, Path(id): Path<String>
 pub struct SignalBody {
     /// The answer, checked against the wait's `schema`.
     pub data: Value,
+    /// For a `for_each` wait: the item answered (from 0; the run's `waits`
+    /// list each item still waiting).
+    #[serde(default)]
+    pub item: Option<u32>,
 }
 
 /// An accepted signal.
@@ -227,6 +231,12 @@ pub struct SignalBody {
 pub struct SignalOut {
     pub run_id: String,
     pub step: String,
+    /// The item answered, for a `for_each` wait.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub item: Option<u32>,
+    /// For a `for_each` wait: its items still waiting.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waiting_items: Vec<u32>,
     /// The step's output (the data).
     pub output: Value,
     /// The run's state now.
@@ -238,7 +248,7 @@ pub(super) async fn signal(
     Path((id, step)): Path<(String, String)>,
     Body(b): Body<SignalBody>,
 ) -> Result<Json<SignalOut>, ApiError> {
-    let s = core.for_http.signal(&id, &step, b.data).await.map_err(|e| match e {
+    let s = core.for_http.signal(&id, &step, b.item, b.data).await.map_err(|e| match e {
         SignalRefused::Run(e) => lookup_refused(e),
         SignalRefused::TooLarge(p) => {
             ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", "the signal's data is over its cap")
@@ -266,7 +276,14 @@ pub(super) async fn signal(
         SignalRefused::Wait(WaitRefused::NotFound { message }) => ApiError::not_found(message),
         SignalRefused::Failed(e) => ApiError::internal(e),
     })?;
-    Ok(Json(SignalOut { run_id: s.run.to_string(), step: s.step, output: s.output, state: s.state }))
+    Ok(Json(SignalOut {
+        run_id: s.run.to_string(),
+        step: s.step,
+        item: s.item,
+        waiting_items: s.waiting_items,
+        output: s.output,
+        state: s.state,
+    }))
 }
 
 /// `GET /runs/{id}/graph?format=`.
@@ -301,6 +318,10 @@ pub struct EdgeView {
     pub from: String,
     pub to: String,
     pub on: EdgeOn,
+    /// What the edge says besides "on success": `failure`, `skipped`,
+    /// `when @check.ok eq true`, ...
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
 }
 
 pub(super) async fn graph(
@@ -342,7 +363,12 @@ pub fn graph_view(def: &weft_model::Definition, steps: &[weft_engine::store::Ste
     let edges = g
         .edges()
         .iter()
-        .map(|e| EdgeView { from: g.name(e.from).to_string(), to: g.name(e.to).to_string(), on: e.on })
+        .map(|e| EdgeView {
+            from: g.name(e.from).to_string(),
+            to: g.name(e.to).to_string(),
+            on: e.on,
+            label: weft_model::graph::edge_label(def, e),
+        })
         .collect();
     GraphView { nodes, edges }
 }

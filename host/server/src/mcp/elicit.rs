@@ -269,7 +269,7 @@ impl Core {
         data: Value,
         asked: &mut Asked,
     ) -> Result<Option<String>, ToolError> {
-        Ok(match self.for_mcp.signal(run.as_str(), step, data).await {
+        Ok(match self.for_mcp.signal(run.as_str(), step, None, data).await {
             Ok(_) => {
                 asked.errors.remove(step);
                 None

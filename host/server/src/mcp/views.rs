@@ -37,7 +37,7 @@ impl RunStartOut {
     pub fn of(rec: &RunRecord) -> Self {
         let finished = rec.state.is_terminal();
         let waiting = matches!(rec.state, RunState::InputRequired | RunState::AuthRequired);
-        let waits = if finished { vec![] } else { rec.waits.iter().map(WaitView::of).collect() };
+        let waits = if finished { vec![] } else { WaitView::all(rec) };
         let note = match rec.state {
             RunState::Completed => "the run completed; `output` is its output".to_string(),
             s if s.is_terminal() => format!("the run is {s}; run_get shows each step's state and error"),
@@ -45,11 +45,17 @@ impl RunStartOut {
                 let signals: Vec<&WaitView> = waits.iter().filter(|w| w.kind == WaitOn::Signal).collect();
                 let what = match signals.first() {
                     Some(w) => format!(
-                        "step `{}` waits for a signal{}: run_signal {{\"run_id\": \"{}\", \"step\": \"{}\", \"data\": ...}} answers it (`data` must match the wait's `schema`)",
+                        "step `{}`{} waits for a signal{}: run_signal {{\"run_id\": \"{}\", \"step\": \"{}\"{}, \"data\": ...}} answers it (`data` must match the wait's `schema`){}",
                         w.step,
+                        w.item.map(|k| format!(" (item {k})")).unwrap_or_default(),
                         w.prompt.as_deref().map(|p| format!(" ({p})")).unwrap_or_default(),
                         rec.id,
-                        w.step
+                        w.step,
+                        w.item.map(|k| format!(", \"item\": {k}")).unwrap_or_default(),
+                        match signals.len() {
+                            n if n > 1 => format!("; {} signal waits are open, each listed in `waits`", n),
+                            _ => String::new(),
+                        }
                     ),
                     None => "run_get shows what it waits for".to_string(),
                 };

@@ -151,6 +151,19 @@ function dag(graph) {
     if (e.on !== "success") line.setAttribute("stroke-dasharray", "4 3");
     line.setAttribute("marker-end", "url(#arrow)");
     svg.append(line);
+    if (e.label) {
+      // `failure`, `skipped`, `when @check.ok eq true`: said on the edge.
+      const title = document.createElementNS(ns, "title");
+      title.textContent = e.label;
+      line.append(title);
+      const t = document.createElementNS(ns, "text");
+      t.setAttribute("x", (x1 + x2) / 2);
+      t.setAttribute("y", (y1 + y2) / 2 - 3);
+      t.setAttribute("class", "edge-label");
+      t.setAttribute("text-anchor", "middle");
+      t.textContent = e.label.length > 24 ? e.label.slice(0, 23) + "…" : e.label;
+      svg.append(t);
+    }
   }
   for (const n of graph.nodes) {
     const g = document.createElementNS(ns, "g");
@@ -251,7 +264,8 @@ async function runPage(id) {
       el("p", {}, "State ", el("span", { id: "run-state" }, state(run.state)), " · created ", short(run.created_at), " ", cancel));
     graph.replaceChildren(el("h2", {}, "Graph"), dag(g));
     // Forms for signal waits (kept while the same waits stay open).
-    const key = run.waits.filter((w) => w.kind === "signal").map((w) => w.step).join(",");
+    // A for_each wait has one form per item still waiting.
+    const key = run.waits.filter((w) => w.kind === "signal").map((w) => w.step + "#" + (w.item ?? "")).join(",");
     if (key !== openForms) {
       openForms = key;
       waits.replaceChildren(...run.waits.filter((w) => w.kind === "signal").map((w) => waitForm(id, w, load)));
@@ -296,13 +310,15 @@ function waitForm(id, w, reload) {
   const f = schemaForm(w.schema, "data (JSON)");
   const msg = el("span", { class: "error", id: "wait-message" });
   const submit = el("button", { type: "submit" }, "Answer");
-  const form = el("form", { class: "wait", "data-wait": w.step }, el("h2", {}, `Step ${w.step} waits`),
+  const item = w.item ?? null;
+  const title = item === null ? `Step ${w.step} waits` : `Step ${w.step}, item ${item}, waits`;
+  const form = el("form", { class: "wait", "data-wait": w.step, "data-item": item ?? "" }, el("h2", {}, title),
     w.prompt ? el("p", {}, w.prompt) : null, f.box, submit, msg);
   form.onsubmit = async (e) => {
     e.preventDefault();
     let data;
     try { data = f.read(); } catch (err) { msg.textContent = "not JSON: " + err.message; return; }
-    const { status, body } = await api(`/runs/${id}/steps/${encodeURIComponent(w.step)}/signal`, { method: "POST", body: { data } });
+    const { status, body } = await api(`/runs/${id}/steps/${encodeURIComponent(w.step)}/signal`, { method: "POST", body: item === null ? { data } : { data, item } });
     if (status === 200) { form.remove(); reload(); return; }
     msg.textContent = body.message || ("HTTP " + status);
     f.errors(body.problems, "/data");

@@ -125,7 +125,7 @@ async fn messages_go_to_the_owner_of_their_run() {
     b.release_runs(std::slice::from_ref(&free)).await.unwrap();
     let msg = |id: &str, kind: InboxKind| InboxRecord { id: id.into(), kind, data: json!(1), at: 1, answer: None };
     b.commit(batch(vec![
-        Write::InboxPut(msg("m1", InboxKind::Signal { run: mine.clone(), step: "w".into() })),
+        Write::InboxPut(msg("m1", InboxKind::Signal { run: mine.clone(), step: "w".into(), item: None })),
         Write::InboxPut(msg("m2", InboxKind::Cancel { run: free.clone() })),
         Write::InboxPut(msg("m3", InboxKind::Event { event: "e".into(), id: "e1".into() })),
     ]))

@@ -19,6 +19,7 @@ impl Driver {
             let st = &mut self.steps[i];
             st.state = sr.state;
             st.output = sr.output.clone().unwrap_or(Value::Null);
+            st.error = sr.error.as_ref().map(|e| e.message.clone());
             st.when_skipped = sr.state == StepState::Skipped && sr.error.is_none();
             if sr.state == StepState::Failed {
                 self.failures += 1;
@@ -34,6 +35,9 @@ impl Driver {
                 // once when that passed while no process was running; a
                 // wait's timeout likewise; a child run is awaited again.
                 self.steps[i].activated = true;
+                if self.def.steps[i].for_each.is_some() {
+                    self.load_items(i, rec)?;
+                }
                 match &self.def.steps[i].action {
                     Action::Sleep(_) => self.steps[i].wake_at = Some(sr.next_attempt_at.unwrap_or(0)),
                     Action::Wait(_) => self.steps[i].wake_at = sr.next_attempt_at,
@@ -83,8 +87,14 @@ impl Driver {
             self.steps[i].recount();
         }
         for i in children_again {
-            let spec = self.child_spec(i);
-            self.to_spawn.push(spec);
+            if self.def.steps[i].for_each.is_none() {
+                let spec = self.child_spec(i, None);
+                self.to_spawn.push(spec);
+            } else {
+                // Items answered before are not started again; the first
+                // `concurrency` open ones were running (see `start_item_children`).
+                self.start_item_children(i);
+            }
         }
         // Attempts of the previous owner were interrupted: each runs again
         // as itself (same idempotency key), not counted as a failure, and
@@ -104,6 +114,34 @@ impl Driver {
                 break;
             }
         }
+        Ok(())
+    }
+
+    /// A parked `for_each` step's items again: its items, what each waits
+    /// for (from its wait record), and the answers its attempts recorded.
+    fn load_items(&mut self, i: usize, rec: &RunRecord) -> Result<(), EngineError> {
+        let name = &self.def.steps[i].name;
+        let plan = |m: String| EngineError::Plan(format!("step {name}: {m}"));
+        let (units, _) = self.resolve_items(i).map_err(|e| plan(e.message))?;
+        let kinds = match rec.waits.iter().find(|w| &w.step == name).map(|w| &w.kind) {
+            Some(WaitKind::Items { items }) if items.len() == units.len() => items.clone(),
+            _ => return Err(plan("its wait record does not list its items".into())),
+        };
+        let mut units = units;
+        for unit in &mut units {
+            let mine = rec.attempts.iter().filter(|a| &a.step == name && a.item == unit.item);
+            unit.next_attempt = mine.clone().map(|a| a.attempt.next()).max().unwrap_or(AttemptNo::FIRST);
+            match mine.clone().find(|a| a.state == AttemptState::Succeeded) {
+                Some(ok) => {
+                    unit.state = UnitState::Succeeded;
+                    unit.result = ok.output.clone().unwrap_or(Value::Null);
+                }
+                None => unit.state = UnitState::Parked,
+            }
+        }
+        self.steps[i].units = units;
+        self.steps[i].parked = kinds;
+        self.steps[i].recount();
         Ok(())
     }
 }

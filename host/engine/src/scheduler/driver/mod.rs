@@ -44,6 +44,9 @@ use undriven::fail_unloadable;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum UnitState {
     Pending,
+    /// An item of a `for_each` wait or `workflow` step, waiting for its
+    /// signal, event or child run (never claimed).
+    Parked,
     Running,
     Retrying,
     Succeeded,
@@ -89,6 +92,8 @@ impl Unit {
 struct StepRt {
     state: StepState,
     output: Value,
+    /// Why it failed (for a `join: any | race` that none could satisfy).
+    error: Option<String>,
     /// Skipped because its `when` was false (does not cascade).
     when_skipped: bool,
     /// Its join rule and `when` passed: its units exist.
@@ -99,6 +104,11 @@ struct StepRt {
     running: usize,
     retrying: usize,
     succeeded: usize,
+    /// A `for_each` wait or `workflow` step: what each unit waits for.
+    parked: Vec<WaitKind>,
+    /// A `for_each` workflow step: its units before this one have their
+    /// child run started (the rest wait for room under `concurrency`).
+    children_started: usize,
     /// A `sleep` step waiting: when it wakes (ms since epoch; stored as
     /// the step's `next_attempt_at`, so a restart re-arms it).
     wake_at: Option<i64>,
@@ -131,7 +141,25 @@ impl StepRt {
 enum Readiness {
     Wait,
     Run,
+    /// An edge's condition is not met: skipped, and the skip cascades.
     Skip(String),
+    /// Only edges' `when`s held it back: skipped like a false `when` (the
+    /// skip does not cascade); what was tested.
+    SkipQuiet(Value),
+    /// It cannot run, and that is a failure: an edge's `when` could not be
+    /// evaluated, or no dependency of a `join: any | race` succeeded and
+    /// one failed.
+    Fail(StepError),
+}
+
+/// Whether one edge into a step fires.
+enum EdgeFires {
+    Yes,
+    /// Its `on` does not hold.
+    No,
+    /// Its `on` holds, its `when` is false (what was tested).
+    NotWhen(Value),
+    Unresolved(StepError),
 }
 
 enum SinkMsg {
@@ -220,7 +248,7 @@ enum Wake {
     Permit(OwnedSemaphorePermit),
     Timer,
     Mail(Mail),
-    Child(usize, Box<Result<RunRecord, StepError>>),
+    Child(usize, Option<usize>, Box<Result<RunRecord, StepError>>),
 }
 
 /// An answer sent once the batch that decided it is durable.
@@ -278,7 +306,7 @@ struct Driver {
     replies: Vec<Reply>,
     depth: u32,
     /// Child runs being created or awaited, and those still to start.
-    children: JoinSet<(usize, Result<RunRecord, StepError>)>,
+    children: JoinSet<(usize, Option<usize>, Result<RunRecord, StepError>)>,
     to_spawn: Vec<ChildSpec>,
     /// Children to cancel once the batch that ended their step is durable.
     to_cancel: Vec<RunId>,
@@ -435,6 +463,7 @@ impl Driver {
             .map(|_| StepRt {
                 state: StepState::Pending,
                 output: Value::Null,
+                error: None,
                 when_skipped: false,
                 activated: false,
                 units: vec![],
@@ -442,6 +471,8 @@ impl Driver {
                 running: 0,
                 retrying: 0,
                 succeeded: 0,
+                parked: vec![],
+                children_started: 0,
                 wake_at: None,
             })
             .collect();
@@ -549,7 +580,7 @@ impl Driver {
                 }
                 Wake::Timer => {}
                 Wake::Mail(m) => self.on_mail(m)?,
-                Wake::Child(i, r) => self.on_child(i, *r)?,
+                Wake::Child(i, u, r) => self.on_child(i, u, *r)?,
             }
         }
     }
@@ -582,7 +613,7 @@ impl Driver {
             Some(m) = self.sink_rx.recv() => Wake::Sink(m),
             Some(m) = self.link.mail.recv() => Wake::Mail(m),
             Some(r) = self.children.join_next(), if !self.children.is_empty() => match r {
-                Ok((i, r)) => Wake::Child(i, Box::new(r)),
+                Ok((i, u, r)) => Wake::Child(i, u, Box::new(r)),
                 Err(e) if e.is_cancelled() => Wake::Timer,
                 Err(e) => std::panic::resume_unwind(e.into_panic()),
             },
@@ -737,6 +768,7 @@ impl Driver {
         }
         self.steps[i].state = to;
         self.steps[i].output = output;
+        self.steps[i].error = error.as_ref().map(|e| e.message.clone());
         let mut data = json!({"state": to});
         if let (Value::Object(d), Value::Object(x)) = (&mut data, extra) {
             d.extend(x);

@@ -255,14 +255,7 @@ impl Driver {
                         json!({"item": item, "attempt": attempt, "error": err}),
                     );
                     // The step fails at its first failed item: stop the others.
-                    for k in 0..self.steps[i].units.len() {
-                        if let Some((a, t)) = self.steps[i].units[k].running.clone() {
-                            t.cancel();
-                            let e = StepError::canceled("another item of the step failed");
-                            self.finish_attempt(i, k, a, AttemptState::Canceled, None, Some(e));
-                            self.steps[i].set_unit(k, UnitState::Canceled);
-                        }
-                    }
+                    self.cancel_units(i, "another item of the step failed");
                 }
                 let err = match item {
                     Some(k) => StepError { message: format!("item {k}: {}", err.message), ..err },
@@ -274,10 +267,24 @@ impl Driver {
         Ok(())
     }
 
+    /// Stops step `i`'s running attempts: each is canceled and recorded.
+    pub(super) fn cancel_units(&mut self, i: usize, why: &str) {
+        for u in 0..self.steps[i].units.len() {
+            if let Some((a, t)) = self.steps[i].units[u].running.clone() {
+                t.cancel();
+                self.finish_attempt(i, u, a, AttemptState::Canceled, None, Some(StepError::canceled(why)));
+                self.steps[i].set_unit(u, UnitState::Canceled);
+            }
+        }
+    }
+
     /// A dependent with a `failure`/`always` edge, or `continue_on_error`,
-    /// handles a step's failure.
+    /// handles a step's failure; so does a `join: any | race` dependent:
+    /// another dependency may still succeed, and when none does, the join
+    /// step fails with every error (see `readiness`).
     pub(super) fn handled(&self, i: usize) -> bool {
-        self.def.steps[i].continue_on_error || self.graph.dependents(i).any(|e| e.on != EdgeOn::Success)
+        self.def.steps[i].continue_on_error
+            || self.graph.dependents(i).any(|e| e.on != EdgeOn::Success || self.def.steps[e.to].join != Join::All)
     }
 
     /// The step's failure is final (the step is running).
@@ -348,22 +355,15 @@ impl Driver {
             _ => format!("the run ended: {}", err.message),
         };
         for i in 0..self.steps.len() {
-            for u in 0..self.steps[i].units.len() {
-                if let Some((a, t)) = self.steps[i].units[u].running.clone() {
-                    t.cancel();
-                    self.finish_attempt(i, u, a, AttemptState::Canceled, None, Some(StepError::canceled(why.clone())));
-                    self.steps[i].set_unit(u, UnitState::Canceled);
-                }
-            }
+            self.cancel_units(i, &why);
             match self.steps[i].state {
                 StepState::Pending if !cancel_pending => {
                     let e = StepError::new(ErrorKind::DependencyFailed, why.clone(), false);
                     self.step_to(i, StepEvent::Skip, Value::Null, Some(e), json!({}))?;
                 }
                 s if !s.is_terminal() => {
-                    if let (StepState::Waiting, Action::Workflow(_)) = (s, &self.def.steps[i].action) {
-                        self.to_cancel.push(children::child_id(&self.id, &self.def.steps[i].name));
-                    }
+                    let children = self.running_children(i);
+                    self.to_cancel.extend(children);
                     self.step_to(i, StepEvent::Cancel, Value::Null, Some(StepError::canceled(why.clone())), json!({}))?;
                 }
                 _ => {}

@@ -31,6 +31,11 @@ impl Driver {
                     let err = StepError::new(ErrorKind::DependencyFailed, why, false);
                     self.step_to(i, StepEvent::Skip, Value::Null, Some(err), json!({}))?;
                 }
+                Readiness::SkipQuiet(why) => {
+                    self.steps[i].when_skipped = true;
+                    self.step_to(i, StepEvent::Skip, Value::Null, None, why)?;
+                }
+                Readiness::Fail(err) => self.fail_unclaimed(i, err)?,
                 Readiness::Run => {
                     self.activate(i)?;
                     if self.def.steps[i].join != Join::All {
@@ -65,6 +70,29 @@ impl Driver {
             }
             EdgeOn::Failure => s.state == StepState::Failed,
             EdgeOn::Always => s.state.is_terminal(),
+            EdgeOn::Skipped => s.state == StepState::Skipped,
+        }
+    }
+
+    /// Whether the edge from terminal step `from` into step `i` fires: its
+    /// `on` holds and its `when` (if any) is true.
+    fn edge_fires(&self, from: usize, i: usize, on: EdgeOn) -> EdgeFires {
+        if !self.edge_met(from, on) {
+            return EdgeFires::No;
+        }
+        let Some(cond) = self.def.steps[i].edge_when(&self.def.steps[from].name) else { return EdgeFires::Yes };
+        match self.scope_eval(None, |s| cond.try_evaluate(s)) {
+            Ok(true) => EdgeFires::Yes,
+            Ok(false) => {
+                let value = self.scope_eval(None, |s| cond.tested_value(s));
+                let edge = &self.def.steps[from].name;
+                EdgeFires::NotWhen(json!({"reason": "edge when", "edge": edge, "ref": cond.ref_text, "value": value}))
+            }
+            Err(u) => {
+                let e = unresolved_error(u);
+                let m = format!("the `when` of the edge from `{}`: {}", self.def.steps[from].name, e.message);
+                EdgeFires::Unresolved(StepError { message: m, ..e })
+            }
         }
     }
 
@@ -74,36 +102,60 @@ impl Driver {
             return Readiness::Run;
         }
         let terminal = |d: usize| self.steps[d].state.is_terminal();
+        let name = |d: usize| &self.def.steps[d].name;
         let unmet = |deps: &[(usize, EdgeOn)]| {
             deps.iter()
                 .filter(|(d, on)| terminal(*d) && !self.edge_met(*d, *on))
-                .map(|(d, on)| {
-                    format!("`{}` is {} (edge on {})", self.def.steps[*d].name, self.steps[*d].state, on.as_str())
-                })
+                .map(|(d, on)| format!("`{}` is {} (edge on {})", name(*d), self.steps[*d].state, on.as_str()))
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        match self.def.steps[i].join {
-            Join::All => {
-                if !deps.iter().all(|(d, _)| terminal(*d)) {
-                    Readiness::Wait
-                } else if deps.iter().all(|(d, on)| self.edge_met(*d, *on)) {
-                    Readiness::Run
-                } else {
-                    Readiness::Skip(format!("skipped: {}", unmet(&deps)))
-                }
+        // The terminal dependencies' edges: which fire, and why not.
+        let mut fired = 0;
+        let (mut quiet, mut held) = (None, false);
+        for &(d, on) in deps.iter().filter(|(d, _)| terminal(*d)) {
+            match self.edge_fires(d, i, on) {
+                EdgeFires::Yes => fired += 1,
+                EdgeFires::No => held = true,
+                EdgeFires::NotWhen(v) => quiet = quiet.or(Some(v)),
+                EdgeFires::Unresolved(e) => return Readiness::Fail(e),
             }
+        }
+        let all_terminal = deps.iter().all(|(d, _)| terminal(*d));
+        let not_going = |held: bool| match (held, quiet.clone()) {
+            (false, Some(v)) => Readiness::SkipQuiet(v),
+            _ => Readiness::Skip(format!("skipped: {}", unmet(&deps))),
+        };
+        match self.def.steps[i].join {
+            Join::All if !all_terminal => Readiness::Wait,
+            Join::All if fired == deps.len() => Readiness::Run,
+            Join::All => not_going(held),
+            Join::Any | Join::Race if fired > 0 => Readiness::Run,
             Join::Any | Join::Race => {
-                let any_met = deps.iter().any(|(d, on)| terminal(*d) && self.edge_met(*d, *on));
-                let any_terminal = deps.iter().any(|(d, _)| terminal(*d));
-                let all_terminal = deps.iter().all(|(d, _)| terminal(*d));
-                if any_met {
-                    Readiness::Run
-                } else if all_terminal || (self.def.steps[i].join == Join::Race && any_terminal) {
-                    Readiness::Skip(format!("skipped: {}", unmet(&deps)))
-                } else {
-                    Readiness::Wait
+                let race_over = self.def.steps[i].join == Join::Race && deps.iter().any(|(d, _)| terminal(*d));
+                if !all_terminal && !race_over {
+                    return Readiness::Wait;
                 }
+                // None can succeed any more: a dependency that failed where
+                // success was wanted fails this step, with every error.
+                let failed: Vec<String> = deps
+                    .iter()
+                    .filter(|(d, on)| {
+                        *on == EdgeOn::Success
+                            && self.steps[*d].state == StepState::Failed
+                            && !self.def.steps[*d].continue_on_error
+                    })
+                    .map(|(d, _)| {
+                        let why = self.steps[*d].error.clone().unwrap_or_default();
+                        format!("`{}` failed: {why}", name(*d))
+                    })
+                    .collect();
+                if failed.is_empty() {
+                    return not_going(held);
+                }
+                let join = self.def.steps[i].join.as_str();
+                let m = format!("no dependency of this `join: {join}` step succeeded: {}", failed.join("; "));
+                Readiness::Fail(StepError::new(ErrorKind::DependencyFailed, m, false))
             }
         }
     }
@@ -233,6 +285,9 @@ impl Driver {
                 };
                 let until = crate::clock::rfc3339(wake_at);
                 return self.park(i, WaitKind::Sleep, Some(wake_at), json!({"sleep_until": until}));
+            }
+            Action::Wait(_) | Action::Workflow(_) if self.def.steps[i].for_each.is_some() => {
+                return self.park_items(i);
             }
             Action::Wait(_) => return self.start_wait(i),
             Action::Workflow(_) => return self.start_child(i),

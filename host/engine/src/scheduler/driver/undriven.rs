@@ -9,7 +9,6 @@ use serde_json::{Value, json};
 use super::super::{Engine, EngineError, Shared};
 use crate::error::{ErrorKind, StepError};
 use crate::ids::RunId;
-use crate::outside::WaitKind;
 use crate::state::{AttemptState, RunEvent, StepEvent};
 use crate::store::{Batch, NewEvent, RunRecord, Write};
 
@@ -91,10 +90,8 @@ pub(in crate::scheduler) async fn cancel_undriven(sh: &Arc<Shared>, id: &RunId) 
     sh.commit(b).await?;
     // Its children go with it.
     let engine = Engine::from_shared(sh.clone());
-    for w in &rec.waits {
-        if let WaitKind::Child { run } = &w.kind
-            && let Err(e) = Box::pin(engine.cancel(run)).await
-        {
+    for run in rec.waits.iter().flat_map(|w| w.kind.children()) {
+        if let Err(e) = Box::pin(engine.cancel(run)).await {
             tracing::warn!(run = %run, error = %e, "cannot cancel a child run");
         }
     }

@@ -4,10 +4,18 @@
 //! child's end, a cancel) closes the record in the batch of its outcome
 //! (see `step_to`). While a signal wait is open the run is
 //! `input-required` (or `auth-required`).
+//!
+//! A `for_each` wait or `workflow` step parks once per item: one record
+//! whose kind lists each item's wait ([`WaitKind::Items`]), one child run
+//! per item. Each item is answered on its own (a signal names its item)
+//! and recorded as an attempt of that item, so a restart knows which are
+//! left; the step succeeds with the items' outputs in order when the last
+//! one is answered, and fails at the first item that fails (a child run
+//! that failed, the wait's timeout), canceling the children still running.
 
 use super::*;
 use crate::model_glue::Step;
-use crate::scheduler::mail::{check_signal, no_such_step, waits_for_event};
+use crate::scheduler::mail::{ItemsOpen, check_signal, list_items, no_such_step, waits_for_event};
 use weft_model::WaitReason;
 
 impl Driver {
@@ -39,18 +47,31 @@ impl Driver {
     /// A `wait` step starts waiting: for a signal (prompt resolved now) or
     /// an event (its `match` resolved now, so later changes do not move it).
     pub(super) fn start_wait(&mut self, i: usize) -> Result<(), EngineError> {
+        let until = self.wait_until(i);
+        match self.wait_kind(i, None) {
+            Ok(kind) => self.park(i, kind, until, json!({})),
+            Err(e) => self.fail_unclaimed(i, e),
+        }
+    }
+
+    /// When wait step `i`'s `timeout_ms` runs out, if it has one.
+    fn wait_until(&self, i: usize) -> Option<i64> {
         let Action::Wait(spec) = &self.def.steps[i].action else { unreachable!("a wait step") };
-        let spec = spec.clone();
-        let until = spec.timeout_ms.map(|t| self.now().saturating_add(t.min(i64::MAX as u64) as i64));
+        spec.timeout_ms.map(|t| self.now().saturating_add(t.min(i64::MAX as u64) as i64))
+    }
+
+    /// What wait step `i` waits for (for one item, with `item`).
+    fn wait_kind(&self, i: usize, item: Option<(&Value, u64)>) -> Result<WaitKind, StepError> {
+        let Action::Wait(spec) = &self.def.steps[i].action else { unreachable!("a wait step") };
         let resolved = |t: Option<&crate::model_glue::Template>| match t {
-            Some(t) => self.scope_eval(None, |s| t.try_resolve(s)).map(Some),
+            Some(t) => self.scope_eval(item, |s| t.try_resolve(s)).map(Some),
             None => Ok(None),
         };
         let (matches, prompt) = match (resolved(spec.matches.as_ref()), resolved(spec.prompt.as_ref())) {
             (Ok(m), Ok(p)) => (m, p),
-            (Err(u), _) | (_, Err(u)) => return self.fail_unclaimed(i, crate::model_glue::unresolved_error(u)),
+            (Err(u), _) | (_, Err(u)) => return Err(crate::model_glue::unresolved_error(u)),
         };
-        let kind = match &spec.event {
+        Ok(match &spec.event {
             Some(event) => {
                 let matches = match matches {
                     Some(Value::Object(m)) => m,
@@ -69,42 +90,189 @@ impl Driver {
                 };
                 WaitKind::Signal { prompt, schema: spec.schema.clone(), reason }
             }
+        })
+    }
+
+    /// A `for_each` wait or `workflow` step parks once per item (see the
+    /// module's doc); with no item it succeeds at once with `[]`.
+    pub(super) fn park_items(&mut self, i: usize) -> Result<(), EngineError> {
+        if let Some(e) = self.too_deep(i) {
+            return self.fail_unclaimed(i, e);
+        }
+        let (units, left_out) = match self.resolve_items(i) {
+            Ok(x) => x,
+            Err(e) => return self.fail_unclaimed(i, e),
         };
-        self.park(i, kind, until, json!({}))
+        let is_wait = matches!(self.def.steps[i].action, Action::Wait(_));
+        let mut kinds = Vec::with_capacity(units.len());
+        for unit in &units {
+            let item = unit.item.expect("an item");
+            let kind = if is_wait {
+                self.wait_kind(i, Some((&unit.value, u64::from(item.0))))
+            } else {
+                let t = self.def.steps[i].input.clone();
+                self.scope_eval(Some((&unit.value, u64::from(item.0))), |s| t.try_resolve(s))
+                    .map(|_| WaitKind::Child { run: children::child_id(&self.id, &self.def.steps[i].name, Some(item)) })
+                    .map_err(crate::model_glue::unresolved_error)
+            };
+            match kind {
+                Ok(k) => kinds.push(k),
+                Err(e) => {
+                    let e = StepError { message: format!("item {item}: {}", e.message), ..e };
+                    return self.fail_unclaimed(i, e);
+                }
+            }
+        }
+        let n = units.len();
+        let counts = match self.def.steps[i].where_ {
+            Some(_) => json!({"items": n, "left_out": left_out}),
+            None => json!({"items": n}),
+        };
+        self.steps[i].units = units;
+        self.steps[i].recount();
+        if n == 0 {
+            self.steps[i].activated = true;
+            self.step_to(i, StepEvent::Claim, Value::Null, None, counts)?;
+            return self.step_to(i, StepEvent::Succeed, json!([]), None, json!({}));
+        }
+        for u in 0..n {
+            self.steps[i].set_unit(u, UnitState::Parked);
+        }
+        self.steps[i].parked = kinds.clone();
+        let until = if is_wait { self.wait_until(i) } else { None };
+        self.park(i, WaitKind::Items { items: kinds }, until, counts)?;
+        if !is_wait {
+            self.start_item_children(i);
+        }
+        Ok(())
+    }
+
+    /// Starts child runs of `for_each` workflow step `i`, in item order,
+    /// while fewer than its `concurrency` run. Started children are a
+    /// prefix of the items (see [`StepRt::children_started`]), so after a
+    /// restart the first `concurrency` items without an answer are the
+    /// ones that were running.
+    pub(super) fn start_item_children(&mut self, i: usize) {
+        let cap = self.def.steps[i].concurrency.map(|c| c.max(1) as usize).unwrap_or(usize::MAX);
+        let mut u = self.steps[i].children_started;
+        let parked = |st: &StepRt, u: usize| st.units[u].state == UnitState::Parked;
+        let mut running = (0..u).filter(|&k| parked(&self.steps[i], k)).count();
+        while running < cap && u < self.steps[i].units.len() {
+            if parked(&self.steps[i], u) {
+                let spec = self.child_spec(i, Some(u));
+                self.to_spawn.push(spec);
+                running += 1;
+            }
+            u += 1;
+        }
+        self.steps[i].children_started = u;
+    }
+
+    /// Item `u` of parked step `i` is answered: recorded as an attempt of
+    /// the item (started and ended in one commit). The step succeeds with
+    /// its last item and fails with its first failed one.
+    pub(super) fn item_resolved(
+        &mut self,
+        i: usize,
+        u: usize,
+        r: Result<Value, StepError>,
+        how: Value,
+    ) -> Result<(), EngineError> {
+        let (item, attempt, now) = (self.steps[i].units[u].item, self.steps[i].units[u].next_attempt, self.now());
+        let step = self.def.steps[i].name.clone();
+        let run = self.id.clone();
+        self.batch.push(Write::StartAttempt { run, step, item, attempt, lease_until: now, at: now, input: None });
+        match r {
+            Ok(v) => {
+                self.finish_attempt(i, u, attempt, AttemptState::Succeeded, Some(v.clone()), None);
+                self.steps[i].set_unit(u, UnitState::Succeeded);
+                self.steps[i].units[u].result = v;
+                let mut data = json!({"item": item, "attempt": attempt});
+                if let (Value::Object(d), Value::Object(x)) = (&mut data, how) {
+                    d.extend(x);
+                }
+                self.event("item.succeeded".into(), Some(i), item, data);
+                if self.steps[i].succeeded == self.steps[i].units.len() {
+                    let out = Value::Array(self.steps[i].units.iter().map(|u| u.result.clone()).collect());
+                    self.step_to(i, StepEvent::Succeed, out, None, json!({}))?;
+                } else if matches!(self.def.steps[i].action, Action::Workflow(_)) {
+                    self.start_item_children(i);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.finish_attempt(i, u, attempt, AttemptState::Failed, None, Some(e.clone()));
+                self.steps[i].set_unit(u, UnitState::Failed);
+                // The step fails at its first failed item: stop the others.
+                let others = self.running_children(i);
+                self.to_cancel.extend(others);
+                self.event("item.failed".into(), Some(i), item, json!({"item": item, "attempt": attempt, "error": e}));
+                let k = item.expect("an item");
+                self.step_failed(i, StepError { message: format!("item {k}: {}", e.message), ..e })
+            }
+        }
+    }
+
+    /// The items of parked step `i` still waiting.
+    pub(super) fn open_items(&self, i: usize) -> Vec<ItemIndex> {
+        self.steps[i].units.iter().filter(|u| u.state == UnitState::Parked).filter_map(|u| u.item).collect()
+    }
+
+    /// The child runs of parked step `i` still running (to cancel).
+    pub(super) fn running_children(&self, i: usize) -> Vec<RunId> {
+        let name = &self.def.steps[i].name;
+        match (&self.def.steps[i].action, self.steps[i].state) {
+            (Action::Workflow(_), StepState::Waiting) if self.def.steps[i].for_each.is_some() => {
+                let started = &self.steps[i].units[..self.steps[i].children_started];
+                let open = started.iter().filter(|u| u.state == UnitState::Parked).filter_map(|u| u.item);
+                open.map(|k| children::child_id(&self.id, name, Some(k))).collect()
+            }
+            (Action::Workflow(_), StepState::Waiting) => vec![children::child_id(&self.id, name, None)],
+            _ => vec![],
+        }
+    }
+
+    /// Why step `i`'s child runs cannot start: they would nest too deep.
+    fn too_deep(&self, i: usize) -> Option<StepError> {
+        let max = self.sh.config.max_depth;
+        (matches!(self.def.steps[i].action, Action::Workflow(_)) && self.depth >= max).then(|| {
+            StepError::new(
+                ErrorKind::Validation,
+                format!("child runs nest at most {max} deep (this run is at depth {})", self.depth),
+                false,
+            )
+        })
     }
 
     /// A `workflow` step: its child run is created and awaited once the
     /// batch that parks the step is durable.
     pub(super) fn start_child(&mut self, i: usize) -> Result<(), EngineError> {
-        let max = self.sh.config.max_depth;
-        if self.depth >= max {
-            self.step_to(i, StepEvent::Claim, Value::Null, None, json!({}))?;
-            let err = StepError::new(
-                ErrorKind::Validation,
-                format!("child runs nest at most {max} deep (this run is at depth {})", self.depth),
-                false,
-            );
-            return self.step_failed(i, err);
+        if let Some(e) = self.too_deep(i) {
+            return self.fail_unclaimed(i, e);
         }
         let t = self.def.steps[i].input.clone();
         if let Err(u) = self.scope_eval(None, |s| t.try_resolve(s)) {
             return self.fail_unclaimed(i, crate::model_glue::unresolved_error(u));
         }
-        let spec = self.child_spec(i);
+        let spec = self.child_spec(i, None);
         let extra = json!({"child": spec.id});
         self.park(i, WaitKind::Child { run: spec.id.clone() }, None, extra)?;
         self.to_spawn.push(spec);
         Ok(())
     }
 
-    pub(super) fn child_spec(&self, i: usize) -> ChildSpec {
+    /// The child run of step `i` (of its unit `unit`, for a `for_each` step).
+    pub(super) fn child_spec(&self, i: usize, unit: Option<usize>) -> ChildSpec {
         let Action::Workflow(w) = &self.def.steps[i].action else { unreachable!("a workflow step") };
         let t = self.def.steps[i].input.clone();
-        let input = self.scope_eval(None, |s| t.resolve(s));
+        let item = unit.and_then(|u| self.steps[i].units[u].item);
+        let scope_item = unit.zip(item).map(|(u, k)| (&self.steps[i].units[u].value, u64::from(k.0)));
+        let input = self.scope_eval(scope_item, |s| t.resolve(s));
         let step = &self.def.steps[i].name;
         ChildSpec {
             step: i,
-            id: children::child_id(&self.id, step),
+            unit,
+            id: children::child_id(&self.id, step, item),
             parent: self.id.clone(),
             depth: self.depth + 1,
             template: w.template.clone(),
@@ -115,9 +283,25 @@ impl Driver {
     }
 
     /// The child run of step `i` ended (or could not be created).
-    pub(super) fn on_child(&mut self, i: usize, r: Result<RunRecord, StepError>) -> Result<(), EngineError> {
+    pub(super) fn on_child(
+        &mut self,
+        i: usize,
+        unit: Option<usize>,
+        r: Result<RunRecord, StepError>,
+    ) -> Result<(), EngineError> {
         if self.state.is_terminal() || self.steps[i].state != StepState::Waiting {
             return Ok(());
+        }
+        if let Some(u) = unit {
+            if self.steps[i].units.get(u).is_none_or(|x| x.state != UnitState::Parked) {
+                return Ok(());
+            }
+            let r = r.and_then(|rec| children::outcome(&rec).map(|v| (v, rec.id)));
+            let r = r.map(|(v, child)| (v, json!({"child": child})));
+            return match r {
+                Ok((v, how)) => self.item_resolved(i, u, Ok(v), how),
+                Err(e) => self.item_resolved(i, u, Err(e), json!({})),
+            };
         }
         match r.and_then(|rec| children::outcome(&rec)) {
             Ok(v) => self.step_to(i, StepEvent::Succeed, v, None, json!({})),
@@ -127,19 +311,31 @@ impl Driver {
 
     pub(super) fn on_mail(&mut self, m: Mail) -> Result<(), EngineError> {
         match m {
-            Mail::Signal { step, data, inbox, reply } => {
+            Mail::Signal { step, item, data, inbox, reply } => {
                 let answer = match self.names.get(&step).copied() {
                     None => no_such_step(&self.id, &step, self.def.steps.iter().map(|s| s.name.as_str())),
                     Some(_) if self.state.is_terminal() => {
                         SignalAnswer::NotWaiting { message: format!("run {} is {}", self.id, self.state) }
                     }
-                    Some(i) => match check_signal(&self.def.steps[i], self.steps[i].state, &data) {
-                        Ok(()) => {
-                            self.step_to(i, StepEvent::Succeed, data.clone(), None, json!({"by": "signal"}))?;
-                            SignalAnswer::Accepted { output: data }
+                    Some(i) => {
+                        let items = ItemsOpen { n: self.steps[i].units.len(), open: self.open_items(i) };
+                        match check_signal(&self.def.steps[i], self.steps[i].state, item, &items, &data) {
+                            Ok(()) => {
+                                match item.and_then(|k| self.steps[i].units.iter().position(|u| u.item == Some(k))) {
+                                    Some(u) => self.item_resolved(i, u, Ok(data.clone()), json!({"by": "signal"}))?,
+                                    None => self.step_to(
+                                        i,
+                                        StepEvent::Succeed,
+                                        data.clone(),
+                                        None,
+                                        json!({"by": "signal"}),
+                                    )?,
+                                }
+                                SignalAnswer::Accepted { output: data }
+                            }
+                            Err(a) => a,
                         }
-                        Err(a) => a,
-                    },
+                    }
                 };
                 if let Some(id) = inbox {
                     let answer = serde_json::to_value(&answer).unwrap_or_default();
@@ -149,12 +345,25 @@ impl Driver {
             }
             Mail::Event { step, name, data, reply } => {
                 let ok = match self.names.get(&step).copied() {
-                    Some(i) if !self.state.is_terminal() => {
-                        let ok = waits_for_event(&self.def.steps[i], self.steps[i].state, &name);
-                        if ok {
-                            self.step_to(i, StepEvent::Succeed, data, None, json!({"by": "event", "event": name}))?;
+                    Some(i)
+                        if !self.state.is_terminal()
+                            && waits_for_event(&self.def.steps[i], self.steps[i].state, &name) =>
+                    {
+                        let how = json!({"by": "event", "event": name});
+                        if self.def.steps[i].for_each.is_none() {
+                            self.step_to(i, StepEvent::Succeed, data, None, how)?;
+                            true
+                        } else {
+                            // Every item whose `match` holds takes it.
+                            let takers: Vec<usize> = (0..self.steps[i].units.len())
+                                .filter(|&u| self.steps[i].units[u].state == UnitState::Parked)
+                                .filter(|&u| self.steps[i].parked.get(u).is_some_and(|k| k.takes_event(&name, &data)))
+                                .collect();
+                            for &u in &takers {
+                                self.item_resolved(i, u, Ok(data.clone()), how.clone())?;
+                            }
+                            !takers.is_empty()
                         }
-                        ok
                     }
                     _ => false,
                 };
@@ -183,6 +392,10 @@ impl Driver {
                         Some(e) => format!("no `{e}` event"),
                         None => "no signal".to_string(),
                     };
+                    let what = match self.def.steps[i].for_each {
+                        Some(_) => format!("{what} for item(s) {}", list_items(&self.open_items(i))),
+                        None => what,
+                    };
                     let ms = w.timeout_ms.unwrap_or_default();
                     let err = StepError::new(ErrorKind::Timeout, format!("{what} within timeout_ms = {ms}"), false);
                     self.step_failed(i, err)?;
@@ -198,11 +411,18 @@ impl Driver {
 
     /// After a `join: any | race` step went ahead: parked dependencies that
     /// nothing else needs any more are canceled (the other approver, the
-    /// timer that lost the race), so the run can end.
+    /// timer that lost the race), so the run can end; after a `race`, so
+    /// are the dependencies still running or not started.
     pub(super) fn release_losers(&mut self, i: usize) -> Result<(), EngineError> {
+        let race = self.def.steps[i].join == Join::Race;
         let deps: Vec<usize> = self.graph.dependencies(i).map(|e| e.from).collect();
         for d in deps {
-            if self.steps[d].state != StepState::Waiting {
+            let lost = match self.steps[d].state {
+                StepState::Waiting => true,
+                StepState::Running | StepState::Retrying | StepState::Pending => race,
+                _ => false,
+            };
+            if !lost {
                 continue;
             }
             let needed =
@@ -210,10 +430,10 @@ impl Driver {
             if needed {
                 continue;
             }
-            if let Action::Workflow(_) = &self.def.steps[d].action {
-                self.to_cancel.push(children::child_id(&self.id, &self.def.steps[d].name));
-            }
+            let children = self.running_children(d);
+            self.to_cancel.extend(children);
             let why = format!("not needed: `{}` went ahead", self.def.steps[i].name);
+            self.cancel_units(d, &why);
             self.step_to(d, StepEvent::Cancel, Value::Null, Some(StepError::canceled(why)), json!({}))?;
         }
         Ok(())

@@ -31,7 +31,7 @@ async fn a_child_run_gives_its_output_to_the_parent_step() {
     assert_eq!(h.fake.calls_of("after")[0].input, json!(42));
     // The plan pinned the template's version; the child records its parent.
     assert_eq!(r.definition["steps"][0]["workflow"]["version"], 1);
-    let c = h.rec(&child_id(&r.id, "child")).await;
+    let c = h.rec(&child_id(&r.id, "child", None)).await;
     assert_eq!((c.parent.as_ref(), c.depth, c.state), (Some(&r.id), 1, RunState::Completed));
     assert_eq!(c.template, "doubler");
     let filter = crate::store::RunFilter { parent: Some(r.id.clone()), ..Default::default() };
@@ -92,7 +92,7 @@ async fn canceling_a_parent_cancels_its_child() {
     save(&h, json!({"name": "slow", "steps": [{"name": "w", "wait": {"prompt": "go?"}}]})).await;
     let d = json!({"name": "p", "steps": [{"name": "c", "workflow": {"template": "slow"}}]});
     let id = h.submit(d).await;
-    let kid = child_id(&id, "c");
+    let kid = child_id(&id, "c", None);
     h.until(&id, |_| true).await;
     for _ in 0..2000 {
         if h.store.run(&kid).await.unwrap().is_some_and(|r| r.state == RunState::InputRequired) {
@@ -114,7 +114,7 @@ async fn a_child_is_created_once_across_a_crash() {
     save(&h1, json!({"name": "kid", "steps": [{"name": "w", "wait": {"prompt": "go?"}}]})).await;
     let d = json!({"name": "p", "steps": [{"name": "c", "workflow": {"template": "kid"}}]});
     let id = h1.engine.submit(&def(d), json!({}), RunOptions::default()).await.unwrap();
-    let kid = child_id(&id, "c");
+    let kid = child_id(&id, "c", None);
     for _ in 0..2000 {
         if store.run(&kid).await.unwrap().is_some_and(|r| r.state == RunState::InputRequired) {
             break;

@@ -114,7 +114,7 @@ async fn join_any_runs_at_the_first_success() {
 }
 
 #[tokio::test]
-async fn join_race_skips_when_the_first_finisher_fails() {
+async fn join_race_fails_when_the_first_finisher_fails() {
     let h = harness();
     h.fake.on("bad", |_| fail(ErrorKind::Trap, false));
     h.fake.on("slow", |_| Act::Hang);
@@ -129,9 +129,13 @@ async fn join_race_skips_when_the_first_finisher_fails() {
         )
         .await
         .unwrap();
-    let r = h.until(&id, |r| step(r, "j").state.is_terminal()).await;
-    assert_eq!(step(&r, "j").state, StepState::Skipped);
-    h.engine.cancel(&id).await.unwrap();
+    let r = h.wait(&id).await;
+    // The race is lost: `j` fails with `bad`'s error, and `slow` is not waited for.
+    let e = step(&r, "j").error.clone().unwrap();
+    assert_eq!((step(&r, "j").state, e.kind), (StepState::Failed, ErrorKind::DependencyFailed));
+    assert!(e.message.contains("`bad` failed: boom"), "{}", e.message);
+    assert_eq!(step(&r, "slow").state, StepState::Canceled);
+    assert_eq!(r.state, RunState::Failed);
 }
 
 #[tokio::test]

@@ -246,7 +246,7 @@ async fn a_parent_waits_for_its_hibernated_child() {
         .unwrap();
     let d = json!({"name": "p", "steps": [{"name": "c", "workflow": {"template": "kid"}}]});
     let id = submit(&h, d).await;
-    let kid = crate::scheduler::children::child_id(&id, "c");
+    let kid = crate::scheduler::children::child_id(&id, "c", None);
     for _ in 0..2000 {
         if h.engine.is_hibernated(&kid) {
             break;

@@ -692,10 +692,12 @@ async fn a_guest_can_reject_the_run() {
 
 mod changes;
 mod children;
+mod edges;
 mod graph_and_items;
 mod hibernate;
 mod interruptions;
 mod nowhere;
+mod parked_items;
 mod sleep;
 mod submit;
 mod waits;

@@ -276,9 +276,9 @@ async fn the_inbox_carries_signals_and_events_from_other_processes() {
     waiting(&h, &id, "approve").await;
     // Another process (same store, no driver of its own) posts.
     let other = harness_with(h.store.clone(), Arc::new(Fake::default()), 1);
-    let bad = other.engine.post_signal(&id, "approve", json!({"approved": 1})).await.unwrap();
-    let good = other.engine.post_signal(&id, "approve", json!({"approved": true})).await.unwrap();
-    let late = other.engine.post_signal(&id, "approve", json!({"approved": false})).await.unwrap();
+    let bad = other.engine.post_signal(&id, "approve", None, json!({"approved": 1})).await.unwrap();
+    let good = other.engine.post_signal(&id, "approve", None, json!({"approved": true})).await.unwrap();
+    let late = other.engine.post_signal(&id, "approve", None, json!({"approved": false})).await.unwrap();
     assert_eq!(other.engine.inbox_answer(&good).await.unwrap(), None, "pending until the owner looks");
     assert_eq!(h.engine.process_inbox().await.unwrap(), 3);
     let answer = |v: Option<Value>| serde_json::from_value::<SignalAnswer>(v.unwrap()).unwrap();

@@ -34,10 +34,9 @@ pub struct ValidateParams {
 pub struct ValidateOut {
     /// Whether the definition is valid.
     pub valid: bool,
-    /// Its name (when valid).
+    /// Its name (when valid). Nothing is saved: template_save saves it
+    /// and says which version it became.
     pub name: Option<String>,
-    /// Its `version` field (when valid).
-    pub version: Option<u32>,
     /// How many steps it has (when valid).
     pub steps: Option<usize>,
     /// Every problem, with its JSON path into `definition`.
@@ -179,8 +178,7 @@ impl WeftServer {
         &self,
         Parameters(p): Parameters<ValidateParams>,
     ) -> Result<Json<ValidateOut>, ToolError> {
-        let invalid =
-            |problems| ValidateOut { valid: false, name: None, version: None, steps: None, problems, warnings: vec![] };
+        let invalid = |problems| ValidateOut { valid: false, name: None, steps: None, problems, warnings: vec![] };
         let doc =
             match prepare::capped_definition_doc(p.definition, self.core.settings.size_limits().max_definition_bytes) {
                 Ok(doc) => doc,
@@ -192,7 +190,6 @@ impl WeftServer {
             Ok(loaded) => ValidateOut {
                 valid: true,
                 name: Some(loaded.def.name),
-                version: Some(loaded.def.version),
                 steps: Some(loaded.def.steps.len()),
                 problems: vec![],
                 warnings: ProblemOut::all("definition", &loaded.warnings),

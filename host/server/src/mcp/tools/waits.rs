@@ -24,6 +24,10 @@ pub struct RunSignalParams {
     pub step: String,
     /// The answer: JSON matching the wait's `schema`.
     pub data: Value,
+    /// For a step with `for_each` (one wait per item): the item to answer,
+    /// as run_get's `waits` list it.
+    #[serde(default)]
+    pub item: Option<u32>,
 }
 
 /// A signal the step took.
@@ -35,7 +39,15 @@ pub struct RunSignalOut {
     pub status: String,
     pub run_id: String,
     pub step: String,
-    /// The step's output: the data as given.
+    /// The item answered, for a `for_each` wait.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub item: Option<u32>,
+    /// For a `for_each` wait: its items still waiting (the step goes on
+    /// when none is left).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waiting_items: Vec<u32>,
+    /// The data as given (the step's output; for a `for_each` wait, this
+    /// item's).
     pub output: Value,
     /// The run's state right after (working, completed, or input-required
     /// when another signal wait is open, ...).
@@ -180,7 +192,7 @@ impl IntoCallToolResult for SignalError {
 #[tool_router(router = waits_router, vis = "pub(crate)")]
 impl WeftServer {
     #[tool(
-        description = "Answer a run's signal wait: `data` for the waiting `step` of run `run_id` (run_get lists the run's `waits` with each prompt and schema). The data is validated against the wait's schema: invalid data is refused with each problem's JSON path and the step keeps waiting. The first valid signal wins; later ones are told the step is already resolved.",
+        description = "Answer a run's signal wait: `data` for the waiting `step` of run `run_id` (run_get lists the run's `waits` with each prompt and schema). The data is validated against the wait's schema: invalid data is refused with each problem's JSON path and the step keeps waiting. The first valid signal wins; later ones are told the step is already resolved. A `for_each` wait waits once per item: answer each with `item`.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -189,7 +201,7 @@ impl WeftServer {
         )
     )]
     async fn run_signal(&self, Parameters(p): Parameters<RunSignalParams>) -> Result<Json<RunSignalOut>, SignalError> {
-        let s = self.core.for_mcp.signal(&p.run_id, &p.step, p.data).await.map_err(|e| match e {
+        let s = self.core.for_mcp.signal(&p.run_id, &p.step, p.item, p.data).await.map_err(|e| match e {
             Refused::Run(e) => SignalError::Call(crate::mcp::prepare::lookup_refused(e)),
             Refused::Wait(w) => SignalError::Refused(SignalRefused::of(w, p.run_id.trim(), &p.step)),
             Refused::TooLarge(problems) => SignalError::Call(
@@ -202,6 +214,8 @@ impl WeftServer {
             status: "accepted".into(),
             run_id: s.run.to_string(),
             step: s.step,
+            item: s.item,
+            waiting_items: s.waiting_items,
             output: s.output,
             state: s.state,
         }))
