@@ -47,3 +47,4 @@ pub use scheduler::{
 };
 pub use state::{RunState, StepState, TransitionRefused};
 pub use store::{Batch, RunRecord, Store, StoreError, StoreWatch, Write};
+pub use weft_model::Labels;

@@ -395,7 +395,9 @@ impl RunStore for MemStore {
             .runs
             .values()
             .rev()
-            .filter(|r| filter.matches(&r.id, r.state, &r.template, r.parent.as_ref(), r.concurrency_key.as_deref()))
+            .filter(|r| {
+                filter.matches(&r.id, r.state, &r.template, r.parent.as_ref(), r.concurrency_key.as_deref(), &r.labels)
+            })
             .map(|r| RunSummary {
                 id: r.id.clone(),
                 template: r.template.clone(),
@@ -404,6 +406,7 @@ impl RunStore for MemStore {
                 parent: r.parent.clone(),
                 created_at: r.created_at,
                 updated_at: r.updated_at,
+                labels: r.labels.clone(),
             });
         Ok(it.take(filter.limit.unwrap_or(usize::MAX)).collect())
     }
@@ -625,6 +628,7 @@ mod tests {
                 created_at: 10,
                 deadline_at: None,
                 traceparent: None,
+                labels: Default::default(),
             },
             steps: vec!["a".into(), "b".into()],
         }

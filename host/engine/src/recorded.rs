@@ -162,6 +162,7 @@ mod tests {
             created_at: 1_000,
             deadline_at: None,
             traceparent: None,
+            labels: Default::default(),
         };
         let steps = [
             DoneStep {

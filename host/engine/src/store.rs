@@ -53,6 +53,9 @@ pub struct NewRun {
     /// after a crash or a takeover (see [`crate::trace`]).
     #[serde(default)]
     pub traceparent: Option<String>,
+    /// The caller's labels (see [`weft_model::labels`]), checked.
+    #[serde(default, skip_serializing_if = "weft_model::Labels::is_empty")]
+    pub labels: weft_model::Labels,
 }
 
 /// One write of a batch.
@@ -235,6 +238,9 @@ pub struct RunRecord {
     /// See [`NewRun::traceparent`].
     #[serde(default)]
     pub traceparent: Option<String>,
+    /// See [`NewRun::labels`].
+    #[serde(default)]
+    pub labels: weft_model::Labels,
     /// In definition order.
     pub steps: Vec<StepRecord>,
     /// Ordered by step (definition order), item, attempt.
@@ -268,6 +274,7 @@ impl RunRecord {
             created_at: run.created_at,
             updated_at: run.created_at,
             deadline_at: run.deadline_at,
+            labels: run.labels.clone(),
             traceparent: run.traceparent.clone(),
             steps: steps
                 .iter()
@@ -338,6 +345,8 @@ pub struct RunSummary {
     pub parent: Option<RunId>,
     pub created_at: i64,
     pub updated_at: i64,
+    #[serde(default)]
+    pub labels: weft_model::Labels,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -353,6 +362,9 @@ pub struct RunFilter {
     pub before: Option<RunId>,
     /// Only runs of this concurrency key (`--key`, `key`).
     pub key: Option<String>,
+    /// Only runs with every one of these labels.
+    #[serde(default)]
+    pub labels: weft_model::Labels,
 }
 
 impl RunFilter {
@@ -363,8 +375,10 @@ impl RunFilter {
         template: &str,
         parent: Option<&RunId>,
         key: Option<&str>,
+        labels: &weft_model::Labels,
     ) -> bool {
-        self.before.as_ref().is_none_or(|b| id < b)
+        self.labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+            && self.before.as_ref().is_none_or(|b| id < b)
             && self.key.as_deref().is_none_or(|k| Some(k) == key)
             && self.state.is_none_or(|s| s == state)
             && self.template.as_deref().is_none_or(|t| t == template)

@@ -30,6 +30,9 @@ pub struct RunView {
     pub error: Option<StepError>,
     /// The parent run's id, for a child run.
     pub parent: Option<String>,
+    /// The caller's labels (absent when none).
+    #[serde(default, skip_serializing_if = "weft_model::Labels::is_empty")]
+    pub labels: weft_model::Labels,
     /// How deep a child run nests (1 for a child of a top-level run);
     /// absent for a top-level run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -248,6 +251,7 @@ impl RunView {
             error: r.error.clone(),
             parent: r.parent.as_ref().map(ToString::to_string),
             depth: (r.depth > 0).then_some(r.depth),
+            labels: r.labels.clone(),
             created_at: rfc3339(r.created_at),
             updated_at: rfc3339(r.updated_at),
             steps: r.steps.iter().map(|s| StepView::of(r, s)).collect(),

@@ -13,6 +13,7 @@ pub mod definition;
 pub mod graph;
 pub mod json_schema;
 mod json_text;
+pub mod labels;
 pub mod lookalike;
 pub mod problem;
 mod ref_schemas;
@@ -37,6 +38,7 @@ pub use definition::{
 pub use graph::{Graph, GraphEdge};
 pub use json_schema::{NoSchemas, SchemaLookup, schema_type, validate_against, validate_input};
 pub use json_text::{JsonTextError, parse_json_text};
+pub use labels::Labels;
 pub use problem::{Problem, Problems, closest, did_you_mean, type_name};
 pub use refs::{Ref, RefError, RefRoot, Segment, Unresolved, describe, parse_ref};
 pub use retry::RetryPolicy;

@@ -29,6 +29,10 @@ pub trait Scope {
         None
     }
     fn run_id(&self) -> &str;
+    /// The run's labels as an object of strings (`@run.labels`).
+    fn labels(&self) -> Value {
+        Value::Object(Default::default())
+    }
 }
 
 /// A [`Scope`] held in maps.

@@ -66,6 +66,25 @@ pub struct RunArgs {
     /// the order they were created (the others stay `submitted`).
     #[arg(long, value_name = "KEY")]
     key: Option<String>,
+    /// A label of the run, `KEY=VALUE` (`--label origin=cron`): shown with
+    /// it, filtered on by `runs list --label`, read as `@run.labels.KEY`.
+    /// Repeatable.
+    #[arg(long, value_name = "KEY=VALUE")]
+    label: Vec<String>,
+}
+
+/// `KEY=VALUE` pairs of `--label` (or `KEY:VALUE`, with `sep`), checked.
+pub fn parse_labels(raw: &[String], sep: char) -> anyhow::Result<weft_model::Labels> {
+    let mut labels = weft_model::Labels::new();
+    for text in raw {
+        let (k, v) = weft_model::labels::parse_label(text, sep).map_err(|e| bad(anyhow::anyhow!("--label: {e}")))?;
+        labels.insert(k, v);
+    }
+    if let Some(p) = weft_model::labels::check_labels(&labels, "").first() {
+        let key = p.path.trim_start_matches('/');
+        return Err(bad(anyhow::anyhow!("--label {key}: {}", p.message)));
+    }
+    Ok(labels)
 }
 
 /// `STEP=JSON` pairs of `--preset`, refusing malformed ones.
@@ -114,7 +133,8 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
     // A caller's trace (a CI job, a script under a traced parent) by the
     // environment variable's convention; an invalid one is ignored.
     let traceparent = std::env::var("TRACEPARENT").ok();
-    let mut opts = RunOptions { presets, traceparent, ..Default::default() };
+    let labels = parse_labels(&args.label, '=')?;
+    let mut opts = RunOptions { presets, traceparent, labels, ..Default::default() };
     if let Some(k) = &args.key {
         if k.trim().is_empty() {
             return Err(bad(anyhow::anyhow!("--key: the concurrency key is empty")));

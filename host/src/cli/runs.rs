@@ -98,6 +98,9 @@ pub struct ListArgs {
     /// At most this many runs.
     #[arg(long)]
     limit: Option<usize>,
+    /// Only runs with this label, `KEY=VALUE` (repeatable: every one must match).
+    #[arg(long, value_name = "KEY=VALUE")]
+    label: Vec<String>,
     /// Print a JSON array.
     #[arg(long)]
     json: bool,
@@ -145,7 +148,8 @@ fn list(app: &App, a: ListArgs) -> anyhow::Result<Exit> {
             bad(anyhow::anyhow!("unknown run state `{s}` (one of: {})", all.join(", ")))
         })?),
     };
-    let filter = RunFilter { state, template: a.template, limit: a.limit, ..Default::default() };
+    let labels = super::run::parse_labels(&a.label, '=')?;
+    let filter = RunFilter { state, template: a.template, limit: a.limit, labels, ..Default::default() };
     let runs = app.block_on(app.store.list_runs(&filter))?;
     if a.json {
         output::json(&runs.iter().map(summary_json).collect::<Vec<_>>());
@@ -178,6 +182,7 @@ fn summary_json(r: &RunSummary) -> Value {
     json!({
         "id": r.id, "template": r.template, "version": r.version, "state": r.state,
         "parent": r.parent, "created_at": rfc3339(r.created_at), "updated_at": rfc3339(r.updated_at),
+        "labels": r.labels,
     })
 }
 
@@ -188,6 +193,10 @@ pub fn print_human(r: &RunRecord) {
     outln!("  updated  {}  ({})", rfc3339(r.updated_at), human_ms(r.updated_at - r.created_at));
     if let Some(p) = &r.parent {
         outln!("  parent   {p} (depth {})", r.depth);
+    }
+    if !r.labels.is_empty() {
+        let shown: Vec<String> = r.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        outln!("  labels   {}", shown.join(" "));
     }
     outln!("  input    {}", short(&r.input, 200));
     if let Some(o) = &r.output {

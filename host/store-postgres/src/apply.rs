@@ -49,7 +49,7 @@ statements! {
                      updated_at, deadline_at, owner)
                   VALUES ($1, $2, $3, 'submitted', $4, $5, $6, $7, $7, $8, $9) ON CONFLICT DO NOTHING";
     plan = "INSERT INTO plans (sha256, definition) VALUES ($1, $2) ON CONFLICT DO NOTHING";
-    run_input = "INSERT INTO run_inputs (id, plan, input, traceparent) VALUES ($1, $2, $3, $4)";
+    run_input = "INSERT INTO run_inputs (id, plan, input, traceparent, labels) VALUES ($1, $2, $3, $4, $5::text::jsonb)";
     steps = "INSERT INTO steps (run_id, name, idx, state)
              SELECT $1, n, (i - 1)::int, 'pending' FROM unnest($2::text[]) WITH ORDINALITY AS u(n, i)";
     run_state = "UPDATE runs SET state = $3, output = $4, error = $5, updated_at = GREATEST(updated_at, $6)
@@ -441,7 +441,13 @@ impl Stmts {
                 self.push(Stmt::new(Which::plan, vec![p(sha.clone()), p(text)], Expect::Any));
                 self.push(Stmt::new(
                     Which::run_input,
-                    vec![p(run.id.as_str().to_string()), p(sha), p(run.input.to_string()), p(run.traceparent.clone())],
+                    vec![
+                        p(run.id.as_str().to_string()),
+                        p(sha),
+                        p(run.input.to_string()),
+                        p(run.traceparent.clone()),
+                        p(crate::read::labels_text(&run.labels)),
+                    ],
                     one(format!("run {} exists", run.id)),
                 ));
                 self.push(Stmt::new(

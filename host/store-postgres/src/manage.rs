@@ -116,8 +116,8 @@ async fn import(c: &Conn, e: &RunExport) -> Result<(), StoreError> {
         .map_err(map_err)?;
     c.client
         .execute(
-            "INSERT INTO run_inputs (id, plan, input, traceparent) VALUES ($1, $2, $3, $4)",
-            &[&id, &sha, &r.input.to_string(), &r.traceparent],
+            "INSERT INTO run_inputs (id, plan, input, traceparent, labels) VALUES ($1, $2, $3, $4, $5::text::jsonb)",
+            &[&id, &sha, &r.input.to_string(), &r.traceparent, &crate::read::labels_text(&r.labels)],
         )
         .await
         .map_err(map_err)?;

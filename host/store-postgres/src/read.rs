@@ -83,7 +83,8 @@ pub async fn runs<C: GenericClient>(c: &C, ids: &[RunId]) -> Result<Vec<RunRecor
             c,
             "SELECT r.id, r.template, r.version, r.state, pl.definition, ri.input, r.output, r.error, r.parent,
                     r.depth, r.concurrency_key, r.created_at, GREATEST(r.updated_at, COALESCE(e.at, 0)),
-                    r.deadline_at, GREATEST(r.last_seq, COALESCE(e.seq, 0)), pl.sha256, ri.traceparent
+                    r.deadline_at, GREATEST(r.last_seq, COALESCE(e.seq, 0)), pl.sha256, ri.traceparent,
+                    ri.labels::text
              FROM runs r JOIN run_inputs ri ON ri.id = r.id JOIN plans pl ON pl.sha256 = ri.plan
              LEFT JOIN LATERAL (SELECT at, seq FROM events WHERE run_id = r.id ORDER BY seq DESC LIMIT 1) e ON true
              WHERE r.id = ANY($1)",
@@ -198,6 +199,7 @@ pub async fn runs<C: GenericClient>(c: &C, ids: &[RunId]) -> Result<Vec<RunRecor
             updated_at: h.get(12),
             deadline_at: h.get(13),
             traceparent: h.get(16),
+            labels: labels_of(h.get(17))?,
             steps,
             attempts,
             last_seq: Seq(h.get::<_, i64>(14).max(0) as u64),
@@ -217,7 +219,19 @@ pub async fn run_state<C: GenericClient>(c: &C, run: &RunId) -> Result<Option<Ru
 /// The filter's conditions (parameters $1..$6) and limit ($7).
 const FILTER: &str = "($1::text IS NULL OR state = $1) AND ($2::text IS NULL OR template = $2)
     AND ($3::text IS NULL OR parent = $3) AND ($4::text IS NULL OR id < $4)
-    AND ($5::text IS NULL OR concurrency_key = $5)";
+    AND ($5::text IS NULL OR concurrency_key = $5)
+    AND ($7::text IS NULL OR (SELECT ri.labels FROM run_inputs ri WHERE ri.id = runs.id) @> $7::text::jsonb)";
+
+/// Labels as stored: a JSON object, `NULL` when there are none.
+pub(crate) fn labels_text(labels: &weft_engine::Labels) -> Option<String> {
+    (!labels.is_empty()).then(|| serde_json::to_string(labels).expect("labels serialize"))
+}
+
+fn labels_of(text: Option<String>) -> Result<weft_engine::Labels, StoreError> {
+    text.map(|t| serde_json::from_str(&t).map_err(|e| corrupt(format!("labels: {e}: {t}"))))
+        .transpose()
+        .map(Option::unwrap_or_default)
+}
 
 pub async fn list_runs<C: GenericClient>(c: &C, f: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
     let limit = f.limit.map(|l| l.min(i64::MAX as usize) as i64);
@@ -228,10 +242,11 @@ pub async fn list_runs<C: GenericClient>(c: &C, f: &RunFilter) -> Result<Vec<Run
         &format!(
             "SELECT id, template, version, state, parent, created_at,
                     GREATEST(updated_at, COALESCE((SELECT at FROM events WHERE run_id = runs.id
-                                                   ORDER BY seq DESC LIMIT 1), 0))
+                                                   ORDER BY seq DESC LIMIT 1), 0)),
+                    (SELECT ri.labels::text FROM run_inputs ri WHERE ri.id = runs.id)
              FROM runs WHERE {FILTER} ORDER BY id DESC LIMIT $6"
         ),
-        &[&state, &f.template, &parent, &before, &f.key, &limit],
+        &[&state, &f.template, &parent, &before, &f.key, &limit, &labels_text(&f.labels)],
     )
     .await?;
     rows.iter()
@@ -244,6 +259,7 @@ pub async fn list_runs<C: GenericClient>(c: &C, f: &RunFilter) -> Result<Vec<Run
                 parent: r.get::<_, Option<String>>(4).map(id).transpose()?,
                 created_at: r.get(5),
                 updated_at: r.get(6),
+                labels: labels_of(r.get(7))?,
             })
         })
         .collect()
@@ -254,8 +270,8 @@ pub async fn count_runs<C: GenericClient>(c: &C, f: &RunFilter) -> Result<u64, S
         (f.state.map(|s| s.as_str()), f.parent.as_ref().map(|p| p.as_str()), f.before.as_ref().map(|b| b.as_str()));
     let rows = query(
         c,
-        &format!("SELECT COUNT(*) FROM runs WHERE {FILTER}"),
-        &[&state, &f.template, &parent, &before, &f.key],
+        &format!("SELECT COUNT(*) FROM runs WHERE {FILTER} AND $6::bigint IS NULL"),
+        &[&state, &f.template, &parent, &before, &f.key, &None::<i64>, &labels_text(&f.labels)],
     )
     .await?;
     Ok(rows.first().map(|r| r.get::<_, i64>(0)).unwrap_or(0).max(0) as u64)

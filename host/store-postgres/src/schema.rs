@@ -168,6 +168,11 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX runs_free ON runs(id)
         WHERE owner IS NULL AND state IN ('submitted', 'working', 'input-required', 'auth-required');
     "#,
+    // 4: a run's labels (a JSON object of strings; NULL when none), beside
+    // its input: written once, with the run; run lists filter on them.
+    r#"
+    ALTER TABLE run_inputs ADD COLUMN labels JSONB;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -36,6 +36,7 @@ fn batch(rng: &SeededRng, n: &AtomicU64) -> Batch {
                     created_at: t,
                     deadline_at: None,
                     traceparent: None,
+                    labels: Default::default(),
                 },
                 steps: vec!["a".into(), "b".into(), "c".into()],
             },

@@ -104,8 +104,11 @@ pub(crate) fn import_run(c: &Connection, e: &RunExport) -> Result<(), StoreError
     if n == 0 {
         return Err(StoreError::Conflict(format!("run {id} exists")));
     }
-    c.prepare_cached("INSERT INTO run_plans (id, definition, input, traceparent) VALUES (?1, ?2, ?3, ?4)")
-        .and_then(|mut s| s.execute(params![id, r.definition.to_string(), r.input.to_string(), r.traceparent]))
+    c.prepare_cached("INSERT INTO run_plans (id, definition, input, traceparent, labels) VALUES (?1, ?2, ?3, ?4, ?5)")
+        .and_then(|mut s| {
+            let labels = crate::read::labels_text(&r.labels);
+            s.execute(params![id, r.definition.to_string(), r.input.to_string(), r.traceparent, labels])
+        })
         .map_err(map_err)?;
     for (i, st) in r.steps.iter().enumerate() {
         c.prepare_cached(

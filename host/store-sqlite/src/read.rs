@@ -52,7 +52,7 @@ pub fn run(c: &Connection, run_id: &RunId) -> Result<Option<RunRecord>, StoreErr
         .prepare_cached(
             "SELECT r.template, r.version, r.state, p.definition, p.input, r.output, r.error, r.parent, r.depth,
                     r.concurrency_key, r.created_at, MAX(r.updated_at, COALESCE(e.at, 0)), r.deadline_at,
-                    MAX(r.last_seq, COALESCE(e.seq, 0)), p.traceparent
+                    MAX(r.last_seq, COALESCE(e.seq, 0)), p.traceparent, p.labels
              FROM runs r JOIN run_plans p ON p.id = r.id
              LEFT JOIN events e ON e.run_id = r.id AND e.seq = (SELECT MAX(seq) FROM events WHERE run_id = r.id)
              WHERE r.id = ?1",
@@ -71,7 +71,7 @@ pub fn run(c: &Connection, run_id: &RunId) -> Result<Option<RunRecord>, StoreErr
                     r.get::<_, u32>(8)?,
                     r.get::<_, Option<String>>(9)?,
                     (r.get::<_, i64>(10)?, r.get::<_, i64>(11)?, r.get::<_, Option<i64>>(12)?, r.get::<_, i64>(13)?),
-                    r.get::<_, Option<String>>(14)?,
+                    (r.get::<_, Option<String>>(14)?, r.get::<_, Option<String>>(15)?),
                 ))
             })
             .optional()
@@ -89,7 +89,7 @@ pub fn run(c: &Connection, run_id: &RunId) -> Result<Option<RunRecord>, StoreErr
         depth,
         ckey,
         (created, updated, deadline, last_seq),
-        traceparent,
+        (traceparent, labels),
     )) = row
     else {
         return Ok(None);
@@ -219,6 +219,7 @@ pub fn run(c: &Connection, run_id: &RunId) -> Result<Option<RunRecord>, StoreErr
         updated_at: updated,
         deadline_at: deadline,
         traceparent,
+        labels: labels_of(labels)?,
         steps,
         attempts,
         last_seq: Seq(last_seq as u64),
@@ -240,17 +241,23 @@ pub fn list_runs(c: &Connection, f: &RunFilter) -> Result<Vec<RunSummary>, Store
     let limit = f.limit.map(|l| l as i64).unwrap_or(-1);
     let rows = c
         .prepare_cached(
-            "SELECT id, template, version, state, parent, created_at,
-                    MAX(updated_at, COALESCE((SELECT at FROM events WHERE run_id = runs.id ORDER BY seq DESC LIMIT 1), 0))
-             FROM runs
+            "SELECT runs.id, template, version, state, parent, created_at,
+                    MAX(updated_at, COALESCE((SELECT at FROM events WHERE run_id = runs.id ORDER BY seq DESC LIMIT 1), 0)),
+                    p.labels
+             FROM runs JOIN run_plans p ON p.id = runs.id
              WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR template = ?2) AND (?4 IS NULL OR parent = ?4)
-               AND (?5 IS NULL OR id < ?5) AND (?6 IS NULL OR concurrency_key = ?6)
-             ORDER BY id DESC LIMIT ?3",
+               AND (?5 IS NULL OR runs.id < ?5) AND (?6 IS NULL OR concurrency_key = ?6)
+               AND (?7 IS NULL OR NOT EXISTS (
+                     SELECT 1 FROM json_each(?7) f
+                     WHERE p.labels IS NULL OR json_extract(p.labels, '$.\"' || f.key || '\"') IS NOT f.value))
+             ORDER BY runs.id DESC LIMIT ?3",
         )
         .and_then(|mut s| {
             let parent = f.parent.as_ref().map(|p| p.as_str());
             let before = f.before.as_ref().map(|b| b.as_str());
-            s.query_map(params![f.state.map(|s| s.as_str()), f.template, limit, parent, before, f.key], |r| {
+            let labels = labels_text(&f.labels);
+            let args = params![f.state.map(|s| s.as_str()), f.template, limit, parent, before, f.key, labels];
+            s.query_map(args, |r| {
                 Ok((
                     r.get::<_, String>(0)?,
                     r.get::<_, String>(1)?,
@@ -259,13 +266,14 @@ pub fn list_runs(c: &Connection, f: &RunFilter) -> Result<Vec<RunSummary>, Store
                     r.get::<_, Option<String>>(4)?,
                     r.get::<_, i64>(5)?,
                     r.get::<_, i64>(6)?,
+                    r.get::<_, Option<String>>(7)?,
                 ))
             })?
             .collect::<Raw<Vec<_>>>()
         })
         .map_err(map_err)?;
     rows.into_iter()
-        .map(|(rid, template, version, state, parent, created_at, updated_at)| {
+        .map(|(rid, template, version, state, parent, created_at, updated_at, labels)| {
             Ok(RunSummary {
                 id: id(rid)?,
                 template,
@@ -274,9 +282,21 @@ pub fn list_runs(c: &Connection, f: &RunFilter) -> Result<Vec<RunSummary>, Store
                 parent: parent.map(id).transpose()?,
                 created_at,
                 updated_at,
+                labels: labels_of(labels)?,
             })
         })
         .collect()
+}
+
+/// Labels as stored: a JSON object, `NULL` when there are none.
+pub(crate) fn labels_text(labels: &weft_engine::Labels) -> Option<String> {
+    (!labels.is_empty()).then(|| serde_json::to_string(labels).expect("labels serialize"))
+}
+
+fn labels_of(text: Option<String>) -> Result<weft_engine::Labels, StoreError> {
+    text.map(|t| serde_json::from_str(&t).map_err(|e| StoreError::Corrupt(format!("labels: {e}: {t}"))))
+        .transpose()
+        .map(Option::unwrap_or_default)
 }
 
 pub fn events_after(c: &Connection, run: &RunId, after: Seq, limit: usize) -> Result<Vec<EventRecord>, StoreError> {

@@ -189,6 +189,11 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE run_plans ADD COLUMN traceparent TEXT;
     "#,
+    // 12: a run's labels (a JSON object of strings; NULL when none),
+    // written once, with the run; `runs list --label` reads them.
+    r#"
+    ALTER TABLE run_plans ADD COLUMN labels TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -310,10 +310,13 @@ fn apply_write<'a>(c: &Connection, w: &'a Write, found: &mut Found<'a>) -> Resul
                 return Err(conflict(format!("run {} exists", run.id)));
             }
             plan_text(&run.definition, |definition| {
-                c.prepare_cached("INSERT INTO run_plans (id, definition, input, traceparent) VALUES (?1, ?2, ?3, ?4)")
-                    .and_then(|mut s| {
-                        s.execute(params![run.id.as_str(), definition, run.input.to_string(), run.traceparent])
-                    })
+                c.prepare_cached(
+                    "INSERT INTO run_plans (id, definition, input, traceparent, labels) VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .and_then(|mut s| {
+                    let labels = crate::read::labels_text(&run.labels);
+                    s.execute(params![run.id.as_str(), definition, run.input.to_string(), run.traceparent, labels])
+                })
             })
             .map_err(map_err)?;
             let mut s = c

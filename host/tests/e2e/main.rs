@@ -20,6 +20,7 @@ mod edges;
 mod examples;
 mod floods;
 mod guest_sdk;
+mod labels;
 mod load;
 mod otlp;
 mod plugins;

@@ -95,6 +95,7 @@ pub fn create(id: &RunId, steps: &[&str]) -> Write {
             created_at: 100,
             deadline_at: Some(9_999),
             traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
+            labels: [("origin", "slack"), ("session/id", "s-42")].map(|(k, v)| (k.into(), v.into())).into(),
         },
         steps: steps.iter().map(|s| s.to_string()).collect(),
     }

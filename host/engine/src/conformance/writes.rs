@@ -305,6 +305,7 @@ pub async fn list_runs_filters(store: Arc<dyn Store>) {
     let mut w = create(&bb, &["x"]);
     if let Write::CreateRun { run, .. } = &mut w {
         run.template = "other".into();
+        run.labels.insert("origin".into(), "email".into());
     }
     s.commit(b(vec![w])).await.unwrap();
     s.commit(b(vec![Write::RunState {
@@ -330,6 +331,19 @@ pub async fn list_runs_filters(store: Arc<dyn Store>) {
     assert_eq!(s.list_runs(&f).await.unwrap().iter().map(|r| r.id.clone()).collect::<Vec<_>>(), vec![a.clone()]);
     let f = RunFilter { before: Some(a.clone()), ..Default::default() };
     assert!(s.list_runs(&f).await.unwrap().is_empty());
+    // Labels: every one given must match; each summary carries them.
+    let labels = |pairs: &[(&str, &str)]| -> weft_model::Labels {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    };
+    let f = RunFilter { labels: labels(&[("origin", "slack")]), ..Default::default() };
+    let found = s.list_runs(&f).await.unwrap();
+    assert_eq!(found.iter().map(|r| r.id.clone()).collect::<Vec<_>>(), vec![a.clone()]);
+    assert_eq!(found[0].labels, labels(&[("origin", "slack"), ("session/id", "s-42")]));
+    let f = RunFilter { labels: labels(&[("origin", "email"), ("session/id", "s-42")]), ..Default::default() };
+    assert_eq!(s.list_runs(&f).await.unwrap().iter().map(|r| r.id.clone()).collect::<Vec<_>>(), vec![bb.clone()]);
+    let f = RunFilter { labels: labels(&[("origin", "sms")]), ..Default::default() };
+    assert!(s.list_runs(&f).await.unwrap().is_empty());
+    assert_eq!(s.run(&bb).await.unwrap().unwrap().labels.get("origin").map(String::as_str), Some("email"));
 }
 
 pub async fn templates_are_versioned(store: Arc<dyn Store>) {

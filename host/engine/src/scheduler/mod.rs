@@ -142,6 +142,8 @@ pub struct RunOptions {
     /// The W3C `traceparent` of whoever started the run (see
     /// [`crate::trace`]); ignored unless it parses.
     pub traceparent: Option<String>,
+    /// The caller's labels (checked here: over a cap, refused).
+    pub labels: weft_model::Labels,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -319,6 +321,10 @@ impl Engine {
         let caps = self.sh.config.size_limits;
         over(&input, caps.max_input_bytes, "", "the run's input", "max_input_bytes")?;
         check_input(def, &input).map_err(EngineError::Invalid)?;
+        let bad_labels = weft_model::labels::check_labels(&opts.labels, "/labels");
+        if !bad_labels.is_empty() {
+            return Err(EngineError::Invalid(Problems(bad_labels)));
+        }
         let now = self.sh.clock.now_ms();
         let id = opts.id.clone().unwrap_or_else(|| self.sh.run_ids.next(now, self.sh.rng.as_ref()));
         let plan = children::pin_versions(self.sh.store.as_ref(), def).await?.into_owned();
@@ -336,6 +342,7 @@ impl Engine {
             created_at: now,
             deadline_at: def.timeout_ms.map(|t| now.saturating_add(t.min(i64::MAX as u64) as i64)),
             traceparent: opts.traceparent.filter(|t| crate::trace::TraceParent::parse(t).is_some()),
+            labels: opts.labels,
         };
         for (name, _) in &opts.presets {
             let Some(step) = def.steps.iter().find(|s| &s.name == name) else {

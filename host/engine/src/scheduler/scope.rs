@@ -18,6 +18,7 @@ pub(super) struct Seen<'a> {
 pub(super) struct RunScope<'a, F: Fn(usize) -> Seen<'a>> {
     pub run_id: &'a str,
     pub input: &'a Value,
+    pub labels: &'a Value,
     pub names: &'a HashMap<String, usize>,
     pub seen: F,
     pub item: Option<(&'a Value, u64)>,
@@ -46,5 +47,9 @@ impl<'a, F: Fn(usize) -> Seen<'a>> Scope for RunScope<'a, F> {
 
     fn run_id(&self) -> &str {
         self.run_id
+    }
+
+    fn labels(&self) -> Value {
+        self.labels.clone()
     }
 }

@@ -53,6 +53,8 @@ pub enum RefRoot {
     Index,
     /// `@run.id`: the id of the run.
     RunId,
+    /// `@run.labels`: the run's labels (an object of strings).
+    RunLabels,
 }
 
 /// One `.segment` after the root.
@@ -91,9 +93,9 @@ pub struct Unresolved {
 pub enum RefError {
     #[error("`{}` is not a ref: a ref is `@` followed by a name, like `@input.email` or `@step.field`", shown(.0))]
     NotARef(String),
-    #[error("`@run` needs a field: only `@run.id` exists")]
+    #[error("`@run` needs a field: `@run.id` or `@run.labels`")]
     RunWithoutField,
-    #[error("unknown run field `{}`: only `@run.id` exists", shown(.0))]
+    #[error("unknown run field `{}`: only `@run.id` and `@run.labels` exist", shown(.0))]
     UnknownRunField(String),
     #[error("`@index` is a number and has no fields")]
     IndexHasNoFields,
@@ -148,6 +150,7 @@ impl Ref {
             },
             RefRoot::Index => return Ok(scope.index().map(Value::from).unwrap_or(Value::Null)),
             RefRoot::RunId => return Ok(Value::String(scope.run_id().to_owned())),
+            RefRoot::RunLabels => &scope.labels(),
             RefRoot::StepStatus(name) => {
                 let status = scope.step(name).map(|v| v.status).unwrap_or(StepState::Pending);
                 return Ok(Value::String(status.as_str().to_owned()));
@@ -236,6 +239,7 @@ impl fmt::Display for Ref {
             RefRoot::Item => write!(f, "@item")?,
             RefRoot::Index => write!(f, "@index")?,
             RefRoot::RunId => write!(f, "@run.id")?,
+            RefRoot::RunLabels => write!(f, "@run.labels")?,
         }
         for seg in &self.path {
             match seg {
@@ -333,6 +337,9 @@ fn build(root: &str, segs: &[(bool, &str)]) -> Result<Ref, RefError> {
             return match segs {
                 [] => Err(RefError::RunWithoutField),
                 [(false, "id")] => Ok(Ref { root: RefRoot::RunId, path: vec![], optional: false }),
+                [(false, "labels"), rest @ ..] => {
+                    Ok(Ref { root: RefRoot::RunLabels, path: path(rest), optional: false })
+                }
                 [(_, f), ..] if *f != "id" => Err(RefError::UnknownRunField((*f).to_owned())),
                 _ => Err(RefError::UnknownRunField(
                     segs.iter().map(|(_, t)| *t).collect::<Vec<_>>().join(".").to_owned(),

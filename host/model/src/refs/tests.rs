@@ -215,3 +215,13 @@ fn a_trailing_question_mark_is_optional_only_in_an_exact_ref() {
     let t = Template::compile(json!("@create.x?")).unwrap();
     assert!(t.sites()[0].exact && t.sites()[0].reference.optional);
 }
+
+#[test]
+fn run_labels_are_refs() {
+    let p = |s: &str| parse_ref(s).unwrap();
+    let r = p("@run.labels.origin");
+    assert_eq!((r.root.clone(), r.path.clone()), (RefRoot::RunLabels, vec![Segment::Key("origin".into())]));
+    assert_eq!(r.to_string(), "@run.labels.origin");
+    assert_eq!(p("@run.labels").path, vec![]);
+    assert!(parse_ref("@run.name").unwrap_err().to_string().contains("`@run.id` and `@run.labels`"));
+}

@@ -63,12 +63,22 @@ pub struct StartRequest {
     pub run_fuel: Option<u64>,
     /// The caller's W3C trace context: the run's parent span.
     pub traceparent: Option<String>,
+    /// The caller's labels (checked: see [`weft_model::labels`]).
+    pub labels: weft_model::Labels,
 }
 
 impl StartRequest {
     /// A run of `source` with `input` and nothing else asked.
     pub fn new(source: RunSource, input: Value) -> StartRequest {
-        StartRequest { source, input, key: None, presets: BTreeMap::new(), run_fuel: None, traceparent: None }
+        StartRequest {
+            source,
+            input,
+            key: None,
+            presets: BTreeMap::new(),
+            run_fuel: None,
+            traceparent: None,
+            labels: Default::default(),
+        }
     }
 }
 
@@ -101,6 +111,9 @@ pub enum StartRefused {
     EmptyKey,
     #[error("the fuel budget is 0")]
     ZeroFuel,
+    /// Labels over their caps (each problem's path is `/KEY`, within the labels).
+    #[error("the labels were refused")]
+    Labels(Vec<Problem>),
     /// The pipeline refused the definition, the template, the input or the
     /// pinning of its code (or the store or sandbox failed meanwhile).
     #[error(transparent)]
@@ -116,9 +129,13 @@ pub enum StartRefused {
 impl UseCases {
     /// Validates, creates and starts a run; nothing is stored when refused.
     pub async fn start(&self, req: StartRequest) -> Result<Started, StartRefused> {
-        let StartRequest { source, input, key, presets, run_fuel, traceparent } = req;
+        let StartRequest { source, input, key, presets, run_fuel, traceparent, labels } = req;
         if key.as_deref().is_some_and(|k| k.trim().is_empty()) {
             return Err(StartRefused::EmptyKey);
+        }
+        let bad = weft_model::labels::check_labels(&labels, "");
+        if !bad.is_empty() {
+            return Err(StartRefused::Labels(bad));
         }
         if run_fuel == Some(0) {
             return Err(StartRefused::ZeroFuel);
@@ -146,6 +163,7 @@ impl UseCases {
             concurrency_key: key,
             presets: presets.into_iter().collect(),
             traceparent,
+            labels,
             ..Default::default()
         };
         let p = self.pipeline.prepare_source(source, input, opts).await.map_err(StartRefused::Prepare)?;

@@ -36,6 +36,9 @@ pub struct ListQuery {
     pub parent: Option<String>,
     /// Only runs of this concurrency key.
     pub key: Option<String>,
+    /// Only runs with this label, as `KEY:VALUE` (several: comma-separated,
+    /// every one must match).
+    pub label: Option<String>,
     /// At most this many (default 50, at most 1000).
     pub limit: Option<usize>,
     /// Only runs older than this run id: the `next` of the previous page.
@@ -61,6 +64,8 @@ pub struct RunSummaryView {
     pub parent: Option<String>,
     pub created_at: String,
     pub updated_at: String,
+    #[serde(skip_serializing_if = "weft_model::Labels::is_empty")]
+    pub labels: weft_model::Labels,
 }
 
 /// A run named by a client that cannot be found, in the API's terms.
@@ -91,7 +96,14 @@ pub(super) async fn list(State(core): State<Arc<Core>>, Query(q): Query<ListQuer
     let limit = q.limit.unwrap_or(50).clamp(1, 1000);
     let parent = q.parent.as_deref().map(|p| run_id(p, "/parent")).transpose()?;
     let before = q.cursor.as_deref().map(|c| run_id(c, "/cursor")).transpose()?;
-    let filter = RunFilter { state: q.state, template: q.template, parent, limit: Some(limit + 1), before, key: q.key };
+    let mut labels = weft_model::Labels::new();
+    for pair in q.label.as_deref().unwrap_or("").split(',').filter(|p| !p.is_empty()) {
+        let (k, v) = weft_model::labels::parse_label(pair, ':')
+            .map_err(|e| ApiError::invalid(e).at("/label").hint("label=KEY:VALUE, e.g. label=origin:slack"))?;
+        labels.insert(k, v);
+    }
+    let filter =
+        RunFilter { state: q.state, template: q.template, parent, limit: Some(limit + 1), before, key: q.key, labels };
     let mut all = core.store.list_runs(&filter).await.map_err(ApiError::internal)?;
     let next = (all.len() > limit).then(|| all[limit - 1].id.to_string());
     all.truncate(limit);
@@ -106,6 +118,7 @@ pub(super) async fn list(State(core): State<Arc<Core>>, Query(q): Query<ListQuer
             parent: r.parent.map(|p| p.to_string()),
             created_at: rfc(r.created_at),
             updated_at: rfc(r.updated_at),
+            labels: r.labels,
         })
         .collect();
     Ok(Json(RunPage { runs, next }))
@@ -132,6 +145,10 @@ pub struct StartBody {
     /// Outputs given to steps instead of running them.
     #[serde(default)]
     pub presets: HashMap<String, Value>,
+    /// The caller's labels (`{"origin": "slack"}`): shown with the run,
+    /// filtered on by `GET /runs?label=origin:slack`, read as `@run.labels.origin`.
+    #[serde(default)]
+    pub labels: weft_model::Labels,
     /// Wait up to this long (ms, at most 300000) for the run to end (or to
     /// wait for input) and answer with it.
     pub wait_ms: Option<u64>,
@@ -146,6 +163,7 @@ pub(super) async fn start(
     let req = StartRequest {
         key: b.key,
         presets: b.presets.into_iter().collect(),
+        labels: b.labels,
         // The caller's trace context (W3C `traceparent`): the run's parent span.
         traceparent: crate::trace_context::from_header(&headers),
         ..StartRequest::new(source, b.input.unwrap_or_else(|| Value::Object(Default::default())))
@@ -185,6 +203,9 @@ fn start_refused(e: StartRefused) -> ApiError {
             ApiError::invalid("`key` is empty").at("/key").hint("give a non-empty key, or leave it out")
         }
         StartRefused::ZeroFuel => ApiError::invalid("the fuel budget is 0").hint("give at least 1, or leave it out"),
+        StartRefused::Labels(problems) => {
+            ApiError::invalid("the labels were refused; nothing was started").with_problems("/labels", &problems)
+        }
         StartRefused::Prepare(r) => ApiError::refused(r),
         StartRefused::Input { problems, .. } => {
             ApiError::invalid("the run was refused").with_problems("/input", &problems)

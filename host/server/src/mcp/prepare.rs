@@ -154,6 +154,10 @@ pub async fn start_refused(core: &Core, e: StartRefused, template: Option<&str>)
         }
         StartRefused::ZeroFuel => ToolError::new("`run_fuel` is 0")
             .fix("give a budget of at least 1 fuel unit, or leave `run_fuel` out for no budget"),
+        StartRefused::Labels(problems) => {
+            ToolError::with_problems("`labels` were refused; nothing was started", ProblemOut::all("labels", &problems))
+                .fix("keep at most 32 labels, keys of letters, digits, `_ - . /`, values of at most 256 characters")
+        }
         StartRefused::Prepare(r) => refused(r, template),
         StartRefused::Input { problems, schema } => invalid_input(&problems, schema.as_ref()),
         StartRefused::Failed(e) => ToolError::internal(e),

@@ -281,6 +281,8 @@ struct Driver {
     rank: Vec<usize>,
     names: HashMap<String, usize>,
     input: Value,
+    /// The run's labels as an object (`@run.labels`).
+    labels: Value,
     state: RunState,
     deadline_at: Option<i64>,
     steps: Vec<StepRt>,
@@ -486,6 +488,7 @@ impl Driver {
             rank,
             names,
             input: rec.input.clone(),
+            labels: serde_json::to_value(&rec.labels).unwrap_or_default(),
             state: rec.state,
             deadline_at: rec.deadline_at,
             steps,

@@ -169,6 +169,7 @@ impl Driver {
         let scope = RunScope {
             run_id: self.id.as_str(),
             input: &self.input,
+            labels: &self.labels,
             names: &self.names,
             seen: |i: usize| Seen { state: steps[i].state, output: &steps[i].output },
             item,

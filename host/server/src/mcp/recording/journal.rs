@@ -85,6 +85,7 @@ impl Active {
             created_at: self.started_at,
             deadline_at: None,
             traceparent: None,
+            labels: Default::default(),
         };
         let steps: Vec<DoneStep> = self
             .recording

@@ -68,6 +68,11 @@ pub struct RunStartParams {
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub run_fuel: Option<u64>,
+    /// The caller's metadata (`{"origin": "slack", "session": "s-42"}`):
+    /// shown with the run, filtered on by run_list, read by refs as
+    /// `@run.labels.origin`. At most 32; values of at most 256 characters.
+    #[serde(default)]
+    pub labels: weft_model::Labels,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -88,6 +93,12 @@ pub struct RunListParams {
     #[serde(default)]
     #[schemars(range(min = 1, max = 1000))]
     pub limit: Option<usize>,
+    /// Only runs with every one of these labels.
+    #[serde(default)]
+    pub labels: weft_model::Labels,
+    /// Only the child runs of this run.
+    #[serde(default)]
+    pub parent: Option<String>,
 }
 
 /// A run in a listing.
@@ -100,6 +111,8 @@ pub struct RunSummaryOut {
     pub parent: Option<String>,
     pub created_at: String,
     pub updated_at: String,
+    #[serde(skip_serializing_if = "weft_model::Labels::is_empty")]
+    pub labels: weft_model::Labels,
 }
 
 /// A run, its large values trimmed.
@@ -239,6 +252,7 @@ impl WeftServer {
             key: p.concurrency_key,
             presets: p.presets,
             run_fuel: p.run_fuel,
+            labels: p.labels,
             ..StartRequest::new(source, p.input.unwrap_or_else(|| Value::Object(Default::default())))
         };
         Ok(self.core.start_and_wait(req, p.wait_ms.unwrap_or(0), &ctx).await?.into())
@@ -263,10 +277,18 @@ impl WeftServer {
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn run_list(&self, Parameters(p): Parameters<RunListParams>) -> Result<Json<RunListOut>, ToolError> {
+        let parent = match p.parent.as_deref().map(str::trim) {
+            Some(text) => Some(text.parse().map_err(|_| {
+                ToolError::new(format!("`parent` {text:?} is not a run id")).fix("a run id looks like r_01k…")
+            })?),
+            None => None,
+        };
         let filter = RunFilter {
             state: p.state,
             template: p.template,
             limit: Some(p.limit.unwrap_or(50).clamp(1, 1000)),
+            labels: p.labels,
+            parent,
             ..Default::default()
         };
         let runs = self.core.store.list_runs(&filter).await.map_err(ToolError::internal)?;
@@ -280,6 +302,7 @@ impl WeftServer {
                 parent: r.parent.map(|p| p.to_string()),
                 created_at: rfc3339(r.created_at),
                 updated_at: rfc3339(r.updated_at),
+                labels: r.labels,
             })
             .collect();
         Ok(Json(RunListOut { runs }))
