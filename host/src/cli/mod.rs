@@ -19,6 +19,7 @@ mod bench;
 mod diff;
 mod graph;
 mod guest;
+mod labels;
 mod output;
 mod plugin;
 mod prepare;

@@ -73,20 +73,6 @@ pub struct RunArgs {
     label: Vec<String>,
 }
 
-/// `KEY=VALUE` pairs of `--label` (or `KEY:VALUE`, with `sep`), checked.
-pub fn parse_labels(raw: &[String], sep: char) -> anyhow::Result<weft_model::Labels> {
-    let mut labels = weft_model::Labels::new();
-    for text in raw {
-        let (k, v) = weft_model::labels::parse_label(text, sep).map_err(|e| bad(anyhow::anyhow!("--label: {e}")))?;
-        labels.insert(k, v);
-    }
-    if let Some(p) = weft_model::labels::check_labels(&labels, "").first() {
-        let key = p.path.trim_start_matches('/');
-        return Err(bad(anyhow::anyhow!("--label {key}: {}", p.message)));
-    }
-    Ok(labels)
-}
-
 /// `STEP=JSON` pairs of `--preset`, refusing malformed ones.
 fn parse_presets(raw: &[String]) -> anyhow::Result<Vec<(String, Value)>> {
     raw.iter()
@@ -133,7 +119,7 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
     // A caller's trace (a CI job, a script under a traced parent) by the
     // environment variable's convention; an invalid one is ignored.
     let traceparent = std::env::var("TRACEPARENT").ok();
-    let labels = parse_labels(&args.label, '=')?;
+    let labels = super::labels::parse_labels(&args.label)?;
     let mut opts = RunOptions { presets, traceparent, labels, ..Default::default() };
     if let Some(k) = &args.key {
         if k.trim().is_empty() {

@@ -148,7 +148,7 @@ fn list(app: &App, a: ListArgs) -> anyhow::Result<Exit> {
             bad(anyhow::anyhow!("unknown run state `{s}` (one of: {})", all.join(", ")))
         })?),
     };
-    let labels = super::run::parse_labels(&a.label, '=')?;
+    let labels = super::labels::parse_labels(&a.label)?;
     let filter = RunFilter { state, template: a.template, limit: a.limit, labels, ..Default::default() };
     let runs = app.block_on(app.store.list_runs(&filter))?;
     if a.json {
