@@ -141,6 +141,9 @@ fn trim_all(v: &mut RunView, budget: usize, tool: &str) -> Vec<TrimmedAt> {
         }
     }
     out.extend(capped);
+    // The resume block repeats small results: capped alike (each step's
+    // output above says how to read it whole).
+    crate::resume::cap_all(&mut v.resume, budget);
     out
 }
 

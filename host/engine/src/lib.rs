@@ -23,6 +23,7 @@ pub mod memstore;
 pub mod model_glue;
 pub mod outside;
 pub mod recorded;
+pub mod resume;
 pub mod retry;
 pub mod rng;
 pub mod runner;

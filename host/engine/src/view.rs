@@ -48,12 +48,20 @@ pub struct RunView {
     /// MCP resource `weft://runs/{id}/artifacts/{name}`).
     #[serde(default)]
     pub artifacts: Vec<ArtifactView>,
+    /// What the run did so far, for whoever picks it up (see
+    /// [`crate::resume`]): `{summary?, steps: [{name, description?, state,
+    /// result? | error?}]}`; also `@run.resume`.
+    #[serde(default)]
+    pub resume: Value,
 }
 
 /// A step of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StepView {
     pub name: String,
+    /// What the step is for (the definition's `description`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     pub state: StepState,
     /// Attempts made (for a `for_each` step: of all its items together;
     /// see `items`).
@@ -257,8 +265,34 @@ impl RunView {
             steps: r.steps.iter().map(|s| StepView::of(r, s)).collect(),
             waits: WaitView::all(r),
             artifacts: r.artifacts.iter().map(ArtifactView::of).collect(),
+            resume: resume_of(r),
         }
     }
+}
+
+/// The resume block of a stored run: its `summary` rendered with the
+/// stored values (refs that lead nowhere give null).
+pub fn resume_of(r: &RunRecord) -> Value {
+    let summary = r.definition.get("summary").map(|t| match weft_model::Template::compile(t.clone()) {
+        Ok(t) => {
+            let mut scope = weft_model::MapScope::new(r.input.clone());
+            scope.run_id = r.id.to_string();
+            scope.labels = serde_json::to_value(&r.labels).unwrap_or_default();
+            for s in &r.steps {
+                scope.steps.insert(s.name.clone(), (s.state, s.output.clone().unwrap_or(Value::Null)));
+            }
+            t.resolve(&scope)
+        }
+        Err(_) => t.clone(),
+    });
+    let steps = r.steps.iter().map(|s| crate::resume::StepSeen {
+        name: &s.name,
+        description: crate::resume::description(&r.definition, &s.name),
+        state: s.state,
+        output: s.output.as_ref().unwrap_or(&Value::Null),
+        error: s.error.as_ref().map(|e| e.message.as_str()),
+    });
+    crate::resume::build(summary, steps)
 }
 
 impl StepView {
@@ -304,6 +338,7 @@ impl StepView {
         });
         StepView {
             name: s.name.clone(),
+            description: crate::resume::description(&r.definition, &s.name).map(String::from),
             state: s.state,
             attempts: s.attempts,
             items,

@@ -11,7 +11,7 @@ use crate::problem::{Problem, did_you_mean, shown, type_name};
 use crate::refs::parse_ref;
 use crate::template::{Template, ptr};
 
-const DEF_FIELDS: [&str; 10] = [
+const DEF_FIELDS: [&str; 11] = [
     "name",
     "version",
     "description",
@@ -22,6 +22,7 @@ const DEF_FIELDS: [&str; 10] = [
     "limits",
     "steps",
     "output",
+    "summary",
 ];
 const STEP_FIELDS: [&str; 15] = [
     "name",
@@ -133,6 +134,7 @@ pub(crate) fn decode(v: &Value, out: &mut Vec<Problem>) -> Option<Decoded> {
         limits: opt(m, "limits").and_then(|v| d.run_limits(v, "/limits")),
         steps,
         output: opt(m, "output").map(|v| d.template(v, "/output")),
+        summary: opt(m, "summary").map(|v| d.template(v, "/summary")),
     };
     Some(Decoded { def, metas, flags })
 }

@@ -54,6 +54,10 @@ pub struct Definition {
     /// an object of the sink steps' outputs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<Template>,
+    /// What the run did, for whoever picks it up later (a text with refs,
+    /// rendered when read): the head of the run's `resume` block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<Template>,
 }
 
 fn one() -> u32 {

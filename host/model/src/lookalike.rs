@@ -63,8 +63,10 @@ pub fn check(doc: &Value) -> Lookalikes {
             }
         }
     }
-    if let Some(v) = doc.get("output") {
-        scan(v, "/output".into());
+    for field in ["output", "summary"] {
+        if let Some(v) = doc.get(field) {
+            scan(v, format!("/{field}"));
+        }
     }
     out
 }

@@ -33,6 +33,10 @@ pub trait Scope {
     fn labels(&self) -> Value {
         Value::Object(Default::default())
     }
+    /// What the run did so far (`@run.resume`); null where none is kept.
+    fn resume(&self) -> Value {
+        Value::Null
+    }
 }
 
 /// A [`Scope`] held in maps.
@@ -43,6 +47,8 @@ pub struct MapScope {
     pub item: Option<Value>,
     pub index: Option<u64>,
     pub run_id: String,
+    /// The run's labels (`@run.labels`): an object, or null for none.
+    pub labels: Value,
 }
 
 impl MapScope {
@@ -80,5 +86,12 @@ impl Scope for MapScope {
     }
     fn run_id(&self) -> &str {
         &self.run_id
+    }
+
+    fn labels(&self) -> Value {
+        match &self.labels {
+            Value::Null => Value::Object(Default::default()),
+            v => v.clone(),
+        }
     }
 }

@@ -265,9 +265,10 @@ pub(crate) fn check(
             check_literal_input(schema, &s.input, &m.input_at, whose, out);
         }
     }
-    if let Some(o) = &def.output {
+    for (field, t) in [("output", &def.output), ("summary", &def.summary)] {
+        let Some(o) = t else { continue };
         for site in o.sites() {
-            let at = format!("/output{}", site.pointer);
+            let at = format!("/{field}{}", site.pointer);
             if let Some((schema, whose)) = ref_schemas::source_schema(def, lookup, &site.reference)
                 && let Walk::Wrong(p) = ref_schemas::walk(&schema, &whose, &site.reference, &at)
             {

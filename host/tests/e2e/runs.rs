@@ -65,6 +65,7 @@ on_both_stores! { fn the_example_runs_branches_a_when_a_retry_a_failure_handler_
             "input",
             "output",
             "parent",
+            "resume",
             "state",
             "steps",
             "template",
@@ -87,13 +88,19 @@ on_both_stores! { fn the_example_runs_branches_a_when_a_retry_a_failure_handler_
     for s in run["steps"].as_array().unwrap() {
         // The shape of docs/cli.md ("The run as JSON"), plus what each attempt was given:
         // `input` (the latest attempt's, refs resolved), `tries` (every
-        // attempt, when there are several) and `items` (a for_each step's).
+        // attempt, when there are several), `items` (a for_each step's) and
+        // `description` (the definition's).
         let mut k: Vec<&str> = s.as_object().unwrap().keys().map(String::as_str).collect();
-        k.retain(|k| !["input", "tries", "items"].contains(k));
+        k.retain(|k| !["input", "tries", "items", "description"].contains(k));
         k.sort();
         assert_eq!(k, ["attempts", "ended_at", "error", "name", "output", "started_at", "state"], "{s}");
     }
     assert_eq!(step(&run, "parse")["input"]["csv"], example_input(true)["csv"], "the resolved input");
+    assert_eq!(step(&run, "parse")["description"], "CSV to rows");
+    // The resume block: each step with its description and state.
+    let resumed = &run["resume"]["steps"][0];
+    assert_eq!((resumed["name"].as_str(), resumed["description"].as_str()), (Some("parse"), Some("CSV to rows")));
+    assert_eq!(resumed["state"], "succeeded", "{resumed}");
     let tries = step(&run, "lines")["tries"].as_array().unwrap();
     assert_eq!(tries.len(), 3, "one per item");
     let items = json!({"succeeded": 3, "failed": 0, "canceled": 0, "unfinished": 0});

@@ -22,6 +22,8 @@ pub(super) struct RunScope<'a, F: Fn(usize) -> Seen<'a>> {
     pub names: &'a HashMap<String, usize>,
     pub seen: F,
     pub item: Option<(&'a Value, u64)>,
+    /// What `@run.resume` reads (none while the summary is rendered).
+    pub resume: Option<&'a dyn Fn() -> Value>,
 }
 
 impl<'a, F: Fn(usize) -> Seen<'a>> Scope for RunScope<'a, F> {
@@ -51,5 +53,9 @@ impl<'a, F: Fn(usize) -> Seen<'a>> Scope for RunScope<'a, F> {
 
     fn labels(&self) -> Value {
         self.labels.clone()
+    }
+
+    fn resume(&self) -> Value {
+        self.resume.map(|r| r()).unwrap_or(Value::Null)
     }
 }

@@ -55,6 +55,9 @@ pub enum RefRoot {
     RunId,
     /// `@run.labels`: the run's labels (an object of strings).
     RunLabels,
+    /// `@run.resume`: what the run did so far (its summary, each step's
+    /// description, state, result or error): see the engine's `resume`.
+    RunResume,
 }
 
 /// One `.segment` after the root.
@@ -93,9 +96,9 @@ pub struct Unresolved {
 pub enum RefError {
     #[error("`{}` is not a ref: a ref is `@` followed by a name, like `@input.email` or `@step.field`", shown(.0))]
     NotARef(String),
-    #[error("`@run` needs a field: `@run.id` or `@run.labels`")]
+    #[error("`@run` needs a field: `@run.id`, `@run.labels` or `@run.resume`")]
     RunWithoutField,
-    #[error("unknown run field `{}`: only `@run.id` and `@run.labels` exist", shown(.0))]
+    #[error("unknown run field `{}`: only `@run.id`, `@run.labels` and `@run.resume` exist", shown(.0))]
     UnknownRunField(String),
     #[error("`@index` is a number and has no fields")]
     IndexHasNoFields,
@@ -151,6 +154,7 @@ impl Ref {
             RefRoot::Index => return Ok(scope.index().map(Value::from).unwrap_or(Value::Null)),
             RefRoot::RunId => return Ok(Value::String(scope.run_id().to_owned())),
             RefRoot::RunLabels => &scope.labels(),
+            RefRoot::RunResume => &scope.resume(),
             RefRoot::StepStatus(name) => {
                 let status = scope.step(name).map(|v| v.status).unwrap_or(StepState::Pending);
                 return Ok(Value::String(status.as_str().to_owned()));
@@ -240,6 +244,7 @@ impl fmt::Display for Ref {
             RefRoot::Index => write!(f, "@index")?,
             RefRoot::RunId => write!(f, "@run.id")?,
             RefRoot::RunLabels => write!(f, "@run.labels")?,
+            RefRoot::RunResume => write!(f, "@run.resume")?,
         }
         for seg in &self.path {
             match seg {
@@ -339,6 +344,9 @@ fn build(root: &str, segs: &[(bool, &str)]) -> Result<Ref, RefError> {
                 [(false, "id")] => Ok(Ref { root: RefRoot::RunId, path: vec![], optional: false }),
                 [(false, "labels"), rest @ ..] => {
                     Ok(Ref { root: RefRoot::RunLabels, path: path(rest), optional: false })
+                }
+                [(false, "resume"), rest @ ..] => {
+                    Ok(Ref { root: RefRoot::RunResume, path: path(rest), optional: false })
                 }
                 [(_, f), ..] if *f != "id" => Err(RefError::UnknownRunField((*f).to_owned())),
                 _ => Err(RefError::UnknownRunField(

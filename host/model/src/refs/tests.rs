@@ -223,5 +223,6 @@ fn run_labels_are_refs() {
     assert_eq!((r.root.clone(), r.path.clone()), (RefRoot::RunLabels, vec![Segment::Key("origin".into())]));
     assert_eq!(r.to_string(), "@run.labels.origin");
     assert_eq!(p("@run.labels").path, vec![]);
-    assert!(parse_ref("@run.name").unwrap_err().to_string().contains("`@run.id` and `@run.labels`"));
+    assert!(parse_ref("@run.name").unwrap_err().to_string().contains("`@run.labels` and `@run.resume`"));
+    assert_eq!(p("@run.resume.summary").root, RefRoot::RunResume);
 }

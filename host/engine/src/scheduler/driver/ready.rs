@@ -165,6 +165,18 @@ impl Driver {
         item: Option<(&Value, u64)>,
         f: impl FnOnce(&dyn crate::model_glue::Scope) -> T,
     ) -> T {
+        let resume = || self.resume();
+        self.scope_with(item, Some(&resume), f)
+    }
+
+    /// The scope refs resolve in (`resume`: what `@run.resume` reads; none
+    /// while the summary itself is rendered).
+    fn scope_with<T>(
+        &self,
+        item: Option<(&Value, u64)>,
+        resume: Option<&dyn Fn() -> Value>,
+        f: impl FnOnce(&dyn crate::model_glue::Scope) -> T,
+    ) -> T {
         let steps = &self.steps;
         let scope = RunScope {
             run_id: self.id.as_str(),
@@ -173,8 +185,22 @@ impl Driver {
             names: &self.names,
             seen: |i: usize| Seen { state: steps[i].state, output: &steps[i].output },
             item,
+            resume,
         };
         f(&scope)
+    }
+
+    /// The run's resume block as it stands (see [`crate::resume`]).
+    pub(super) fn resume(&self) -> Value {
+        let summary = self.def.summary.as_ref().map(|t| self.scope_with(None, None, |s| t.resolve(s)));
+        let steps = self.def.steps.iter().zip(&self.steps).map(|(d, s)| crate::resume::StepSeen {
+            name: &d.name,
+            description: d.description.as_deref(),
+            state: s.state,
+            output: &s.output,
+            error: s.error.as_deref(),
+        });
+        crate::resume::build(summary, steps)
     }
 
     /// The units of `for_each` step `i`: its items, those `where` keeps

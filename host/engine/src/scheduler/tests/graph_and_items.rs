@@ -453,3 +453,28 @@ async fn a_due_retry_waiting_for_a_permit_runs_once_one_frees() {
     assert_eq!(r.state, RunState::Completed);
     assert_eq!(step(&r, "flaky").attempts, 2);
 }
+
+#[tokio::test]
+async fn a_last_step_reads_the_runs_resume_and_every_view_shows_it() {
+    let h = harness();
+    h.fake.on("check", |r| Act::Ok(json!({"ok": r.input["n"].as_i64().unwrap() > 10})));
+    let d = json!({"name": "w", "summary": "checked @input.n: ok = @check.ok",
+    "steps": [
+        {"name": "check", "description": "is it big?", "code": {"plugin": "p"}, "input": {"n": "@input.n"}},
+        {"name": "tell", "description": "send the resume on", "code": {"plugin": "p"}, "input": "@run.resume",
+         "after": ["check"]}
+    ]});
+    let r = h.run(d, json!({"n": 50})).await;
+    assert_eq!(r.state, RunState::Completed, "{:?}", r.error);
+    let sent = &h.fake.calls_of("tell")[0].input;
+    assert_eq!(sent["summary"], "checked 50: ok = true");
+    assert_eq!(
+        sent["steps"][0],
+        json!({"name": "check", "description": "is it big?", "state": "succeeded", "result": {"ok": true}})
+    );
+    assert_eq!(sent["steps"][1]["state"], "running", "the step reading it is running");
+    let view = crate::view::RunView::of(&r);
+    assert_eq!(view.resume["summary"], "checked 50: ok = true");
+    assert_eq!(view.resume["steps"][1]["state"], "succeeded");
+    assert_eq!(view.steps[0].description.as_deref(), Some("is it big?"));
+}
