@@ -3,7 +3,9 @@ against `weft serve --stdio`, bundled plugins only): a run whose edge
 follows a skip, an edge with a false `when` (its step is skipped, and the
 skip does not cascade) and a `join: any` that outlives a failed branch;
 workflow_validate refuses an edge `when` that reads a step the edge's step
-does not depend on, at its path. Used by host/tests/e2e/edges.rs. Prints
+does not depend on, at its path; a run waiting for a nested-match event
+says so and takes it; a `?` after a ref inside a text is a warning. Used by
+host/tests/e2e/edges.rs. Prints
 one JSON object.
 """
 
@@ -49,6 +51,14 @@ async def main(args: argparse.Namespace) -> None:
                 says("a", "1"), says("b", "2"),
                 says("c", "3", after=[{"step": "a", "when": {"ref": "@b", "eq": "2"}}])]}
             seen["wrong"] = structured(await session.call_tool("workflow_validate", {"definition": wrong}))
+            reply = {"name": "reply", "steps": [
+                {"name": "answer", "wait": {"event": "chat", "match": {"raw": {"to": "m1"}}}}]}
+            r = await session.call_tool("run_start", {"definition": reply, "wait_ms": 500})
+            seen["event_wait"] = structured(r)
+            r = await session.call_tool("event_emit", {"event": "chat", "data": {"raw": {"to": "m1", "guild": "g"}}})
+            seen["emitted"] = structured(r)
+            optional = {"name": "optional", "steps": [{"name": "a", "return": "id @input.x? here"}]}
+            seen["optional"] = structured(await session.call_tool("workflow_validate", {"definition": optional}))
     print(json.dumps(seen))
 
 

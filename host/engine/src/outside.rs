@@ -69,10 +69,7 @@ impl WaitKind {
     /// event's object do not matter).
     pub fn takes_event(&self, name: &str, data: &Value) -> bool {
         match self {
-            WaitKind::Event { event, matches } => {
-                let field = |k: &str| if k.starts_with('/') { data.pointer(k) } else { data.get(k) };
-                event == name && matches.iter().all(|(k, want)| field(k).is_some_and(|got| holds(got, want)))
-            }
+            WaitKind::Event { event, matches } => event == name && weft_model::condition::match_holds(matches, data),
             WaitKind::Items { items } => items.iter().any(|k| k.takes_event(name, data)),
             _ => false,
         }
@@ -94,15 +91,6 @@ impl WaitKind {
             WaitKind::Items { items } => items.first().is_some_and(WaitKind::is_signal),
             _ => false,
         }
-    }
-}
-
-/// Whether `got` has what `want` asks: equal, or for an object, each of
-/// `want`'s fields holds in `got` (a subset).
-fn holds(got: &Value, want: &Value) -> bool {
-    match (got, want) {
-        (Value::Object(g), Value::Object(w)) => w.iter().all(|(k, v)| g.get(k).is_some_and(|x| holds(x, v))),
-        _ => weft_model::condition::json_eq(got, want),
     }
 }
 

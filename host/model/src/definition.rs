@@ -268,22 +268,21 @@ pub struct WaitSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = MAX_NAME_CHARS))]
     pub event: Option<String>,
-    /// Object of field → value (refs allowed); every field must equal the
-    /// same top-level field of the event's data.
+    /// Object of field → value (refs allowed); every field must hold for the
+    /// same top-level field of the event's data (a nested object matches a
+    /// subset; a key starting with `/` is a JSON Pointer into the data).
     #[serde(rename = "match", default, skip_serializing_if = "Option::is_none")]
     pub matches: Option<Template>,
 }
 
 impl WaitSpec {
     /// Whether an event's data matches: every `match` field (refs resolved)
-    /// equals the same top-level field of `data` (numbers by value). A wait
+    /// holds for `data` (see [`crate::condition::match_holds`]). A wait
     /// without `match` matches every event of its name.
     pub fn matches_event(&self, scope: &dyn crate::scope::Scope, data: &Value) -> bool {
         let Some(m) = &self.matches else { return true };
         match m.resolve(scope) {
-            Value::Object(fields) => {
-                fields.iter().all(|(k, want)| data.get(k).is_some_and(|got| crate::condition::json_eq(got, want)))
-            }
+            Value::Object(fields) => crate::condition::match_holds(&fields, data),
             _ => false,
         }
     }

@@ -77,6 +77,7 @@ fn walk<'a>(v: &'a Value, at: &str, names: &BTreeSet<&str>, values: &mut Vec<&'a
     match v {
         Value::String(s) => {
             output_field(s, at, names, out);
+            optional_in_text(s, at, out);
             for f in find(s) {
                 let known = |k: &str| values.iter().any(|m| m.get(k).is_some());
                 if f.path.first().is_some_and(|r| known(r)) {
@@ -123,6 +124,32 @@ fn output_field(text: &str, at: &str, names: &BTreeSet<&str>, out: &mut Lookalik
                 Problem::new(at, format!("`{}` reads a field `{first}` of step `{step}`'s output", site.reference))
                     .hint(format!(
                         "a step's output is `@{step}` itself (there is no `.{first}`); keep this only if the output has a field `{first}`"
+                    )),
+            );
+        }
+    }
+}
+
+/// A warning for each ref inside a longer text written with a trailing `?`
+/// (`"id: @fetch.id? / @other.id?"`): only a string that is the ref alone
+/// may be optional; inside a text the `?` stays as a character and the ref
+/// is required. A question is left alone: a wait's prompt, and a `?` that
+/// ends the text (`"Ship order @item.id?"`).
+fn optional_in_text(text: &str, at: &str, out: &mut Lookalikes) {
+    if !text.contains('?') || !text.contains('@') || at.ends_with("/wait/prompt") {
+        return;
+    }
+    let (template, _) = crate::template::Template::compile_lenient(Value::String(text.to_string()));
+    let crate::template::CompiledValue::Interpolated(parts) = template.compiled() else { return };
+    for w in parts.windows(2) {
+        if let [crate::template::Part::Ref(r), crate::template::Part::Text(t)] = w
+            && t.starts_with('?')
+            && t.len() > 1
+        {
+            out.warnings.push(
+                Problem::new(at, format!("the `?` after `{r}` is kept as text: inside a longer text a ref is required"))
+                    .hint(format!(
+                        "a ref is optional (null when it leads nowhere) only when the string is the ref alone: give `\"{r}?\"` its own field or step input"
                     )),
             );
         }
@@ -305,5 +332,16 @@ mod tests {
         ]});
         let paths: Vec<String> = check(&d).errors.into_iter().map(|p| p.path).collect();
         assert_eq!(paths, ["/steps/1/when/eq", "/steps/1/wait/prompt", "/output/r"]);
+    }
+
+    #[test]
+    fn a_question_mark_after_a_ref_inside_a_text_is_a_warning() {
+        let d = json!({"name": "w", "steps": [
+            {"name": "a", "return": {"t": "got @input.x? and @input.y", "ok": "@input.z?", "ask": "pay @input.z?"}},
+            {"name": "b", "wait": {"prompt": "Ship @input.z? Say yes or no."}}]});
+        let found = check(&d);
+        assert_eq!(found.warnings.len(), 1, "{:?}", found.warnings);
+        assert_eq!(found.warnings[0].path, "/steps/0/return/t");
+        assert!(found.warnings[0].message.contains("the `?` after `@input.x` is kept as text"));
     }
 }

@@ -144,4 +144,10 @@ fn edges_and_joins_through_mcp() {
     let wrong = &seen["wrong"];
     assert_eq!(wrong["valid"], false, "{wrong}");
     assert_eq!(wrong["problems"][0]["path"], "/steps/2/after/0/when/ref", "{wrong}");
+    let note = seen["event_wait"]["note"].as_str().unwrap();
+    assert!(note.contains("step `answer` waits for the event `chat`"), "{note}");
+    assert_eq!(seen["emitted"]["delivered"].as_array().unwrap().len(), 1, "{seen}");
+    let optional = &seen["optional"];
+    assert_eq!(optional["valid"], true, "{optional}");
+    assert!(optional["warnings"][0]["message"].as_str().unwrap().contains("the `?` after `@input.x` is kept as text"));
 }

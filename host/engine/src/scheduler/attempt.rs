@@ -123,18 +123,35 @@ pub(super) async fn run_attempt(runner: Arc<dyn StepRunner>, clock: Arc<dyn Cloc
     req.events =
         Arc::new(Admission { inner: req.events.clone(), base, paused: Default::default(), clock: clock.clone() });
     let timer = timeout(&*clock, timeout_ms, base_rx);
+    let run = AssertUnwindSafe(runner.run(req, token.clone())).catch_unwind();
+    tokio::pin!(run);
     let result = tokio::select! {
         biased;
-        r = AssertUnwindSafe(runner.run(req, token.clone())).catch_unwind() => r.unwrap_or_else(|panic| {
+        r = &mut run => r.unwrap_or_else(|panic| {
             let what = panic_message(panic.as_ref());
             tracing::error!(error = %what, "a step runner panicked; the attempt is interrupted");
             Err(StepError::new(ErrorKind::Interrupted, format!("the host panicked running this attempt: {what}"), true))
         }),
-        _ = token.canceled() => Err(StepError::canceled("the attempt was canceled")),
+        _ = token.canceled() => {
+            wind_down(run).await;
+            Err(StepError::canceled("the attempt was canceled"))
+        }
         _ = timer => {
             token.cancel();
+            wind_down(run).await;
             Err(StepError::timeout(format!("the attempt timed out after {} ms", timeout_ms.unwrap_or(0))))
         }
     };
     Done { step, unit, attempt, result }
+}
+
+/// How long a runner told to stop may take to wind down (an MCP tool step
+/// sends the server `notifications/cancelled`) before it is dropped.
+const WIND_DOWN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Lets a canceled runner finish what stopping takes (it sees its token
+/// canceled), at most [`WIND_DOWN`]: dropped at once, a tool step could
+/// never tell its server to stop.
+async fn wind_down<F: std::future::Future>(run: std::pin::Pin<&mut F>) {
+    let _ = tokio::time::timeout(WIND_DOWN, run).await;
 }

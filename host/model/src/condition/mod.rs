@@ -95,6 +95,22 @@ pub struct Condition {
     pub test: Option<Test>,
 }
 
+/// Whether event data `data` has what a wait's `match` asks: each field
+/// holds for the same top-level field of `data` (a key starting with `/`
+/// is a JSON Pointer into it). A value holds when it equals the field
+/// (numbers by value); an object when each of its fields holds, so other
+/// fields of the event's object do not matter.
+pub fn match_holds(matches: &serde_json::Map<String, Value>, data: &Value) -> bool {
+    fn holds(got: &Value, want: &Value) -> bool {
+        match (got, want) {
+            (Value::Object(g), Value::Object(w)) => w.iter().all(|(k, v)| g.get(k).is_some_and(|x| holds(x, v))),
+            _ => json_eq(got, want),
+        }
+    }
+    let field = |k: &str| if k.starts_with('/') { data.pointer(k) } else { data.get(k) };
+    matches.iter().all(|(k, want)| field(k).is_some_and(|got| holds(got, want)))
+}
+
 impl Condition {
     /// Evaluate against a scope, leniently (a missing field is null).
     pub fn evaluate(&self, scope: &dyn Scope) -> bool {

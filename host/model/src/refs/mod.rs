@@ -196,7 +196,7 @@ impl Ref {
         Unresolved {
             reference: written.clone(),
             message: format!(
-                "`{written}` resolves to nothing: {whose} is {}, which has {missing}; {fix}or write `{written}?` to get null when it is missing",
+                "`{written}` resolves to nothing: {whose} is {}, which has {missing}; {fix}or write `{written}?` (as a whole string, not inside a text) to get null when it is missing",
                 describe(holds)
             ),
         }

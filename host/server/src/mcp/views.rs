@@ -61,10 +61,19 @@ impl RunStartOut {
                 };
                 format!("the run is {}: {what}", rec.state)
             }
-            _ => format!(
-                "the run is still {}; run_get {{\"run_id\": \"{}\"}} shows it, run_events follows it, run_cancel stops it",
-                rec.state, rec.id
-            ),
+            _ => match waits.iter().find(|w| w.kind == WaitOn::Event) {
+                // A run waiting only for events stays `working`: say so.
+                Some(w) => format!(
+                    "the run is {}: step `{}` waits for the event `{}` (event_emit delivers it; run_get shows its `match`)",
+                    rec.state,
+                    w.step,
+                    w.event.as_deref().unwrap_or_default()
+                ),
+                None => format!(
+                    "the run is still {}; run_get {{\"run_id\": \"{}\"}} shows it, run_events follows it, run_cancel stops it",
+                    rec.state, rec.id
+                ),
+            },
         };
         let mut output = if rec.state == RunState::Completed { rec.output.clone() } else { None };
         let mut note = note;

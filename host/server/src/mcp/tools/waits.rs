@@ -59,8 +59,9 @@ pub struct RunSignalOut {
 pub struct EventEmitParams {
     /// The event's name, e.g. `order.paid` (waits name it as `event`).
     pub event: String,
-    /// The event's data: every wait whose `match` fields equal the same
-    /// top-level fields of `data` takes it as its output (default `{}`).
+    /// The event's data: every wait whose `match` holds for it takes it as
+    /// its output (default `{}`): each `match` field equals the same field
+    /// of `data`, a nested object matching a subset.
     #[serde(default = "empty_object")]
     #[schemars(default = "empty_object")]
     pub data: Value,
@@ -222,7 +223,7 @@ impl WeftServer {
     }
 
     #[tool(
-        description = "Emit an event: every run step waiting for `event` whose `match` fields equal the same fields of `data` takes `data` as its output. With an `id`, emitting is idempotent: the same id again does nothing and answers `duplicate: true` with what the first emit delivered.",
+        description = "Emit an event: every run step waiting for `event` whose `match` holds for `data` (each field equal, a nested object matching a subset, a `/a/b` key a JSON Pointer) takes `data` as its output. With an `id`, emitting is idempotent: the same id again does nothing and answers `duplicate: true` with what the first emit delivered.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
