@@ -78,14 +78,7 @@ fn a_comparison_of_types_that_cannot_be_compared_fails_the_step_naming_both() {
 #[test]
 fn filter_echo_and_count_in_one_definition_with_where_and_jq() {
     let w = Weft::new();
-    std::fs::create_dir_all(w.data_dir()).unwrap();
-    let config = w.dir.path().join("weft.toml");
-    let servers =
-        format!("[servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n", crate::tools::everything_js());
-    std::fs::write(&config, servers).unwrap();
-    let args = crate::serve_recording::agent_args(&w, &config);
-    let script = crate::common::repo_root().join("tests/mcp-clients/jq_where_check.py");
-    let seen = crate::serve::run_script(&crate::serve_recording::python(), &script, &args);
+    let seen = crate::serve_recording::play(&w, &crate::tools::everything_toml("everything"), "jq_where_check.py");
     assert!(seen["plugins"].as_array().unwrap().contains(&json!("jq")), "{seen}");
     let run = &seen["run"];
     assert_eq!(run["state"], "completed", "{run}");

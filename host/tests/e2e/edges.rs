@@ -128,13 +128,7 @@ fn an_event_matches_a_nested_subset_or_a_pointer() {
 /// official Python SDK).
 #[test]
 fn edges_and_joins_through_mcp() {
-    let w = Weft::new();
-    std::fs::create_dir_all(w.data_dir()).unwrap();
-    let config = w.dir.path().join("weft.toml");
-    std::fs::write(&config, "").unwrap();
-    let args = crate::serve_recording::agent_args(&w, &config);
-    let script = crate::common::repo_root().join("tests/mcp-clients/rules_check.py");
-    let seen = crate::serve::run_script(&crate::serve_recording::python(), &script, &args);
+    let seen = crate::serve_recording::play(&Weft::new(), "", "rules_check.py");
     let run = &seen["run"];
     assert_eq!(run["state"], "completed", "{run}");
     assert_eq!(run["output"], json!({"fallback": "small", "loud": null, "either": "went on"}), "{run}");

@@ -83,13 +83,7 @@ async fn labels_over_http() {
 /// Through MCP with the official Python SDK.
 #[test]
 fn labels_through_mcp() {
-    let w = Weft::new();
-    std::fs::create_dir_all(w.data_dir()).unwrap();
-    let config = w.dir.path().join("weft.toml");
-    std::fs::write(&config, "").unwrap();
-    let args = crate::serve_recording::agent_args(&w, &config);
-    let script = crate::common::repo_root().join("tests/mcp-clients/labels_check.py");
-    let seen = crate::serve::run_script(&crate::serve_recording::python(), &script, &args);
+    let seen = crate::serve_recording::play(&Weft::new(), "", "labels_check.py");
     assert_eq!(seen["run"]["output"], json!({"origin": "slack", "session": "s-42"}), "{seen}");
     let listed = seen["listed"]["runs"].as_array().unwrap();
     assert_eq!(listed.len(), 1, "{seen}");

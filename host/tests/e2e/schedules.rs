@@ -157,12 +157,7 @@ on_both_stores! { fn a_paused_schedule_does_not_fire_until_it_is_resumed(w) {
 #[test]
 fn an_agent_adds_pauses_resumes_and_removes_a_schedule_over_mcp() {
     let w = Weft::new();
-    std::fs::create_dir_all(w.data_dir()).unwrap();
-    let config = w.dir.path().join("weft.toml");
-    std::fs::write(&config, "").unwrap();
-    let args = crate::serve_recording::agent_args(&w, &config);
-    let script = crate::common::repo_root().join("tests/mcp-clients/schedules_check.py");
-    let seen = crate::serve::run_script(&crate::serve_recording::python(), &script, &args);
+    let seen = crate::serve_recording::play(&w, "", "schedules_check.py");
     assert_eq!(seen["tools"], json!(["schedule_add", "schedule_list", "schedule_pause", "schedule_remove"]), "{seen}");
     // Refusals name the argument, and store nothing.
     let bad = &seen["bad_cron"];

@@ -37,6 +37,16 @@ pub(crate) fn agent_args(w: &Weft, config: &std::path::Path) -> Vec<String> {
     ]
 }
 
+/// What the agent script `tests/mcp-clients/<script>` printed, played
+/// against `weft serve --stdio` in `w` with `config` as its weft.toml.
+pub(crate) fn play(w: &Weft, config: &str, script: &str) -> serde_json::Value {
+    std::fs::create_dir_all(w.data_dir()).unwrap();
+    let file = w.dir.path().join("weft.toml");
+    std::fs::write(&file, config).unwrap();
+    let args = agent_args(w, &file);
+    crate::serve::run_script(&python(), &repo_root().join("tests/mcp-clients").join(script), &args)
+}
+
 /// A write then a read of the same file, passing no data between them:
 /// the saved template keeps the read after the write (and says why), and a
 /// replay with a new file name reads what it wrote. Before, the template

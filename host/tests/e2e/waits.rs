@@ -350,14 +350,7 @@ on_both_stores! { fn a_for_each_wait_takes_its_items_with_and_without_a_worker(w
 #[test]
 fn for_each_over_waits_and_child_runs_through_mcp() {
     let w = Weft::new();
-    std::fs::create_dir_all(w.data_dir()).unwrap();
-    let config = w.dir.path().join("weft.toml");
-    let servers =
-        format!("[servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n", crate::tools::everything_js());
-    std::fs::write(&config, servers).unwrap();
-    let args = crate::serve_recording::agent_args(&w, &config);
-    let script = repo_root().join("tests/mcp-clients/items_check.py");
-    let seen = crate::serve::run_script(&crate::serve_recording::python(), &script, &args);
+    let seen = crate::serve_recording::play(&w, &crate::tools::everything_toml("everything"), "items_check.py");
     let started = &seen["started"];
     assert_eq!(started["state"], "input-required", "{started}");
     let prompts: Vec<&Value> = started["waits"].as_array().unwrap().iter().map(|w| &w["prompt"]).collect();
