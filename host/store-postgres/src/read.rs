@@ -220,7 +220,7 @@ pub async fn run_state<C: GenericClient>(c: &C, run: &RunId) -> Result<Option<Ru
 const FILTER: &str = "($1::text IS NULL OR state = $1) AND ($2::text IS NULL OR template = $2)
     AND ($3::text IS NULL OR parent = $3) AND ($4::text IS NULL OR id < $4)
     AND ($5::text IS NULL OR concurrency_key = $5)
-    AND ($7::text IS NULL OR (SELECT ri.labels FROM run_inputs ri WHERE ri.id = runs.id) @> $7::text::jsonb)";
+    AND ($6::text IS NULL OR (SELECT ri.labels FROM run_inputs ri WHERE ri.id = runs.id) @> $6::text::jsonb)";
 
 /// Labels as stored: a JSON object, `NULL` when there are none.
 pub(crate) fn labels_text(labels: &weft_engine::Labels) -> Option<String> {
@@ -244,9 +244,9 @@ pub async fn list_runs<C: GenericClient>(c: &C, f: &RunFilter) -> Result<Vec<Run
                     GREATEST(updated_at, COALESCE((SELECT at FROM events WHERE run_id = runs.id
                                                    ORDER BY seq DESC LIMIT 1), 0)),
                     (SELECT ri.labels::text FROM run_inputs ri WHERE ri.id = runs.id)
-             FROM runs WHERE {FILTER} ORDER BY id DESC LIMIT $6"
+             FROM runs WHERE {FILTER} ORDER BY id DESC LIMIT $7"
         ),
-        &[&state, &f.template, &parent, &before, &f.key, &limit, &labels_text(&f.labels)],
+        &[&state, &f.template, &parent, &before, &f.key, &labels_text(&f.labels), &limit],
     )
     .await?;
     rows.iter()
@@ -270,8 +270,8 @@ pub async fn count_runs<C: GenericClient>(c: &C, f: &RunFilter) -> Result<u64, S
         (f.state.map(|s| s.as_str()), f.parent.as_ref().map(|p| p.as_str()), f.before.as_ref().map(|b| b.as_str()));
     let rows = query(
         c,
-        &format!("SELECT COUNT(*) FROM runs WHERE {FILTER} AND $6::bigint IS NULL"),
-        &[&state, &f.template, &parent, &before, &f.key, &None::<i64>, &labels_text(&f.labels)],
+        &format!("SELECT COUNT(*) FROM runs WHERE {FILTER}"),
+        &[&state, &f.template, &parent, &before, &f.key, &labels_text(&f.labels)],
     )
     .await?;
     Ok(rows.first().map(|r| r.get::<_, i64>(0)).unwrap_or(0).max(0) as u64)
