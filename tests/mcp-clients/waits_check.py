@@ -16,6 +16,8 @@ Used by host/tests/e2e/serve_waits.rs; runnable by hand too:
   concurrent signals to one step: exactly one accepted. event_emit with an
   id twice: the second is a duplicate that resolves nothing. Two runs with
   one concurrency_key: the second stays submitted until the first completes.
+  A signal and an event sent while a run sleeps before its waits are kept
+  (`status: queued`; `delivered: []`) and taken when the waits start.
 - `elicit`: a client with an elicitation callback. run_start of the same
   template asks it: the first answer is invalid, the second valid, and
   run_start returns the completed run; a declined question returns the run
@@ -64,6 +66,18 @@ PAID = {
 }
 
 QUICK = {"name": "quick", "steps": [{"name": "r", "return": {"done": True}}]}
+
+# A sleep before two waits: a signal and an event sent during the sleep
+# come before their waits, and are kept for them.
+EARLY = {
+    "name": "early",
+    "steps": [
+        {"name": "pause", "sleep": {"ms": 1200}},
+        {"name": "approve", "after": ["pause"], "wait": {"prompt": "ok?", "schema": SCHEMA}},
+        {"name": "reply", "after": ["pause"], "wait": {"event": "early.reply", "match": {"to": "@input.to"}}},
+        {"name": "done", "return": {"approved": "@approve.approved", "reply": "@reply.text"}},
+    ],
+}
 
 
 def check(cond: bool, what: str, seen: Any = None) -> None:
@@ -258,6 +272,20 @@ async def scenario_signals(session: Any, report: dict[str, Any]) -> None:
     check(second["output"] == {"done": True}, "the second keyed run's output", second)
     report["queued"] = [first_id, second_id]
     report["run_id"] = run_id
+
+    # A signal and an event before their waits: kept, then taken.
+    r = await call(session, "run_start", {"definition": EARLY, "input": {"to": "m1"}, "wait_ms": 0})
+    early_id = r.structured_content["run_id"]
+    r = await signal(session, early_id, "approve", {"approved": "yes"})
+    check(r.is_error is True and r.structured_content["status"] == "invalid", "an early signal is checked against the schema at once", r.structured_content)
+    r = await signal(session, early_id, "approve", {"approved": True})
+    check(not r.is_error and r.structured_content["status"] == "queued", "an early signal is queued", r.structured_content)
+    check("does not wait yet" in r.structured_content["message"], "the answer says why", r.structured_content)
+    r = await call(session, "event_emit", {"event": "early.reply", "data": {"to": "m1", "text": "hi"}})
+    check(r.structured_content["delivered"] == [], "an early event resolves nothing yet", r.structured_content)
+    run = await until(session, early_id, lambda x: x["state"] == "completed", "the early run completes")
+    check(run["output"] == {"approved": True, "reply": "hi"}, "the waits took the early signal and event", run)
+    report["early"] = run["output"]
 
 
 async def scenario_elicit(session: Any, asker: Asker, report: dict[str, Any]) -> None:

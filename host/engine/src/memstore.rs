@@ -91,6 +91,11 @@ impl MemStore {
         self.inner.lock().unwrap().events.get(run).cloned().unwrap_or_default()
     }
 
+    /// An inbox message by its id, for assertions.
+    pub fn inbox_message(&self, id: &str) -> Option<InboxRecord> {
+        self.inner.lock().unwrap().inbox.iter().find(|m| m.id == id).cloned()
+    }
+
     fn commit_ref(&self, batch: &Batch) -> Result<(), StoreError> {
         {
             let mut next = self.fail_next.lock().unwrap();
@@ -148,6 +153,11 @@ impl MemStore {
     }
 }
 
+/// Whether a message is a signal queued for a step that does not wait yet.
+fn is_queued(m: &InboxRecord) -> bool {
+    matches!(m.kind, InboxKind::Signal { .. }) && m.answer.as_ref().is_some_and(crate::outside::is_queued_answer)
+}
+
 /// The reference semantics of the writes that belong to no run.
 fn apply_global(
     inbox: &mut Vec<InboxRecord>,
@@ -174,6 +184,11 @@ fn apply_global(
             Some(m) if m.answer.is_none() => m.answer = Some(answer.clone()),
             _ => return conflict(format!("inbox message {id} is not pending")),
         },
+        Write::InboxSettle { id, answer } => {
+            if let Some(m) = inbox.iter_mut().find(|x| x.id == *id && is_queued(x)) {
+                m.answer = Some(answer.clone());
+            }
+        }
         Write::PutSchedule(s) => {
             if schedules.contains_key(&s.name) {
                 return conflict(format!("schedule {} exists", s.name));
@@ -461,6 +476,17 @@ impl RunStore for MemStore {
 
     async fn inbox_pending(&self) -> Result<Vec<InboxRecord>, StoreError> {
         Ok(self.inner.lock().unwrap().inbox.iter().filter(|m| m.answer.is_none()).cloned().collect())
+    }
+
+    async fn inbox_queued(&self, run: &RunId) -> Result<Vec<InboxRecord>, StoreError> {
+        let inner = self.inner.lock().unwrap();
+        Ok(inner.inbox.iter().filter(|m| m.kind.run() == Some(run) && is_queued(m)).cloned().collect())
+    }
+
+    async fn events_emitted(&self, name: &str, since_ms: i64, limit: usize) -> Result<Vec<InboxRecord>, StoreError> {
+        let inner = self.inner.lock().unwrap();
+        let named = |m: &&InboxRecord| matches!(&m.kind, InboxKind::Event { event, .. } if event == name);
+        Ok(inner.inbox.iter().filter(named).filter(|m| m.at >= since_ms).take(limit).cloned().collect())
     }
 
     async fn inbox_get(&self, id: &str, by_event_id: bool) -> Result<Option<InboxRecord>, StoreError> {

@@ -140,7 +140,14 @@ pub enum InboxKind {
     /// Hand the event `event` (its data is the message's) to the wait of
     /// `step` in `run`: what an event becomes for a run another worker
     /// drives. The answer is whether the wait took it.
-    Deliver { run: RunId, step: String, event: String },
+    Deliver {
+        run: RunId,
+        step: String,
+        event: String,
+        /// The event's id (recorded with the step it resolves).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        event_id: Option<String>,
+    },
 }
 
 impl InboxKind {
@@ -171,6 +178,12 @@ impl InboxKind {
             _ => None,
         }
     }
+}
+
+/// Whether an inbox answer says `queued`: a signal for a step that did
+/// not wait yet, kept for it (stores match `$.status = 'queued'` too).
+pub fn is_queued_answer(answer: &Value) -> bool {
+    answer.get("status").and_then(Value::as_str) == Some("queued")
 }
 
 /// A message to the store's owner, with its answer once handled.

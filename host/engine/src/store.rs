@@ -115,10 +115,15 @@ pub enum Write {
     /// The step no longer waits (no-op when it did not).
     CloseWait { run: RunId, step: String },
     /// A message for the store's owner (refused when its id, or for an
-    /// event its event id, is taken).
+    /// event its event id, is taken); stored with its answer when it has
+    /// one (a signal queued for a step that does not wait yet).
     InboxPut(InboxRecord),
     /// A message was handled (refused unless it is pending).
     InboxAnswer { id: String, answer: Value },
+    /// A queued signal was taken (or refused) by the wait it was for: its
+    /// answer `queued` becomes `answer`. No-op once it is settled, so the
+    /// first decision stands.
+    InboxSettle { id: String, answer: Value },
     /// This process handles message `id` now: on a store shared by many
     /// workers, no other takes it (for the store's lease: if this process
     /// dies first, another handles it). Nothing on a store one process
@@ -169,6 +174,7 @@ impl Write {
             Write::OpenWait(w) => Some(&w.run),
             Write::InboxPut(_)
             | Write::InboxAnswer { .. }
+            | Write::InboxSettle { .. }
             | Write::InboxTake { .. }
             | Write::PutSchedule(_)
             | Write::DeleteSchedule { .. }
@@ -537,6 +543,12 @@ pub trait RunStore: Send + Sync + 'static {
 
     /// One inbox message by its id, or (`by_event_id`) by its event id.
     async fn inbox_get(&self, id: &str, by_event_id: bool) -> Result<Option<InboxRecord>, StoreError>;
+    /// The signals queued for steps of `run` that did not wait yet (their
+    /// answer's `status` is `queued`), oldest first.
+    async fn inbox_queued(&self, run: &RunId) -> Result<Vec<InboxRecord>, StoreError>;
+    /// Events named `name` emitted at or after `since_ms`, oldest first, at
+    /// most `limit` (for a wait that starts after them).
+    async fn events_emitted(&self, name: &str, since_ms: i64, limit: usize) -> Result<Vec<InboxRecord>, StoreError>;
 
     /// Every schedule, by name.
     async fn schedules(&self) -> Result<Vec<ScheduleRecord>, StoreError>;

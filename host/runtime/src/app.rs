@@ -260,6 +260,9 @@ impl App {
                     // leases (what `runs show` reports) need not outlast it.
                     max_interruptions: limits.max_interruptions.unwrap_or(d.max_interruptions),
                     max_run_log_bytes: limits.max_run_log_bytes.unwrap_or(d.max_run_log_bytes),
+                    max_queued_signals: limits.max_queued_signals.unwrap_or(d.max_queued_signals),
+                    early_ttl_ms: limits.early_ttl_ms.unwrap_or(d.early_ttl_ms),
+                    max_early_events: limits.max_early_events.unwrap_or(d.max_early_events),
                     size_limits: self.settings.size_limits(),
                     ..d
                 }

@@ -119,6 +119,15 @@ pub struct LimitsConfig {
     /// Bytes of logs and progress one run may add to its event log
     /// (default 16 MiB); past it one `log.truncated` event says so.
     pub max_run_log_bytes: Option<u64>,
+    /// Signals a live run may hold for steps that do not wait yet
+    /// (default 100); each is taken when its wait starts.
+    pub max_queued_signals: Option<usize>,
+    /// How long a queued signal, or an event emitted before the wait it is
+    /// for started, stays good for that wait (default 86,400,000: a day).
+    pub early_ttl_ms: Option<u64>,
+    /// Events emitted before a wait started that the wait looks at when it
+    /// starts, oldest first (default 100).
+    pub max_early_events: Option<usize>,
     /// A run's input, a signal's or an event's data (default 4 MiB).
     pub max_input_bytes: Option<usize>,
     /// A step's stored output: a guest's result, a tool's, a transform's

@@ -84,6 +84,16 @@ pub fn signal(settings: &Settings, args: SignalArgs) -> anyhow::Result<Exit> {
     let _rt = app.rt.enter();
     let engine = app.engine()?;
     let refused = match outside::signal(&app, &engine, &args.run, &args.step, args.item, data) {
+        Ok(s) if s.queued.is_some() => {
+            let message = s.queued.unwrap_or_default();
+            let mut out = serde_json::json!({"status": "queued", "message": message, "output": s.output});
+            if let Some(k) = s.item {
+                out["item"] = k.into();
+            }
+            eprintln!("run {}: {message}", s.run);
+            output::json(&out);
+            return Ok(Exit::Success);
+        }
         Ok(s) => {
             let mut out = serde_json::json!({"status": "accepted", "output": s.output});
             match s.item {

@@ -88,9 +88,10 @@ statements! {
                  SELECT $1, $2, $3, $4, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM runs WHERE id = $1)
                  ON CONFLICT DO NOTHING";
     close_wait = "DELETE FROM waits WHERE run_id = $1 AND step = $2";
-    inbox_put = "INSERT INTO inbox (id, kind, event_id, run, body, at) VALUES ($1, $2, $3, $4, $5, $6)
+    inbox_put = "INSERT INTO inbox (id, kind, event_id, run, body, at, answer) VALUES ($1, $2, $3, $4, $5, $6, $7)
                  ON CONFLICT DO NOTHING";
     inbox_answer = "UPDATE inbox SET answer = $2 WHERE id = $1 AND answer IS NULL";
+    inbox_settle = "UPDATE inbox SET answer = $2 WHERE id = $1 AND answer::jsonb->>'status' = 'queued'";
     inbox_take = "UPDATE inbox SET taken_until = now() + $2 * interval '1 millisecond' WHERE id = $1";
     put_schedule = "INSERT INTO schedules (name, body, next_fire_at) VALUES ($1, $2::text::jsonb, $3)
                     ON CONFLICT DO NOTHING";
@@ -582,6 +583,7 @@ impl Stmts {
                         p(m.kind.run().map(|r| r.as_str().to_string())),
                         p(serde_json::to_string(m).unwrap_or_default()),
                         p(m.at),
+                        p(m.answer.as_ref().map(Value::to_string)),
                     ],
                     one(refusal),
                 ));
@@ -599,6 +601,9 @@ impl Stmts {
                     vec![p(id.clone()), p(answer.to_string())],
                     one(format!("inbox message {id} is not pending")),
                 ));
+            }
+            Write::InboxSettle { id, answer } => {
+                self.push(Stmt::new(Which::inbox_settle, vec![p(id.clone()), p(answer.to_string())], Expect::Any));
             }
             Write::PutSchedule(s) => {
                 self.push(Stmt::new(

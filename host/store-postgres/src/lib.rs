@@ -378,6 +378,14 @@ impl RunStore for PgStore {
         read::inbox_get(&self.reader().await?, id, by_event_id).await
     }
 
+    async fn inbox_queued(&self, run: &RunId) -> Result<Vec<InboxRecord>, StoreError> {
+        read::inbox_queued(&self.reader().await?, run).await
+    }
+
+    async fn events_emitted(&self, name: &str, since_ms: i64, limit: usize) -> Result<Vec<InboxRecord>, StoreError> {
+        read::events_emitted(&self.reader().await?, name, since_ms, limit).await
+    }
+
     async fn schedules(&self) -> Result<Vec<ScheduleRecord>, StoreError> {
         read::schedules(&self.reader().await?).await
     }

@@ -404,6 +404,27 @@ pub(crate) fn inbox_row(body: &str, answer: Option<&str>) -> Result<InboxRecord,
     Ok(m)
 }
 
+/// Signals queued for steps of `run` that do not wait yet, oldest first.
+pub async fn inbox_queued<C: GenericClient>(c: &C, run: &RunId) -> Result<Vec<InboxRecord>, StoreError> {
+    let sql = "SELECT body, answer FROM inbox WHERE run = $1 AND kind = 'signal'
+                 AND answer::jsonb->>'status' = 'queued' ORDER BY seq";
+    let rows = query(c, sql, &[&run.as_str()]).await?;
+    rows.iter().map(|r| inbox_row(r.get(0), r.get(1))).collect()
+}
+
+/// Events named `name` emitted at or after `since_ms`, oldest first.
+pub async fn events_emitted<C: GenericClient>(
+    c: &C,
+    name: &str,
+    since_ms: i64,
+    limit: usize,
+) -> Result<Vec<InboxRecord>, StoreError> {
+    let sql = "SELECT body, answer FROM inbox WHERE kind = 'event' AND body::jsonb->>'event' = $1
+                 AND at >= $2 ORDER BY seq LIMIT $3";
+    let rows = query(c, sql, &[&name, &since_ms, &(limit as i64)]).await?;
+    rows.iter().map(|r| inbox_row(r.get(0), r.get(1))).collect()
+}
+
 pub async fn inbox_get<C: GenericClient>(
     c: &C,
     key: &str,

@@ -173,6 +173,11 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE run_inputs ADD COLUMN labels JSONB;
     "#,
+    // 5: emitted events by name, for a wait that starts after them
+    // (docs/waits.md). Queued signals are found by `inbox_run`.
+    r#"
+    CREATE INDEX inbox_events ON inbox((body::jsonb->>'event'), seq) WHERE kind = 'event';
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -332,6 +332,14 @@ impl RunStore for SqliteStore {
         self.read(|c| outside::inbox_get(c, id, by_event_id))
     }
 
+    async fn inbox_queued(&self, run: &RunId) -> Result<Vec<InboxRecord>, StoreError> {
+        self.read(|c| outside::inbox_queued(c, run))
+    }
+
+    async fn events_emitted(&self, name: &str, since_ms: i64, limit: usize) -> Result<Vec<InboxRecord>, StoreError> {
+        self.read(|c| outside::events_emitted(c, name, since_ms, limit))
+    }
+
     async fn schedules(&self) -> Result<Vec<ScheduleRecord>, StoreError> {
         self.read(outside::schedules)
     }

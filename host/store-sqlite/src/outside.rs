@@ -49,9 +49,12 @@ pub(crate) fn apply(c: &Connection, w: &Write) -> Result<bool, StoreError> {
             let (kind, event_id) = (m.kind.name(), m.kind.event_id());
             let n = c
                 .prepare_cached(
-                    "INSERT OR IGNORE INTO inbox (id, kind, event_id, body, at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    "INSERT OR IGNORE INTO inbox (id, kind, event_id, body, at, answer) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 )
-                .and_then(|mut s| s.execute(params![m.id, kind, event_id, to_json(m), m.at]))
+                .and_then(|mut s| {
+                    let answer = m.answer.as_ref().map(serde_json::Value::to_string);
+                    s.execute(params![m.id, kind, event_id, to_json(m), m.at, answer])
+                })
                 .map_err(map_err)?;
             if n == 0 {
                 return Err(conflict(match event_id {
@@ -70,6 +73,13 @@ pub(crate) fn apply(c: &Connection, w: &Write) -> Result<bool, StoreError> {
             if n == 0 {
                 return Err(conflict(format!("inbox message {id} is not pending")));
             }
+        }
+        Write::InboxSettle { id, answer } => {
+            c.prepare_cached(
+                "UPDATE inbox SET answer = ?2 WHERE id = ?1 AND json_extract(answer, '$.status') = 'queued'",
+            )
+            .and_then(|mut s| s.execute(params![id, answer.to_string()]))
+            .map_err(map_err)?;
         }
         Write::PutSchedule(s) => {
             let n = c
@@ -204,6 +214,40 @@ pub(crate) fn inbox_get(c: &Connection, id: &str, by_event_id: bool) -> Result<O
         })
         .map_err(map_err)?;
     row.map(|(b, a)| inbox_row(b, a)).transpose()
+}
+
+fn inbox_rows(c: &Connection, sql: &str, p: impl rusqlite::Params) -> Result<Vec<InboxRecord>, StoreError> {
+    let rows = c
+        .prepare_cached(sql)
+        .and_then(|mut s| {
+            s.query_map(p, |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?)))?
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .map_err(map_err)?;
+    rows.into_iter().map(|(b, a)| inbox_row(b, a)).collect()
+}
+
+pub(crate) fn inbox_queued(c: &Connection, run: &RunId) -> Result<Vec<InboxRecord>, StoreError> {
+    inbox_rows(
+        c,
+        "SELECT body, answer FROM inbox WHERE json_extract(body, '$.run') = ?1
+           AND kind = 'signal' AND json_extract(answer, '$.status') = 'queued' ORDER BY seq",
+        [run.as_str()],
+    )
+}
+
+pub(crate) fn events_emitted(
+    c: &Connection,
+    name: &str,
+    since_ms: i64,
+    limit: usize,
+) -> Result<Vec<InboxRecord>, StoreError> {
+    inbox_rows(
+        c,
+        "SELECT body, answer FROM inbox WHERE json_extract(body, '$.event') = ?1 AND kind = 'event'
+           AND at >= ?2 ORDER BY seq LIMIT ?3",
+        params![name, since_ms, limit as i64],
+    )
 }
 
 pub(crate) fn schedules(c: &Connection) -> Result<Vec<ScheduleRecord>, StoreError> {

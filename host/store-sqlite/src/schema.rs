@@ -194,6 +194,14 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE run_plans ADD COLUMN labels TEXT;
     "#,
+    // 13: signals queued for a step that does not wait yet, by run (few:
+    // a queued signal is settled when its wait starts), and emitted events
+    // by name, for a wait that starts after them (docs/waits.md).
+    r#"
+    CREATE INDEX inbox_queued ON inbox(json_extract(body, '$.run'))
+        WHERE kind = 'signal' AND json_extract(answer, '$.status') = 'queued';
+    CREATE INDEX inbox_events ON inbox(json_extract(body, '$.event'), seq) WHERE kind = 'event';
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -16,6 +16,7 @@ mod conditions;
 mod csrf;
 mod defaults;
 mod disk_full;
+mod early;
 mod edges;
 mod examples;
 mod floods;

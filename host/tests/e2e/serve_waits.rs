@@ -75,6 +75,7 @@ fn check_store_after_signals(w: &Weft, seen: &Value) {
     assert_eq!(run["output"], json!({"approved": true, "amount": 5}), "{run}");
     assert_eq!(run["steps"][0]["output"], json!({"approved": true, "note": "fine"}), "{run}");
     assert_eq!(seen["race"], json!({"accepted": 1, "refused": 49}), "{seen}");
+    assert_eq!(seen["early"], json!({"approved": true, "reply": "hi"}), "{seen}");
     // The keyed runs ran one after the other.
     let first = w.show(seen["queued"][0].as_str().unwrap());
     let second = w.show(seen["queued"][1].as_str().unwrap());

@@ -26,7 +26,7 @@ fn approval_with_timeout(w: &Weft, ms: u64) -> PathBuf {
 }
 
 /// Polls `runs show` until `done` holds (20 s at most).
-fn wait_until(w: &Weft, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+pub(crate) fn wait_until(w: &Weft, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
     let t0 = Instant::now();
     loop {
         let run = w.show(id);
@@ -38,7 +38,7 @@ fn wait_until(w: &Weft, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> 
     }
 }
 
-fn detach(w: &Weft, file: &std::path::Path, input: &Value, extra: &[&str]) -> String {
+pub(crate) fn detach(w: &Weft, file: &std::path::Path, input: &Value, extra: &[&str]) -> String {
     let mut args = vec!["run", file.to_str().unwrap(), "--input"];
     let input = input.to_string();
     args.push(&input);
@@ -50,14 +50,14 @@ fn detach(w: &Weft, file: &std::path::Path, input: &Value, extra: &[&str]) -> St
 }
 
 /// A `weft worker` killed (SIGKILL) when dropped.
-struct Worker(Child);
+pub(crate) struct Worker(Child);
 
 impl Worker {
-    fn start(w: &Weft) -> Worker {
+    pub(crate) fn start(w: &Weft) -> Worker {
         Worker(w.cmd().arg("worker").stderr(Stdio::null()).spawn().unwrap())
     }
 
-    fn kill(mut self) {
+    pub(crate) fn kill(mut self) {
         self.0.kill().unwrap();
         self.0.wait().unwrap();
     }
@@ -70,17 +70,17 @@ impl Drop for Worker {
     }
 }
 
-fn signal(w: &Weft, id: &str, step: &str, data: &Value) -> Outcome {
+pub(crate) fn signal(w: &Weft, id: &str, step: &str, data: &Value) -> Outcome {
     w.run(&["signal", id, step, "--data", &data.to_string()])
 }
 
-fn events(w: &Weft, id: &str) -> Vec<Value> {
+pub(crate) fn events(w: &Weft, id: &str) -> Vec<Value> {
     let out = w.run(&["runs", "events", id, "--json"]);
     out.expect_code(0);
     out.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
-fn count(evs: &[Value], kind: &str, step: &str) -> usize {
+pub(crate) fn count(evs: &[Value], kind: &str, step: &str) -> usize {
     evs.iter().filter(|e| e["kind"] == kind && e["step"] == step).count()
 }
 

@@ -21,7 +21,9 @@ mod writes;
 
 pub use engine::{crash_and_recover, runs_complete};
 pub use manage::{copies_runs_and_templates, retention_deletes_finished_runs_only};
-pub use outside::waits_inbox_schedules_and_queues_agree_with_the_reference;
+pub use outside::{
+    early_signals_and_events_agree_with_the_reference, waits_inbox_schedules_and_queues_agree_with_the_reference,
+};
 pub use writes::{
     a_failed_batch_leaves_no_trace, concurrent_lives_agree_with_the_reference,
     every_write_kind_round_trips_like_the_reference, group_commit_under_concurrent_callers,
@@ -54,6 +56,7 @@ macro_rules! conformance_suite {
                 templates_are_versioned,
                 unfinished_runs_are_those_not_terminal,
                 waits_inbox_schedules_and_queues_agree_with_the_reference,
+                early_signals_and_events_agree_with_the_reference,
                 retention_deletes_finished_runs_only,
                 runs_complete,
                 crash_and_recover,

@@ -101,3 +101,62 @@ pub async fn waits_inbox_schedules_and_queues_agree_with_the_reference(store: Ar
     assert_eq!(mem.queue_head("k").await.unwrap(), Some(b));
     assert_eq!(sql.queue_head("other").await.unwrap(), None);
 }
+
+/// Signals queued for steps that do not wait yet and events emitted
+/// before a wait started (docs/waits.md) read back alike in every store:
+/// a queued message is found by its run until it is settled, once; events
+/// by name and time, oldest first, capped.
+pub async fn early_signals_and_events_agree_with_the_reference(store: Arc<dyn Store>) {
+    let sql = &*store;
+    let mem = MemStore::new();
+    let (a, b) = (rid(1), rid(2));
+    let queued = |id: &str, run: &RunId, step: &str, at: i64| InboxRecord {
+        id: id.into(),
+        kind: InboxKind::Signal { run: run.clone(), step: step.into(), item: None },
+        data: json!({"ok": true}),
+        at,
+        answer: Some(json!({"status": "queued", "message": "kept"})),
+    };
+    let event = |id: &str, name: &str, at: i64| InboxRecord {
+        id: format!("m{id}"),
+        kind: InboxKind::Event { event: name.into(), id: id.into() },
+        data: json!({"n": at}),
+        at,
+        answer: Some(json!({"delivered": []})),
+    };
+    let settle = |id: &str, status: &str| Write::InboxSettle { id: id.into(), answer: json!({"status": status}) };
+    let batches = vec![
+        Batch { writes: vec![create(&a, &["w"]), create(&b, &["w"])] },
+        Batch {
+            writes: vec![
+                Write::InboxPut(queued("q1", &a, "w", 1)),
+                Write::InboxPut(queued("q2", &a, "w", 2)),
+                Write::InboxPut(queued("q3", &b, "w", 3)),
+                Write::InboxPut(event("e1", "reply", 10)),
+                Write::InboxPut(event("e2", "other", 11)),
+                Write::InboxPut(event("e3", "reply", 12)),
+                Write::InboxPut(event("e4", "reply", 13)),
+            ],
+        },
+        // Settled once: the second settle of q1 changes nothing.
+        Batch { writes: vec![settle("q1", "accepted"), settle("q1", "already_resolved")] },
+    ];
+    for (k, batch) in batches.into_iter().enumerate() {
+        let (x, y) = (sql.commit(batch.clone()).await, mem.commit(batch).await);
+        assert!(x.is_ok() && y.is_ok(), "batch {k}: {x:?} {y:?}");
+    }
+    let ids = |v: Vec<InboxRecord>| v.into_iter().map(|m| m.id).collect::<Vec<_>>();
+    assert_eq!(ids(sql.inbox_queued(&a).await.unwrap()), ["q2"], "q1 is settled; q3 is another run's");
+    assert_eq!(ids(mem.inbox_queued(&a).await.unwrap()), ["q2"]);
+    let q1 = sql.inbox_get("q1", false).await.unwrap().unwrap();
+    assert_eq!(q1.answer, Some(json!({"status": "accepted"})), "the first settle stands");
+    assert_eq!(Some(q1), mem.inbox_get("q1", false).await.unwrap());
+    assert!(sql.inbox_pending().await.unwrap().is_empty(), "a queued signal is not pending");
+    let q2 = sql.inbox_queued(&a).await.unwrap().remove(0);
+    assert_eq!(q2, mem.inbox_queued(&a).await.unwrap().remove(0), "read back whole");
+    assert_eq!(ids(sql.events_emitted("reply", 11, 10).await.unwrap()), ["me3", "me4"], "from `since`, oldest first");
+    assert_eq!(ids(mem.events_emitted("reply", 11, 10).await.unwrap()), ["me3", "me4"]);
+    assert_eq!(ids(sql.events_emitted("reply", 0, 2).await.unwrap()), ["me1", "me3"], "capped");
+    assert_eq!(ids(mem.events_emitted("reply", 0, 2).await.unwrap()), ["me1", "me3"]);
+    assert!(sql.events_emitted("none", 0, 10).await.unwrap().is_empty());
+}

@@ -13,8 +13,11 @@ mod attempt;
 mod changes;
 mod children;
 mod driver;
+mod early;
 mod hibernate;
+mod inbox;
 mod mail;
+mod mail_undriven;
 mod plans;
 mod schedules;
 
@@ -102,6 +105,17 @@ pub struct EngineConfig {
     /// On a store shared by many workers: how long a signal or cancel for
     /// a run another worker drives waits for that worker's answer.
     pub relay_timeout_ms: u64,
+    /// Signals a live run may hold for steps that do not wait yet (each
+    /// taken when its wait starts); past it a signal is refused.
+    pub max_queued_signals: usize,
+    /// How long a queued signal, or an event emitted before its wait
+    /// started, stays good for it: older ones are dropped (a queued signal
+    /// is answered `expired`) when the wait starts.
+    pub early_ttl_ms: u64,
+    /// Events emitted before a wait started that it looks at when it
+    /// starts, oldest first (of those younger than [`Self::early_ttl_ms`]
+    /// and than its run).
+    pub max_early_events: usize,
 }
 
 impl Default for EngineConfig {
@@ -119,6 +133,9 @@ impl Default for EngineConfig {
             size_limits: crate::size_limits::SizeLimits::default(),
             claim_batch: 256,
             relay_timeout_ms: 30_000,
+            max_queued_signals: 100,
+            early_ttl_ms: 86_400_000,
+            max_early_events: 100,
         }
     }
 }

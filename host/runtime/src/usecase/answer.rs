@@ -25,12 +25,15 @@ pub struct Signaled {
     pub output: Value,
     /// The run's state right after.
     pub state: RunState,
+    /// The step did not wait yet: the signal is kept for it (this says
+    /// so), and it takes it when it starts waiting.
+    pub queued: Option<String>,
 }
 
 impl Signaled {
     /// The accepted signal to `step` (`item`) of `rec`, as the run is now
     /// (`now`; `rec` when it could not be read).
-    pub fn after(rec: RunRecord, now: Option<&RunRecord>, step: &str, item: Option<u32>, output: Value) -> Signaled {
+    pub fn after(rec: RunRecord, now: Option<&RunRecord>, step: &str, item: Option<u32>, taken: Taken) -> Signaled {
         let waiting_items = match (item, now) {
             (Some(_), Some(r)) => {
                 WaitView::all(r).into_iter().filter(|w| w.step == step).filter_map(|w| w.item).collect()
@@ -38,8 +41,21 @@ impl Signaled {
             _ => vec![],
         };
         let state = now.map_or(rec.state, |r| r.state);
-        Signaled { run: rec.id, step: step.to_string(), item, waiting_items, output, state }
+        let (output, queued) = match taken {
+            Taken::Now(v) => (v, None),
+            Taken::Queued { data, message } => (data, Some(message)),
+        };
+        Signaled { run: rec.id, step: step.to_string(), item, waiting_items, output, state, queued }
     }
+}
+
+/// What a wait did with a signal it did not refuse.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Taken {
+    /// The step took it as its output.
+    Now(Value),
+    /// The step does not wait yet: `data` is kept for it (`message` says so).
+    Queued { data: Value, message: String },
 }
 
 /// Why a wait did not take a signal: what the engine decided. As JSON it
@@ -59,10 +75,11 @@ pub enum WaitRefused {
 }
 
 impl WaitRefused {
-    /// The engine's answer: the output it accepted, or why not.
-    pub fn judge(answer: SignalAnswer) -> Result<Value, WaitRefused> {
+    /// The engine's answer to `data`: taken or queued, or why not.
+    pub fn judge(answer: SignalAnswer, data: Value) -> Result<Taken, WaitRefused> {
         match answer {
-            SignalAnswer::Accepted { output } => Ok(output),
+            SignalAnswer::Accepted { output } => Ok(Taken::Now(output)),
+            SignalAnswer::Queued { message } => Ok(Taken::Queued { data, message }),
             SignalAnswer::Invalid { errors } => Err(WaitRefused::Invalid { errors }),
             SignalAnswer::AlreadyResolved { state } => Err(WaitRefused::AlreadyResolved { state }),
             SignalAnswer::NotWaiting { message } => Err(WaitRefused::NotWaiting { message }),
@@ -165,11 +182,14 @@ impl UseCases {
         data: Value,
     ) -> Result<Signaled, SignalRefused> {
         let rec = self.run(run).await?;
-        let answer =
-            self.engine.signal_item(&rec.id, step, item.map(ItemIndex), data).await.map_err(SignalRefused::of)?;
-        let output = WaitRefused::judge(answer).map_err(SignalRefused::Wait)?;
+        let answer = self
+            .engine
+            .signal_item(&rec.id, step, item.map(ItemIndex), data.clone())
+            .await
+            .map_err(SignalRefused::of)?;
+        let taken = WaitRefused::judge(answer, data).map_err(SignalRefused::Wait)?;
         let now = self.store.run(&rec.id).await.ok().flatten();
-        Ok(Signaled::after(rec, now.as_ref(), step, item, output))
+        Ok(Signaled::after(rec, now.as_ref(), step, item, taken))
     }
 
     /// Emits event `name` with `data` (and `id`, making it idempotent).

@@ -29,7 +29,7 @@ use weft_engine::{Engine, RunId, RunRecord, Store, StoreError};
 
 use crate::pipeline::Pipeline;
 
-pub use answer::{Canceled, EmitRefused, SignalRefused, Signaled, WaitRefused};
+pub use answer::{Canceled, EmitRefused, SignalRefused, Signaled, Taken, WaitRefused};
 pub use schedules::{ScheduleRefused, ScheduleRequest};
 pub use settle::{FALLBACK_POLL, Fresh, PROGRESS_AFTER, Progress, settles};
 pub use start::{RunSource, StartRefused, StartRequest, Started};

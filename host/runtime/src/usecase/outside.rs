@@ -46,28 +46,30 @@ pub fn signal(
     let answer: SignalAnswer = match app.try_lock_briefly().map_err(failed)? {
         // Many workers: the run's owner answers (the engine relays to it),
         // or this process does when nobody drives the run.
-        Err(_) if app.is_shared() => app.block_on(engine.signal_item(&id, step, at, data)).map_err(engine_err)?,
+        Err(_) if app.is_shared() => {
+            app.block_on(engine.signal_item(&id, step, at, data.clone())).map_err(engine_err)?
+        }
         Ok(_lock) => {
-            let a = app.block_on(engine.signal_item(&id, step, at, data)).map_err(engine_err)?;
+            let a = app.block_on(engine.signal_item(&id, step, at, data.clone())).map_err(engine_err)?;
             // Answer what others queued while this process held the lock.
             app.block_on(engine.process_inbox()).map_err(engine_err)?;
             a
         }
         Err(pid) => {
-            let msg = app.block_on(engine.post_signal(&id, step, at, data)).map_err(engine_err)?;
+            let msg = app.block_on(engine.post_signal(&id, step, at, data.clone())).map_err(engine_err)?;
             let v = owner_answer(app, engine, &msg, pid).map_err(failed)?;
             serde_json::from_value(v).map_err(|e| {
                 failed(RuntimeError::Invalid(format!("the owner's answer to the signal is not readable: {e}")))
             })?
         }
     };
-    let output = WaitRefused::judge(answer).map_err(SignalRefused::Wait)?;
+    let taken = WaitRefused::judge(answer, data).map_err(SignalRefused::Wait)?;
     let now = match app.block_on(app.store.run(&id)) {
         Ok(Some(r)) => r,
         Ok(None) => return Err(SignalRefused::Run(super::LookupRefused::NotFound(id))),
         Err(e) => return Err(SignalRefused::Run(super::LookupRefused::Failed(e))),
     };
-    Ok(Signaled::after(now.clone(), Some(&now), step, item, output))
+    Ok(Signaled::after(now.clone(), Some(&now), step, item, taken))
 }
 
 /// Emits event `name` with `data` (and `id`), from outside the owner.

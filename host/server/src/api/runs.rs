@@ -247,9 +247,15 @@ pub struct SignalBody {
     pub item: Option<u32>,
 }
 
-/// An accepted signal.
+/// An accepted (or queued) signal.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct SignalOut {
+    /// `accepted`, or `queued` when the step does not wait yet: the signal
+    /// is kept and taken when it starts waiting.
+    pub status: &'static str,
+    /// For a queued signal: what happens to it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
     pub run_id: String,
     pub step: String,
     /// The item answered, for a `for_each` wait.
@@ -298,6 +304,8 @@ pub(super) async fn signal(
         SignalRefused::Failed(e) => ApiError::internal(e),
     })?;
     Ok(Json(SignalOut {
+        status: if s.queued.is_some() { "queued" } else { "accepted" },
+        message: s.queued,
         run_id: s.run.to_string(),
         step: s.step,
         item: s.item,

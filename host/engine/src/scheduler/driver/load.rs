@@ -40,7 +40,10 @@ impl Driver {
                 }
                 match &self.def.steps[i].action {
                     Action::Sleep(_) => self.steps[i].wake_at = Some(sr.next_attempt_at.unwrap_or(0)),
-                    Action::Wait(_) => self.steps[i].wake_at = sr.next_attempt_at,
+                    Action::Wait(_) => {
+                        self.steps[i].wake_at = sr.next_attempt_at;
+                        self.look_early(i);
+                    }
                     Action::Workflow(_) => children_again.push(i),
                     _ => return Err(EngineError::Plan(format!("step {} waits but cannot", sr.name))),
                 }

@@ -312,6 +312,12 @@ struct Driver {
     to_spawn: Vec<ChildSpec>,
     /// Children to cancel once the batch that ended their step is durable.
     to_cancel: Vec<RunId>,
+    /// Wait steps that started waiting (or were loaded waiting): once
+    /// that is committed, each looks for what came before it (signals
+    /// queued for it, events emitted since its run began).
+    early: Vec<usize>,
+    /// Signals the store holds queued for this run's steps.
+    queued_signals: usize,
     /// A batch of this driver is durable.
     committed: bool,
     /// Told the outcome of the first commit, which creates the run (see
@@ -385,7 +391,11 @@ pub(super) async fn drive(
         },
     };
     let mirror = mirror::Mirror::of(&rec, creating);
-    let mut d = Driver::new(sh.clone(), rec, def.clone(), cancel.clone(), link)?;
+    // Signals queued for its steps (only a definition with a signal wait
+    // can have any: the others are not asked).
+    let signal_waits = def.steps.iter().any(|s| matches!(&s.action, Action::Wait(w) if w.event.is_none()));
+    let queued = if signal_waits && !creating { sh.store.inbox_queued(&id).await?.len() } else { 0 };
+    let mut d = Driver::new(sh.clone(), rec, def.clone(), cancel.clone(), link, queued)?;
     d.mirror = mirror;
     if let Some(c) = create {
         // The creation comes first in the run's first batch.
@@ -433,6 +443,13 @@ pub(super) async fn drive(
     {
         let _ = d.link.ended.set(rec);
     }
+    // Signals still queued for steps that never waited are answered.
+    if d.state.is_terminal() && d.queued_signals > 0 {
+        let engine = Engine::from_shared(sh.clone());
+        if let Err(e) = engine.drop_queued(&id, d.state).await {
+            tracing::warn!(run = %id, error = %e, "cannot answer the signals still queued for the ended run");
+        }
+    }
     // The run's end lets the next run of its queue go.
     if let Some(k) = key
         && d.state.is_terminal()
@@ -450,6 +467,7 @@ impl Driver {
         def: Arc<Definition>,
         cancel: CancelToken,
         link: Link,
+        queued_signals: usize,
     ) -> Result<Driver, EngineError> {
         let graph = Graph::build(&def);
         let topo = graph.topo_order().map_err(|c| EngineError::Plan(format!("cycle through steps {c:?}")))?;
@@ -512,6 +530,8 @@ impl Driver {
             children: JoinSet::new(),
             to_spawn: vec![],
             to_cancel: vec![],
+            early: vec![],
+            queued_signals,
             committed: false,
             created: None,
             mirror: mirror::Mirror::off(),
@@ -671,6 +691,15 @@ impl Driver {
         }
         for c in self.to_spawn.drain(..) {
             self.children.spawn(children::run_child(self.sh.clone(), c));
+        }
+        for i in std::mem::take(&mut self.early) {
+            let (engine, run, step) =
+                (Engine::from_shared(self.sh.clone()), self.id.clone(), self.def.steps[i].name.clone());
+            tokio::spawn(async move {
+                if let Err(e) = engine.take_early(&run, &step).await {
+                    tracing::warn!(run = %run, step, error = %e, "cannot hand a wait what came before it");
+                }
+            });
         }
         for child in self.to_cancel.drain(..) {
             let engine = Engine::from_shared(self.sh.clone());

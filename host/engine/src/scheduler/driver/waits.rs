@@ -15,7 +15,10 @@
 
 use super::*;
 use crate::model_glue::Step;
-use crate::scheduler::mail::{ItemsOpen, check_signal, list_items, no_such_step, waits_for_event};
+use crate::scheduler::mail::{
+    ItemsOpen, Take, Via, by_event, check_signal, list_items, no_such_step, queue_full, queue_message, queued,
+    waits_for_event,
+};
 use weft_model::WaitReason;
 
 impl Driver {
@@ -41,7 +44,17 @@ impl Driver {
         self.steps[i].wake_at = until;
         let step = self.def.steps[i].name.clone();
         self.batch.push(Write::OpenWait(WaitRecord { run: self.id.clone(), step, kind, until, since: now }));
+        self.look_early(i);
         Ok(())
+    }
+
+    /// Wait step `i` waits: once that is committed, it takes what came
+    /// before it, if anything can have (see [`Engine::take_early`]).
+    pub(super) fn look_early(&mut self, i: usize) {
+        let Action::Wait(w) = &self.def.steps[i].action else { return };
+        if w.event.is_some() || self.queued_signals > 0 {
+            self.early.push(i);
+        }
     }
 
     /// A `wait` step starts waiting: for a signal (prompt resolved now) or
@@ -309,18 +322,55 @@ impl Driver {
         }
     }
 
+    /// A signal for step `i`, which does not wait yet: kept in the store's
+    /// inbox (answered `queued`), under the run's cap, for the wait to
+    /// take when it starts (see [`Engine::take_early`]).
+    fn queue_signal(
+        &mut self,
+        i: usize,
+        item: Option<ItemIndex>,
+        data: Value,
+        via: Via,
+        reply: tokio::sync::oneshot::Sender<SignalAnswer>,
+    ) -> Result<(), EngineError> {
+        let step = self.def.steps[i].name.clone();
+        let cap = self.sh.config.max_queued_signals;
+        let answer = if let Via::Queue(id) = &via {
+            // Taken from the queue, but the step does not wait after all.
+            queued(&step, id)
+        } else if self.queued_signals >= cap {
+            let refused = queue_full(&step, cap);
+            if let Some(w) = via.answer_write(&refused) {
+                self.batch.push(w);
+            }
+            refused
+        } else {
+            let (put, id, answer) = queue_message(&self.sh, &self.id, &step, item, &data, &via);
+            self.batch.push(put);
+            self.event("signal.queued".into(), Some(i), item, json!({"message": id}));
+            self.queued_signals += 1;
+            answer
+        };
+        self.replies.push(Reply::Signal(reply, answer));
+        Ok(())
+    }
+
     pub(super) fn on_mail(&mut self, m: Mail) -> Result<(), EngineError> {
         match m {
-            Mail::Signal { step, item, data, inbox, reply } => {
+            Mail::Signal { step, item, data, via, reply } => {
                 let answer = match self.names.get(&step).copied() {
                     None => no_such_step(&self.id, &step, self.def.steps.iter().map(|s| s.name.as_str())),
+                    // A queued signal the step no longer needs.
+                    Some(i) if matches!(via, Via::Queue(_)) && self.steps[i].state.is_terminal() => {
+                        SignalAnswer::AlreadyResolved { state: self.steps[i].state }
+                    }
                     Some(_) if self.state.is_terminal() => {
                         SignalAnswer::NotWaiting { message: format!("run {} is {}", self.id, self.state) }
                     }
                     Some(i) => {
                         let items = ItemsOpen { n: self.steps[i].units.len(), open: self.open_items(i) };
                         match check_signal(&self.def.steps[i], self.steps[i].state, item, &items, &data) {
-                            Ok(()) => {
+                            Ok(Take::Now) => {
                                 match item.and_then(|k| self.steps[i].units.iter().position(|u| u.item == Some(k))) {
                                     Some(u) => self.item_resolved(i, u, Ok(data.clone()), json!({"by": "signal"}))?,
                                     None => self.step_to(
@@ -333,23 +383,26 @@ impl Driver {
                                 }
                                 SignalAnswer::Accepted { output: data }
                             }
+                            Ok(Take::Queue) => return self.queue_signal(i, item, data, via, reply),
                             Err(a) => a,
                         }
                     }
                 };
-                if let Some(id) = inbox {
-                    let answer = serde_json::to_value(&answer).unwrap_or_default();
-                    self.batch.push(Write::InboxAnswer { id, answer });
+                if let Some(w) = via.answer_write(&answer) {
+                    self.batch.push(w);
+                }
+                if matches!(via, Via::Queue(_)) {
+                    self.queued_signals = self.queued_signals.saturating_sub(1);
                 }
                 self.replies.push(Reply::Signal(reply, answer));
             }
-            Mail::Event { step, name, data, reply } => {
+            Mail::Event { step, name, data, id, reply } => {
                 let ok = match self.names.get(&step).copied() {
                     Some(i)
                         if !self.state.is_terminal()
                             && waits_for_event(&self.def.steps[i], self.steps[i].state, &name) =>
                     {
-                        let how = json!({"by": "event", "event": name});
+                        let how = by_event(&name, id.as_deref());
                         if self.def.steps[i].for_each.is_none() {
                             self.step_to(i, StepEvent::Succeed, data, None, how)?;
                             true
@@ -494,6 +547,7 @@ impl Driver {
             && self.done_now.is_empty()
             && self.to_spawn.is_empty()
             && self.to_cancel.is_empty()
+            && self.early.is_empty()
             && !self.want_permit
             && self.steps.iter().any(|s| s.state == StepState::Waiting)
             && self.def.steps.iter().zip(&self.steps).all(|(d, s)| match s.state {

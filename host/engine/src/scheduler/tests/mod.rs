@@ -692,6 +692,7 @@ async fn a_guest_can_reject_the_run() {
 
 mod changes;
 mod children;
+mod early;
 mod edges;
 mod graph_and_items;
 mod hibernate;

@@ -33,10 +33,14 @@ pub struct RunSignalParams {
 /// A signal the step took.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct RunSignalOut {
-    /// `accepted` (a refused signal is an isError result whose
-    /// structuredContent has `status` invalid, already_resolved,
-    /// not_waiting or not_found).
+    /// `accepted`, or `queued` when the step does not wait yet (the signal
+    /// is kept and taken when it starts waiting). A refused signal is an
+    /// isError result whose structuredContent has `status` invalid,
+    /// already_resolved, not_waiting or not_found.
     pub status: String,
+    /// For a queued signal: what happens to it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
     pub run_id: String,
     pub step: String,
     /// The item answered, for a `for_each` wait.
@@ -193,7 +197,7 @@ impl IntoCallToolResult for SignalError {
 #[tool_router(router = waits_router, vis = "pub(crate)")]
 impl WeftServer {
     #[tool(
-        description = "Answer a run's signal wait: `data` for the waiting `step` of run `run_id` (run_get lists the run's `waits` with each prompt and schema). The data is validated against the wait's schema: invalid data is refused with each problem's JSON path and the step keeps waiting. The first valid signal wins; later ones are told the step is already resolved. A `for_each` wait waits once per item: answer each with `item`.",
+        description = "Answer a run's signal wait: `data` for the waiting `step` of run `run_id` (run_get lists the run's `waits` with each prompt and schema). The data is validated against the wait's schema: invalid data is refused with each problem's JSON path and the step keeps waiting. The first valid signal wins; later ones are told the step is already resolved. A step of a live run that does not wait yet keeps the signal (`status: queued`, checked against the schema now) and takes it when it starts waiting. A `for_each` wait waits once per item: answer each with `item`.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -212,7 +216,8 @@ impl WeftServer {
             Refused::Failed(e) => SignalError::Call(ToolError::internal(e)),
         })?;
         Ok(Json(RunSignalOut {
-            status: "accepted".into(),
+            status: if s.queued.is_some() { "queued" } else { "accepted" }.into(),
+            message: s.queued,
             run_id: s.run.to_string(),
             step: s.step,
             item: s.item,
