@@ -24,5 +24,6 @@ fi
 
 mkdir -p build
 "$CC" --target=wasm32-wasi --sysroot="$SYSROOT" -std=c11 -O2 -Wall -Wextra -Werror \
-    -Wl,--strip-all -o "$out.tmp" guest.c
-mv "$out.tmp" "$out"
+    -Wl,--strip-all -o "$out.tmp.$$" guest.c
+# Atomic, and a name of its own: builds in parallel processes do not race.
+mv "$out.tmp.$$" "$out"

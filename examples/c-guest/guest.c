@@ -7,7 +7,8 @@
  *                               "idempotency_key": ..., "deadline_ms": N}}
  *                  With "report": true, the same output in weft's `$weft`
  *                  envelope, with the reversed text as an artifact
- *                  (reversed.txt): {"$weft": {"output": ..., "artifacts": [...]}}
+ *                  (reversed.txt) and a status update with data:
+ *                  {"$weft": {"output": ..., "artifacts": [...], "progress": [...]}}
  * Logs   (stderr): one line per log message.
  * Errors:          a message on stderr and an exit status: 65 for bad input
  *                  (a permanent failure: weft's retry policies do not retry
@@ -281,12 +282,16 @@ int main(void) {
     snprintf(num, sizeof num, ",\"deadline_ms\":%llu}}", strtoull(env("WEFT_DEADLINE_MS"), NULL, 10));
     put(&out, num, strlen(num));
     if (report) {
-        /* The envelope: the output, and the reversed text as an artifact. */
+        /* The envelope: the output, the reversed text as an artifact, and
+           a status update with data. */
         buf env_out = {0};
         put(&env_out, "{\"$weft\":{\"output\":", 19);
         put(&env_out, out.p, out.len);
         put(&env_out, ",\"artifacts\":[{\"name\":\"reversed.txt\",\"mime\":\"text/plain\",\"text\":", 64);
         put_json_string(&env_out, rev.p, rev.len);
+        put(&env_out, "}],\"progress\":[{\"message\":\"reversed\",\"data\":", 44);
+        snprintf(num, sizeof num, "{\"code_points\":%zu}", length);
+        put(&env_out, num, strlen(num));
         put(&env_out, "}]}}", 4);
         out = env_out;
     }

@@ -60,11 +60,11 @@ const schemas = await schemasInNode();
 // Imports run in order: weft-guest/component, the schemas, the step module.
 const defaults = { version: pkg.version, description: pkg.description };
 const entry = `
-import { log, progress, artifact } from ${JSON.stringify(HOST)};
+import { log, progress, progressData, artifact } from ${JSON.stringify(HOST)};
 import { __component } from 'weft-guest/component';
 import 'weft:schemas';
 import step from ${stepModule};
-const glue = __component(step, { log, progress, artifact }, ${JSON.stringify(defaults)});
+const glue = __component(step, { log, progress, progressData, artifact }, ${JSON.stringify(defaults)});
 export const describe = glue.describe;
 export const run = glue.run;
 `;

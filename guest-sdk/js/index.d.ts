@@ -97,8 +97,11 @@ export const log: ((message: unknown, level?: Level) => void) & {
   error(message: unknown): void;
 };
 
-/** Report progress: a short status update shown for the running step. */
-export function progress(message: string): void;
+/**
+ * Report progress: a short status update shown for the running step, with
+ * optional JSON `data` (`progress('fetched', {done: 3, of: 10})`).
+ */
+export function progress(message: string, data?: unknown): void;
 
 /** Attach a named blob to the step's attempt, such as `artifact('report.csv', 'text/csv', text)`. */
 export function artifact(name: string, mime: string, data: string | Uint8Array | ArrayBuffer): void;

@@ -30,6 +30,7 @@ const precomputed = new Map();
 let host = {
   log: (level, message) => console.error(`[${level}] ${message}`),
   progress: (message) => console.error(`[progress] ${message}`),
+  progressData: (message, data) => console.error(`[progress] ${message} ${data}`),
   artifact: (name, mime, data) => console.error(`[artifact] ${name} (${mime}, ${data.length} bytes)`),
 };
 
@@ -86,9 +87,15 @@ function emit(level, message) {
   host.log(level, String(message));
 }
 
-/** Report progress: a short status update shown for the running step. */
-export function progress(message) {
-  host.progress(String(message));
+/**
+ * Report progress: a short status update shown for the running step, with
+ * optional JSON `data` (`progress('fetched', {done: 3, of: 10})`) that the
+ * run's events, MCP progress and the web view carry (over 16 KiB of JSON
+ * it is left out, with a warning in the step's log).
+ */
+export function progress(message, data) {
+  if (data === undefined) host.progress(String(message));
+  else host.progressData(String(message), JSON.stringify(data) ?? 'null');
 }
 
 /** Attach a named blob to the step's attempt: `artifact('report.csv', 'text/csv', text)`. */
@@ -257,7 +264,7 @@ export function __precomputed(entries) {
 /** Runs `f` with the host functions doing nothing (the build-time warm-up). Not a public API. */
 export function __quietly(f) {
   const saved = host;
-  host = { log() {}, progress() {}, artifact() {} };
+  host = { log() {}, progress() {}, progressData() {}, artifact() {} };
   try {
     return f();
   } finally {

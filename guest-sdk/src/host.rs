@@ -61,6 +61,18 @@ pub fn progress(message: &str) {
     eprintln!("[progress] {message}");
 }
 
+/// Report progress with structured data (a count, a stage, a percentage),
+/// e.g. `progress_data("fetched", &json!({"done": 3, "of": 10}))`: the
+/// run's `progress` event, MCP progress and the web view carry both. Data
+/// over 16 KiB of JSON is left out (the host logs a warning).
+pub fn progress_data<T: serde::Serialize + ?Sized>(message: &str, data: &T) {
+    let data = serde_json::to_string(data).unwrap_or_else(|e| format!("{{\"error\": {:?}}}", e.to_string()));
+    #[cfg(target_arch = "wasm32")]
+    wit::progress_data(message, &data);
+    #[cfg(not(target_arch = "wasm32"))]
+    eprintln!("[progress] {message} {data}");
+}
+
 /// Attach a named blob to the step's attempt (a report, an image...), with
 /// its MIME type, e.g. `artifact("report.csv", "text/csv", csv.as_bytes())`.
 pub fn artifact(name: &str, mime: &str, data: &[u8]) {

@@ -80,7 +80,7 @@ mod host;
 mod step;
 
 pub use error::StepError;
-pub use host::{Level, artifact, log, progress};
+pub use host::{Level, artifact, log, progress, progress_data};
 pub use step::{Context, IntoStepResult, Metadata, Outcome, Step};
 pub use weft_guest_macros::step;
 

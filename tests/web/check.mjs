@@ -103,6 +103,8 @@ try {
   await shot("04-completed");
   const events = await page.$$eval("#events li", (li) => li.map((x) => x.textContent));
   check(events.some((e) => e.includes("run.completed")), "the event log shows the run's end");
+  check(events.some((e) => e.includes('progress tally: part 1 of 1 {"done":1,"of":1}')),
+    "the event log shows a step's progress with its data");
 
   // Cancel the waiting `gate` run from its page.
   await page.goto(`${base}/#/runs/${gate}`);

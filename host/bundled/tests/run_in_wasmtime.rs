@@ -31,6 +31,9 @@ impl weft::step::host::Host for State {
     fn progress(&mut self, message: String) {
         self.logs.push((Level::Info, format!("progress: {message}")));
     }
+    fn progress_data(&mut self, message: String, data: String) {
+        self.logs.push((Level::Info, format!("progress: {message} {data}")));
+    }
     fn artifact(&mut self, name: String, _mime: String, _data: Vec<u8>) {
         self.logs.push((Level::Info, format!("artifact: {name}")));
     }

@@ -290,8 +290,11 @@ impl Observer for ToEvents {
     fn log(&self, line: &LogLine) {
         self.0.log(format!("[{}] {}", line.level.as_str(), line.message));
     }
-    fn progress(&self, message: &str) {
-        self.0.progress(json!({"message": message}));
+    fn progress(&self, message: &str, data: Option<&serde_json::Value>) {
+        self.0.progress(match data {
+            Some(d) => json!({"message": message, "data": d}),
+            None => json!({"message": message}),
+        });
     }
     fn queued(&self) {
         self.0.queued();

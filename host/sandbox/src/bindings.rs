@@ -44,7 +44,11 @@ macro_rules! host_interface {
             }
 
             fn progress(&mut self, message: String) {
-                self.collector.progress(message);
+                self.collector.progress(message, None);
+            }
+
+            fn progress_data(&mut self, message: String, data: String) {
+                self.collector.progress_text(message, &data);
             }
 
             fn artifact(&mut self, name: String, mime: String, data: Vec<u8>) {

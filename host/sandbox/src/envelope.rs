@@ -5,8 +5,10 @@
 //!   that a retry policy retries (`retryable: true`); exit 65 (`EX_DATAERR`)
 //!   is a permanent failure, never retried.
 //! - A `$weft` envelope: when stdout is a JSON object whose only key is
-//!   `"$weft"`, it is `{"$weft": {"output": V, "artifacts": [...]}}` (the
-//!   result V, and artifacts `{"name", "mime", "text" | "base64"}`), or
+//!   `"$weft"`, it is `{"$weft": {"output": V, "artifacts": [...],
+//!   "progress": [...]}}` (the result V, artifacts `{"name", "mime", "text"
+//!   | "base64"}`, status updates `{"message", "data"?}` recorded in order
+//!   as the command ends), or
 //!   `{"$weft": {"error": {"message", "code"?, "retryable"?}}}` (the
 //!   guest's own error, whatever the exit code; retryable unless it says
 //!   `false`). Any language can print it; no SDK needed.
@@ -53,8 +55,25 @@ pub(crate) fn unwrap(v: Value, collector: &mut Collector) -> Result<GuestOutcome
         other => return Ok(GuestOutcome::Done(other)),
     };
     let Value::Object(mut env) = env else { return Err(invalid("/$weft", "it must be an object")) };
-    if let Some(unknown) = env.keys().find(|k| !matches!(k.as_str(), "output" | "error" | "artifacts")) {
-        return Err(invalid(&format!("/$weft/{unknown}"), "unknown field (expected output, error, artifacts)"));
+    if let Some(unknown) = env.keys().find(|k| !matches!(k.as_str(), "output" | "error" | "artifacts" | "progress")) {
+        return Err(invalid(
+            &format!("/$weft/{unknown}"),
+            "unknown field (expected output, error, artifacts, progress)",
+        ));
+    }
+    if let Some(updates) = env.remove("progress") {
+        let Value::Array(updates) = updates else { return Err(invalid("/$weft/progress", "it must be an array")) };
+        for (i, u) in updates.into_iter().enumerate() {
+            let at = format!("/$weft/progress/{i}");
+            let Value::Object(mut u) = u else { return Err(invalid(&at, "an object `{\"message\", \"data\"?}`")) };
+            let Some(Value::String(message)) = u.remove("message") else {
+                return Err(invalid(&format!("{at}/message"), "a string is required"));
+            };
+            match u.remove("data") {
+                Some(d) => collector.progress_text(message, &d.to_string()),
+                None => collector.progress(message, None),
+            }
+        }
     }
     if let Some(arts) = env.remove("artifacts") {
         let Value::Array(arts) = arts else { return Err(invalid("/$weft/artifacts", "it must be an array")) };
@@ -136,10 +155,30 @@ mod tests {
             (json!({"$weft": {"artifacts": [{"text": "x"}]}}), "/$weft/artifacts/0/name"),
             (json!({"$weft": {"artifacts": [{"name": "x", "base64": "%%"}]}}), "/$weft/artifacts/0/base64"),
             (json!({"$weft": {"error": {}}}), "/$weft/error/message"),
+            (json!({"$weft": {"output": 1, "progress": {}}}), "/$weft/progress:"),
+            (json!({"$weft": {"output": 1, "progress": [{"data": 1}]}}), "/$weft/progress/0/message"),
         ] {
             let e = unwrap(bad.clone(), &mut c).unwrap_err();
             assert_eq!(e.kind, GuestErrorKind::InvalidOutput, "{bad}");
             assert!(e.message.contains(at), "{bad}: {}", e.message);
         }
+    }
+
+    #[test]
+    fn progress_in_an_envelope_and_its_data_checked() {
+        let mut c = collector();
+        let v = json!({"$weft": {"output": 1, "progress": [
+            {"message": "half", "data": {"done": 1, "of": 2}}, {"message": "plain"}]}});
+        assert_eq!(unwrap(v, &mut c).unwrap(), GuestOutcome::Done(json!(1)));
+        let p = &c.report.progress;
+        assert_eq!((p[0].message.as_str(), p[0].data.clone()), ("half", Some(json!({"done": 1, "of": 2}))));
+        assert_eq!((p[1].message.as_str(), p[1].data.clone()), ("plain", None));
+        // Over the cap, or not JSON (the host call's text): left out, said.
+        c.progress_text("big".into(), &format!("\"{}\"", "x".repeat(crate::PROGRESS_DATA_CAP)));
+        c.progress_text("odd".into(), "{not json");
+        let p = &c.report.progress;
+        assert_eq!((p[2].message.as_str(), p[2].data.clone(), p[3].data.clone()), ("big", None, None));
+        let warns: Vec<&str> = c.report.logs.iter().map(|l| l.message.as_str()).collect();
+        assert!(warns[0].contains("over 16384 bytes") && warns[1].contains("not JSON"), "{warns:?}");
     }
 }

@@ -69,7 +69,7 @@ pub use file_digests::{FileDigests, SETTLED, Stamp};
 pub use invoke::{Invocation, StepContext};
 pub use limits::{CancelHandle, Limits};
 pub use limits::{DEFAULT_ARTIFACT_BYTES, DEFAULT_LOG_BYTES, DEFAULT_MEMORY_MB, DEFAULT_OUTPUT_BYTES, DEFAULT_TIMEOUT};
-pub use report::{Artifact, Level, LogLine, Observer, Report, TRUNCATED_MARKER};
+pub use report::{Artifact, Level, LogLine, Observer, PROGRESS_DATA_CAP, ProgressUpdate, Report, TRUNCATED_MARKER};
 
 use command::CommandGuest;
 use component::ComponentGuest;

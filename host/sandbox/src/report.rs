@@ -3,6 +3,7 @@
 //! exhaust the host. An optional [`Observer`] sees each item live (the
 //! engine turns them into run events).
 
+use serde_json::Value;
 use std::sync::Arc;
 
 /// Log levels, as in the WIT `host.level` enum.
@@ -58,14 +59,25 @@ pub struct Artifact {
 pub trait Observer: Send + Sync {
     /// A log line was accepted.
     fn log(&self, _line: &LogLine) {}
-    /// A progress message.
-    fn progress(&self, _message: &str) {}
+    /// A progress message, with its data if the guest gave any.
+    fn progress(&self, _message: &str, _data: Option<&Value>) {}
     /// An artifact.
     fn artifact(&self, _artifact: &Artifact) {}
     /// The invocation waits for its CPU slot and memory (see `gate`).
     fn queued(&self) {}
     /// It got them after `waited`; its limits run from now.
     fn admitted(&self, _waited: std::time::Duration) {}
+}
+
+/// The largest progress data a guest may attach to one update, as JSON
+/// text (it also counts against the invocation's log budget).
+pub const PROGRESS_DATA_CAP: usize = 16 * 1024;
+
+/// A status update from a guest: a message, and data if it gave any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProgressUpdate {
+    pub message: String,
+    pub data: Option<Value>,
 }
 
 /// The marker appended once when logs are cut.
@@ -76,8 +88,8 @@ pub const TRUNCATED_MARKER: &str = "[weft: log output truncated at the per-invoc
 pub struct Report {
     /// Log lines, in order (including captured stdout/stderr lines).
     pub logs: Vec<LogLine>,
-    /// Progress messages, in order.
-    pub progress: Vec<String>,
+    /// Progress updates, in order.
+    pub progress: Vec<ProgressUpdate>,
     /// Artifacts, in order.
     pub artifacts: Vec<Artifact>,
     /// True when log lines were dropped because of the cap.
@@ -133,17 +145,36 @@ impl Collector {
         self.report.logs.push(line);
     }
 
-    pub(crate) fn progress(&mut self, message: String) {
+    pub(crate) fn progress(&mut self, message: String, data: Option<Value>) {
         // Progress counts against the log budget: it is text from the guest.
-        if self.log_bytes + message.len() > self.log_cap {
+        let size = message.len() + data.as_ref().map_or(0, |d| d.to_string().len());
+        if self.log_bytes + size > self.log_cap {
             self.log(Level::Info, message);
             return;
         }
-        self.log_bytes += message.len();
+        self.log_bytes += size;
         if let Some(o) = &self.observer {
-            o.progress(&message);
+            o.progress(&message, data.as_ref());
         }
-        self.report.progress.push(message);
+        self.report.progress.push(ProgressUpdate { message, data });
+    }
+
+    /// Progress with data given as JSON text (the `progress-data` host
+    /// call): data that is not JSON, or over [`PROGRESS_DATA_CAP`], is
+    /// left out, and a warning line says why.
+    pub(crate) fn progress_text(&mut self, message: String, data: &str) {
+        if data.len() > PROGRESS_DATA_CAP {
+            let why = format!("progress data of {} bytes left out: over {PROGRESS_DATA_CAP} bytes", data.len());
+            self.log(Level::Warn, why);
+            return self.progress(message, None);
+        }
+        match serde_json::from_str::<Value>(data) {
+            Ok(v) => self.progress(message, Some(v)),
+            Err(e) => {
+                self.log(Level::Warn, format!("progress data left out: it is not JSON ({e})"));
+                self.progress(message, None)
+            }
+        }
     }
 
     pub(crate) fn artifact(&mut self, name: String, mime: String, data: Vec<u8>) {

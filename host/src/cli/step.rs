@@ -71,8 +71,11 @@ impl Observer for Stderr {
         };
         eprintln!("[guest {tag}] {}", line.message);
     }
-    fn progress(&self, message: &str) {
-        eprintln!("[guest progress] {message}");
+    fn progress(&self, message: &str, data: Option<&serde_json::Value>) {
+        match data {
+            Some(d) => eprintln!("[guest progress] {message} {d}"),
+            None => eprintln!("[guest progress] {message}"),
+        }
     }
 }
 

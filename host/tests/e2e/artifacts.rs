@@ -56,6 +56,16 @@ fn artifacts_of_a_component_and_of_a_command_round_trip() {
     let shown = w.show(&id);
     assert_eq!(shown["output"]["rev"]["reversed"], "desserts", "{shown}");
     assert_eq!(shown["artifacts"][0]["name"], "reversed.txt", "{shown}");
+    // ... and a status update with data, recorded as the run's event.
+    let events = w.run(&["runs", "events", &id, "--json"]);
+    let progress: Vec<serde_json::Value> = events
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|e: &serde_json::Value| e["kind"] == "progress")
+        .collect();
+    assert_eq!(progress.len(), 1, "{}", events.stdout);
+    assert_eq!(progress[0]["data"], json!({"message": "reversed", "data": {"code_points": 8}}));
     let dir = w.dir.path().join("out2");
     w.run(&["runs", "artifacts", &id, "--out", dir.to_str().unwrap()]).expect_code(0);
     assert_eq!(std::fs::read_to_string(dir.join("reversed.txt")).unwrap(), "desserts");

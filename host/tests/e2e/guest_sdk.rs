@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::common::{Outcome, Weft, repo_root};
 
@@ -122,6 +122,20 @@ fn hello_in_a_workflow(w: &Weft, wasm: &Path, name: &str) {
         out.stderr
     );
 
+    // The step's status update carries its data into the run's events.
+    let runs = w.runs();
+    let run = runs.iter().find(|r| r["template"] == format!("greet-with-{name}")).expect("the run");
+    let events = w.run(&["runs", "events", run["id"].as_str().unwrap(), "--json"]);
+    events.expect_code(0);
+    let progress: Vec<Value> = events
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["kind"] == "progress" && e["step"] == "greet")
+        .collect();
+    assert_eq!(progress.len(), 1, "{}", events.stdout);
+    assert_eq!(progress[0]["data"], json!({"message": "greeted", "data": {"times": 2}}), "{}", events.stdout);
+
     // A wrong input is the SDK's invalid_input naming the field.
     let out = w.step_run(Path::new(name), &json!({"name": 5}), &[]);
     out.expect_code(1);
@@ -195,6 +209,7 @@ fn javascript_rust_and_c_templates_test_and_build() {
         let out = w.step_run(wasm, &json!({"name": "Ada", "times": 2}), &[]);
         out.expect_code(0);
         assert_eq!(out.json(), json!({"greeting": "Hello, Ada! Hello, Ada!"}), "{name}");
+        assert!(out.stderr.contains(r#"[guest progress] greeted {"times":2}"#), "{name}: {}", out.stderr);
         let info = w.run(&["step", "inspect", wasm.to_str().unwrap()]);
         info.expect_code(0);
         assert_eq!(info.json()["name"], name.as_str());

@@ -29,7 +29,7 @@ type Progress = (f64, Option<f64>);
 
 /// Every progress notification received.
 #[derive(Clone, Default)]
-struct Heard(Arc<Mutex<Vec<Progress>>>);
+struct Heard(Arc<Mutex<Vec<Progress>>>, Arc<Mutex<Vec<(f64, Value)>>>);
 
 impl Heard {
     fn count(&self) -> usize {
@@ -38,8 +38,14 @@ impl Heard {
 }
 
 impl ClientHandler for Heard {
-    async fn on_progress(&self, p: ProgressNotificationParam, _: NotificationContext<RoleClient>) {
+    async fn on_progress(&self, p: ProgressNotificationParam, cx: NotificationContext<RoleClient>) {
         self.0.lock().unwrap().push((p.progress, p.total));
+        // rmcp 3.9 moves the notification's extensions out before it reads
+        // their `_meta`: the `_meta` is in `cx.extensions`, not `cx.meta`.
+        let meta = cx.extensions.get::<rmcp::model::NotificationMetaObject>();
+        if let Some(u) = p.meta.as_ref().or(meta).or(Some(&cx.meta)).and_then(|m| m.get("weft/update")) {
+            self.1.lock().unwrap().push((p.progress, u.clone()));
+        }
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -71,6 +77,34 @@ const QUICK: &str = r#"{"name": "quick", "steps": [
 const SLOW: &str = r#"{"name": "slow", "steps": [
     {"name": "pause", "sleep": {"ms": 400}},
     {"name": "pick", "code": {"plugin": "json-select"}, "input": {"data": {"a": 2}, "path": "a"}, "after": ["pause"]}]}"#;
+
+/// A guest's status updates with data (the hostile guest's `updates`
+/// mode: three, 100 ms apart) reach a waiting MCP caller as progress
+/// notifications: the message names the step and says the update, and
+/// `_meta["weft/update"]` carries its data; the figures only grow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guests_progress_data_reaches_the_mcp_caller() {
+    let w = Weft::new();
+    w.run(&["plugin", "add", weft_test_artifacts::HOSTILE]).expect_code(0);
+    let server = Server::start(&w, &["--http", "127.0.0.1:0"]);
+    let heard = Heard::default();
+    let client = connect(&server.url, ProtocolVersion::V_2026_07_28, heard.clone()).await;
+    let def = json!({"name": "parts", "steps": [
+        {"name": "work", "code": {"plugin": "hostile"}, "input": {"mode": "updates", "n": 3}}]});
+    call(&client, "template_save", json!({"definition": def})).await;
+    let out = call(&client, "wf_parts", json!({})).await;
+    assert_eq!(out["output"], json!({"work": {"updates": 3}}), "{out}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let updates = heard.1.lock().unwrap().clone();
+    let last = updates.last().unwrap_or_else(|| panic!("no update was reported: {:?}", heard.0.lock().unwrap()));
+    assert_eq!(last.1["step"], "work", "{updates:?}");
+    assert!(last.1["message"].as_str().unwrap().starts_with("part "), "{updates:?}");
+    let done = last.1["data"]["done"].as_u64().unwrap();
+    assert!((2..=3).contains(&done) && last.1["data"]["of"] == 3, "the later updates are reported: {updates:?}");
+    let figures: Vec<f64> = heard.0.lock().unwrap().iter().map(|p| p.0).collect();
+    assert!(figures.windows(2).all(|w| w[0] < w[1]), "each figure is larger: {figures:?}");
+    let _ = client.cancel().await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_for_runs_that_take_a_while_and_no_stall_on_kept_alive_connections() {

@@ -24,6 +24,7 @@ fn save(w: &Weft, name: &str, def: serde_json::Value) {
 }
 
 fn templates(w: &Weft) {
+    w.run(&["plugin", "add", weft_test_artifacts::HOSTILE]).expect_code(0);
     let sleep = |name: &str, after: &str| json!({"name": name, "sleep": {"ms": 250}, "after": [after]});
     let pick = |name: &str, after: &str| json!({"name": name, "code": {"plugin": "json-select"}, "input": {"data": "@approve", "path": "by"}, "after": [after]});
     save(
@@ -34,7 +35,9 @@ fn templates(w: &Weft) {
         "steps": [
             {"name": "approve", "wait": {"prompt": "Approve @input.order?", "schema": {"type": "object",
                 "required": ["ok", "by"], "properties": {"ok": {"type": "boolean"}, "by": {"type": "string", "minLength": 2}}}}},
-            sleep("pause1", "approve"), pick("record", "pause1"), sleep("pause2", "record"), pick("notify", "pause2")
+            sleep("pause1", "approve"), pick("record", "pause1"), sleep("pause2", "record"), pick("notify", "pause2"),
+            // A status update with data, shown in the event log.
+            {"name": "tally", "code": {"plugin": "hostile"}, "input": {"mode": "updates", "n": 1}, "after": ["notify"]}
         ]}),
     );
     save(w, "gate", json!({"name": "gate", "steps": [{"name": "hold", "wait": {"prompt": "go?"}}]}));

@@ -138,6 +138,9 @@ class _Stderr:
     def progress(self, message: str) -> None:
         print(f"[progress] {message}", file=sys.stderr)
 
+    def progress_data(self, message: str, data: str) -> None:
+        print(f"[progress] {message} {data}", file=sys.stderr)
+
     def artifact(self, name: str, mime: str, data: bytes) -> None:
         print(f"[artifact] {name} ({mime}, {len(data)} bytes)", file=sys.stderr)
 
@@ -152,9 +155,17 @@ def log(message: object, level: str = "info") -> None:
     _host.log(level, str(message))
 
 
-def progress(message: str) -> None:
-    """Report progress: a short status update shown for the running step."""
-    _host.progress(str(message))
+def progress(message: str, data: Any = None) -> None:
+    """Report progress: a short status update shown for the running step.
+
+    With ``data`` (anything ``json.dumps`` takes, e.g. ``{"done": 3, "of": 10}``)
+    the run's events, MCP progress and the web view carry it too; over 16 KiB
+    of JSON it is left out, with a warning in the step's log.
+    """
+    if data is None:
+        _host.progress(str(message))
+    else:
+        _host.progress_data(str(message), json.dumps(data))
 
 
 def artifact(name: str, mime: str, data: bytes | str) -> None:

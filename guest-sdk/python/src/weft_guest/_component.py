@@ -38,6 +38,7 @@ class _Host:
 
     log = staticmethod(lambda level, message: wit_host.log(_LEVELS[level], message))
     progress = staticmethod(wit_host.progress)
+    progress_data = staticmethod(wit_host.progress_data)
     artifact = staticmethod(wit_host.artifact)
 
 

@@ -31,7 +31,7 @@ use crate::pipeline::Pipeline;
 
 pub use answer::{Canceled, EmitRefused, SignalRefused, Signaled, Taken, WaitRefused};
 pub use schedules::{ScheduleRefused, ScheduleRequest};
-pub use settle::{FALLBACK_POLL, Fresh, PROGRESS_AFTER, Progress, settles};
+pub use settle::{FALLBACK_POLL, Fresh, PROGRESS_AFTER, Progress, ProgressReport, settles};
 pub use start::{RunSource, StartRefused, StartRequest, Started};
 
 /// The use cases over the engine that drives this store's runs, with the

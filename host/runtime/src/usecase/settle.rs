@@ -35,9 +35,23 @@ use super::UseCases;
 pub const FALLBACK_POLL: Duration = Duration::from_secs(1);
 
 /// Whom a waiting call tells how a run moves (an MCP client's progress
-/// token): `done` of `total` steps finished, and a line saying which run.
+/// token).
 pub trait Progress: Send + Sync {
-    fn report(&self, done: usize, total: usize, message: String) -> BoxFuture<'_, ()>;
+    fn report(&self, report: ProgressReport) -> BoxFuture<'_, ()>;
+}
+
+/// How a run moved: `done` of `total` steps finished, a line saying
+/// which run, and the last status update a step sent (a guest's
+/// `progress` with its data, a tool's progress), as its `progress` event
+/// has it plus the step: `{"step", "item"?, "message", "data"?}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProgressReport {
+    /// Steps finished, increasing by fractions between them as status
+    /// updates come (so each report's figure is larger than the last).
+    pub progress: f64,
+    pub total: usize,
+    pub message: String,
+    pub update: Option<serde_json::Value>,
 }
 
 /// How long a wait stays quiet before it reports progress: the limit of
@@ -171,12 +185,15 @@ struct Steps {
     /// Each step in plan order: its state and whether it has started.
     all: Vec<(String, StepState, bool)>,
     state: Option<RunState>,
+    /// The last status update of a step, and how many came.
+    update: Option<serde_json::Value>,
+    updates: usize,
 }
 
 impl Steps {
     fn of(rec: &RunRecord) -> Steps {
         let all = rec.steps.iter().map(|s| (s.name.clone(), s.state, s.started_at.is_some())).collect();
-        Steps { all, state: Some(rec.state) }
+        Steps { all, state: Some(rec.state), update: None, updates: 0 }
     }
 
     /// Applies the writes of `batch` to run `id`: its state when they
@@ -196,6 +213,17 @@ impl Steps {
                         s.2 |= *to == StepState::Running;
                     }
                 }
+                Write::Event(e) if &e.run == id && e.kind == "progress" => {
+                    let mut u = e.data.clone();
+                    if let (serde_json::Value::Object(m), Some(step)) = (&mut u, &e.step) {
+                        m.insert("step".into(), step.as_str().into());
+                        if let Some(k) = e.item {
+                            m.insert("item".into(), serde_json::json!(k));
+                        }
+                    }
+                    self.update = Some(u);
+                    self.updates += 1;
+                }
                 w if w.run_id() == Some(id) => {}
                 _ => continue,
             }
@@ -205,20 +233,40 @@ impl Steps {
     }
 }
 
-/// Sends progress (finished steps of all steps) when it moved.
-async fn report(to: &Option<&dyn Progress>, steps: &Steps, state: RunState, reported: &mut Option<usize>) {
+/// What was last reported: steps finished, and status updates seen.
+#[derive(Default, Clone, Copy, PartialEq)]
+struct Reported {
+    done: usize,
+    updates: usize,
+    /// Updates since `done` last moved (the fraction of the figure).
+    since_done: usize,
+}
+
+/// Sends progress (finished steps of all steps, and the last status
+/// update) when it moved.
+async fn report(to: &Option<&dyn Progress>, steps: &Steps, state: RunState, reported: &mut Option<Reported>) {
     let Some(p) = to else { return };
     let total = steps.all.len();
     let done = steps.all.iter().filter(|s| s.1.is_terminal()).count();
-    if *reported == Some(done) {
+    let last = reported.unwrap_or_default();
+    if reported.is_some() && last.done == done && last.updates == steps.updates {
         return;
     }
-    *reported = Some(done);
+    let since_done = if reported.is_some() && last.done == done { last.since_done + 1 } else { 0 };
+    *reported = Some(Reported { done, updates: steps.updates, since_done });
     let running: Vec<&str> = steps.all.iter().filter(|s| !s.1.is_terminal() && s.2).map(|s| s.0.as_str()).collect();
-    let message = if running.is_empty() {
+    let mut message = if running.is_empty() {
         format!("{done}/{total} steps finished; run {state}")
     } else {
         format!("{done}/{total} steps finished; running: {}", running.join(", "))
     };
-    p.report(done, total, message).await;
+    let update = steps.update.clone().filter(|_| !running.is_empty());
+    if let Some(u) = &update
+        && let (Some(step), Some(said)) = (u["step"].as_str(), u["message"].as_str())
+    {
+        message.push_str(&format!(" ({step}: {said})"));
+    }
+    // Below the next whole step: each report's figure is larger.
+    let progress = done as f64 + since_done.min(99) as f64 / 100.0;
+    p.report(ProgressReport { progress, total, message, update }).await;
 }

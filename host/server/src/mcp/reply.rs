@@ -6,7 +6,7 @@
 use rmcp::RoleServer;
 use rmcp::model::{InputRequiredResult, ProgressToken};
 use rmcp::service::{Peer, RequestContext};
-use weft_runtime::usecase::Progress;
+use weft_runtime::usecase::{Progress, ProgressReport};
 
 use crate::mcp::views::RunStartOut;
 
@@ -36,11 +36,19 @@ impl ProgressTo {
 }
 
 impl Progress for ProgressTo {
-    fn report(&self, done: usize, total: usize, message: String) -> futures::future::BoxFuture<'_, ()> {
+    /// A `notifications/progress`: steps finished of all, the line, and the
+    /// last status update of a step (a guest's `progress` with its data)
+    /// in `_meta["weft/update"]`.
+    fn report(&self, r: ProgressReport) -> futures::future::BoxFuture<'_, ()> {
         Box::pin(async move {
-            let param = rmcp::model::ProgressNotificationParam::new(self.token.clone(), done as f64)
-                .with_total(total as f64)
-                .with_message(message);
+            let mut param = rmcp::model::ProgressNotificationParam::new(self.token.clone(), r.progress)
+                .with_total(r.total as f64)
+                .with_message(r.message);
+            if let Some(u) = r.update {
+                let mut meta = rmcp::model::NotificationMetaObject::default();
+                meta.insert("weft/update".into(), u);
+                param.meta = Some(meta);
+            }
             // A client that went away misses progress, nothing else.
             let _ = self.peer.notify_progress(param).await;
         })

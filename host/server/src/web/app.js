@@ -301,9 +301,18 @@ async function runPage(id) {
   const again = debounce(load, 50);
   sse("/runs/" + id + "/events", (ev) => {
     const e = JSON.parse(ev.data);
-    log.append(el("li", {}, `${e.seq} ${short(e.at)} ${e.kind}${e.step ? " " + e.step : ""}`));
+    log.append(el("li", {}, `${e.seq} ${short(e.at)} ${e.kind}${e.step ? " " + e.step : ""}${said(e)}`));
     again();
   }, stop.signal);
+}
+
+// What a `progress` event says: its message, and its data (compact, cut
+// at 160 characters); nothing for other events.
+function said(e) {
+  if (e.kind !== "progress" || !e.data) return "";
+  const data = e.data.data === undefined ? "" : " " + JSON.stringify(e.data.data);
+  const text = `: ${e.data.message ?? ""}${data}`;
+  return text.length > 160 ? text.slice(0, 159) + "…" : text;
 }
 
 function waitForm(id, w, reload) {

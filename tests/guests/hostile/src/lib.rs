@@ -9,7 +9,7 @@
 wit_bindgen::generate!({ path: "../../../wit", world: "weft:step/step" });
 
 use serde_json::{Value, json};
-use weft::step::host::{Level, artifact, log, progress};
+use weft::step::host::{Level, artifact, log, progress, progress_data};
 
 struct Hostile;
 
@@ -149,6 +149,14 @@ impl Guest for Hostile {
                 }
                 progress("flooded");
                 done(json!({"logged": 3000}))
+            }
+            // `n` status updates with data, 100 ms apart.
+            "updates" => {
+                for k in 1..=n {
+                    progress_data(&format!("part {k} of {n}"), &json!({"done": k, "of": n}).to_string());
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                done(json!({"updates": n}))
             }
             other => err("invalid_input", format!("unknown mode `{other}`")),
         }

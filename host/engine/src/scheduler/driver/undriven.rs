@@ -88,8 +88,12 @@ pub(in crate::scheduler) async fn cancel_undriven(sh: &Arc<Shared>, id: &RunId) 
     b.push(Write::RunState { run: id.clone(), from: rec.state, to, output: None, error: Some(err.clone()), at: now });
     ev(&mut b, format!("run.{to}"), None, json!({"state": to, "error": err}));
     sh.commit(b).await?;
-    // Its children go with it.
     let engine = Engine::from_shared(sh.clone());
+    // Signals queued for its steps are answered.
+    if let Err(e) = engine.drop_queued(id, to).await {
+        tracing::warn!(run = %id, error = %e, "cannot answer the signals still queued for the canceled run");
+    }
+    // Its children go with it.
     for run in rec.waits.iter().flat_map(|w| w.kind.children()) {
         if let Err(e) = Box::pin(engine.cancel(run)).await {
             tracing::warn!(run = %run, error = %e, "cannot cancel a child run");

@@ -163,3 +163,19 @@ async fn an_event_before_the_wait_is_taken_once_per_run() {
         h.store.all_events(&id).into_iter().find(|e| e.step.as_deref() == Some("r1") && e.kind == "step.succeeded");
     assert_eq!(taken.unwrap().data["event_id"], "e-2");
 }
+
+#[tokio::test]
+async fn signals_still_queued_when_the_run_ends_are_answered() {
+    let h = harness();
+    let _g = gate(&h, "first");
+    let id = h.submit(gated_approval()).await;
+    h.until_calls("first", 1).await;
+    let q = queued_id(&h.engine.signal(&id, "approve", json!({"approved": true})).await.unwrap());
+    h.engine.cancel(&id).await.unwrap();
+    h.until(&id, |_| inbox_answer(&h, &q)["status"] != "queued").await;
+    let a = inbox_answer(&h, &q);
+    assert_eq!(a["status"], "already_resolved", "the step was canceled with its run: {a}");
+    assert_eq!(a["state"], "canceled");
+    let late = h.engine.signal(&id, "approve", json!({"approved": true})).await.unwrap();
+    assert!(matches!(late, SignalAnswer::AlreadyResolved { .. }), "{late:?}");
+}
