@@ -231,6 +231,7 @@ fn missing(what: &str) -> StoreError {
 pub(crate) trait EventLog {
     fn contains(&self, seq: Seq) -> bool;
     fn add(&mut self, e: &NewEvent);
+    fn clear(&mut self);
 }
 
 impl EventLog for Vec<NewEvent> {
@@ -241,6 +242,9 @@ impl EventLog for Vec<NewEvent> {
         let pos = self.partition_point(|x| x.seq < e.seq);
         self.insert(pos, e.clone());
     }
+    fn clear(&mut self) {
+        Vec::clear(self)
+    }
 }
 
 impl EventLog for Vec<Seq> {
@@ -249,6 +253,9 @@ impl EventLog for Vec<Seq> {
     }
     fn add(&mut self, e: &NewEvent) {
         self.push(e.seq);
+    }
+    fn clear(&mut self) {
+        Vec::clear(self)
     }
 }
 
@@ -384,6 +391,13 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut impl EventLog,
             let r = slot.as_mut().ok_or_else(|| missing(&format!("run {run}")))?;
             r.waits.retain(|x| x.step != *step);
         }
+        Write::DeleteRecording { run } => {
+            if slot.as_ref().is_none_or(|r| r.state != crate::state::RunState::Recording) {
+                return Err(StoreError::Conflict(format!("run {run} is not recording")));
+            }
+            *slot = None;
+            log.clear();
+        }
         other => unreachable!("not a run's write: {other:?}"),
     }
     Ok(())
@@ -437,7 +451,7 @@ impl RunStore for MemStore {
 
     async fn unfinished_runs(&self) -> Result<Vec<RunId>, StoreError> {
         let inner = self.inner.lock().unwrap();
-        Ok(inner.runs.values().filter(|r| !r.state.is_terminal()).map(|r| r.id.clone()).collect())
+        Ok(inner.runs.values().filter(|r| r.state.is_executed()).map(|r| r.id.clone()).collect())
     }
 
     async fn expired_leases(&self, now_ms: i64) -> Result<Vec<ExpiredLease>, StoreError> {

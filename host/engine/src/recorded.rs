@@ -6,6 +6,11 @@
 //! one succeeded attempt per step), so `runs show`, `runs events` and
 //! `graph` treat it like any other run. [`done_step`] also serves presets:
 //! steps of a new run whose output is given instead of computed.
+//!
+//! While a session records, its recording is a run in state `recording`
+//! ([`open_recording`]) that holds what was recorded as its output
+//! ([`recording_holds`]); saved, it is stored again whole as a completed
+//! run under the same id ([`saved_recording`]).
 
 use crate::state::Transition as _;
 use serde_json::{Value, json};
@@ -71,6 +76,48 @@ pub fn completed_run(run: NewRun, steps: &[DoneStep], output: Value, at: i64) ->
     let end = working.apply(RunEvent::Complete)?;
     b.push(Write::RunState { run: id.clone(), from: working, to: end, output: Some(output), error: None, at });
     event(&mut b, &mut seq, at, format!("run.{end}"), None, json!({"state": end.as_str()}));
+    Ok(b)
+}
+
+/// The batch that opens a recording: `run`, with no steps yet, in state
+/// `recording`, holding `body` (what is recorded so far) as its output.
+pub fn open_recording(run: NewRun, body: Value) -> Result<Batch, TransitionRefused> {
+    let (id, at) = (run.id.clone(), run.created_at);
+    let to = RunState::Submitted.apply(RunEvent::Record)?;
+    let event = |seq: u64, state: RunState| {
+        Write::Event(NewEvent {
+            run: id.clone(),
+            seq: Seq(seq),
+            at,
+            kind: format!("run.{state}"),
+            step: None,
+            item: None,
+            data: json!({"state": state.as_str()}),
+        })
+    };
+    Ok(Batch {
+        writes: vec![
+            Write::CreateRun { run, steps: vec![] },
+            event(1, RunState::Submitted),
+            Write::RunState { run: id.clone(), from: RunState::Submitted, to, output: Some(body), error: None, at },
+            event(2, to),
+        ],
+    })
+}
+
+/// The write that keeps `body` as what open recording `run` holds
+/// (refused once it is no longer `recording`: saved or discarded).
+pub fn recording_holds(run: &RunId, body: Value, at: i64) -> Result<Write, TransitionRefused> {
+    let to = RunState::Recording.apply(RunEvent::Record)?;
+    Ok(Write::RunState { run: run.clone(), from: RunState::Recording, to, output: Some(body), error: None, at })
+}
+
+/// The batch that stores open recording `run.id` as a completed run (as
+/// [`completed_run`]), in place of the recording: refused when it is no
+/// longer `recording`, so a recording is saved once.
+pub fn saved_recording(run: NewRun, steps: &[DoneStep], output: Value, at: i64) -> Result<Batch, TransitionRefused> {
+    let mut b = Batch { writes: vec![Write::DeleteRecording { run: run.id.clone() }] };
+    b.writes.extend(completed_run(run, steps, output, at)?.writes);
     Ok(b)
 }
 

@@ -25,6 +25,9 @@ pub enum RunEvent {
     Fail,
     Cancel,
     Reject,
+    /// An MCP session records into it (opened, or more recorded): a
+    /// recording run is never executed.
+    Record,
 }
 
 /// A transition the state machine refuses.
@@ -80,6 +83,11 @@ impl Transition for RunState {
             (S::Submitted | S::Working | S::InputRequired | S::AuthRequired, E::Cancel) => Some(S::Canceled),
             (S::Submitted | S::Working | S::InputRequired | S::AuthRequired, E::Reject) => Some(S::Rejected),
             (S::Working | S::InputRequired | S::AuthRequired, E::Complete) => Some(S::Completed),
+            // A recording opens from a new run, takes more, and ends
+            // discarded; saved, it is stored again as a completed run
+            // (`crate::recorded`).
+            (S::Submitted | S::Recording, E::Record) => Some(S::Recording),
+            (S::Recording, E::Cancel) => Some(S::Canceled),
             _ => None,
         };
         to.ok_or_else(|| TransitionRefused { what: "run", from: self.to_string(), event: format!("{event:?}") })
@@ -185,8 +193,17 @@ mod tests {
     use StepEvent as SE;
     use StepState as S;
 
-    const RUN_EVENTS: [RunEvent; 8] =
-        [RE::Start, RE::NeedInput, RE::NeedAuth, RE::Resume, RE::Complete, RE::Fail, RE::Cancel, RE::Reject];
+    const RUN_EVENTS: [RunEvent; 9] = [
+        RE::Start,
+        RE::NeedInput,
+        RE::NeedAuth,
+        RE::Resume,
+        RE::Complete,
+        RE::Fail,
+        RE::Cancel,
+        RE::Reject,
+        RE::Record,
+    ];
     const STEP_EVENTS: [StepEvent; 7] =
         [SE::Claim, SE::Park, SE::Succeed, SE::Fail, SE::ScheduleRetry, SE::Skip, SE::Cancel];
 
@@ -213,6 +230,9 @@ mod tests {
             (R::AuthRequired, RE::Fail, R::Failed),
             (R::AuthRequired, RE::Cancel, R::Canceled),
             (R::AuthRequired, RE::Reject, R::Rejected),
+            (R::Submitted, RE::Record, R::Recording),
+            (R::Recording, RE::Record, R::Recording),
+            (R::Recording, RE::Cancel, R::Canceled),
         ];
         for from in RunState::ALL {
             for ev in RUN_EVENTS {

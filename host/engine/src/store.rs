@@ -114,6 +114,10 @@ pub enum Write {
     OpenWait(WaitRecord),
     /// The step no longer waits (no-op when it did not).
     CloseWait { run: RunId, step: String },
+    /// An open recording (a run in state `recording`) goes, with its
+    /// events, to be stored again whole in the same batch (refused unless
+    /// the run is `recording`: saved or discarded meanwhile).
+    DeleteRecording { run: RunId },
     /// A message for the store's owner (refused when its id, or for an
     /// event its event id, is taken); stored with its answer when it has
     /// one (a signal queued for a step that does not wait yet).
@@ -168,7 +172,8 @@ impl Write {
             | Write::StepState { run, .. }
             | Write::StartAttempt { run, .. }
             | Write::FinishAttempt { run, .. }
-            | Write::CloseWait { run, .. } => Some(run),
+            | Write::CloseWait { run, .. }
+            | Write::DeleteRecording { run } => Some(run),
             Write::Event(e) => Some(&e.run),
             Write::PutArtifact { artifact, .. } => Some(&artifact.run),
             Write::OpenWait(w) => Some(&w.run),

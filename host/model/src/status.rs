@@ -97,10 +97,14 @@ pub enum RunState {
     Failed,
     Canceled,
     Rejected,
+    /// An MCP session's recording, open: its recorded calls are kept with
+    /// it, any session may reopen it and add to it, and it ends saved
+    /// (`completed`) or discarded (`canceled`). Never executed.
+    Recording,
 }
 
 impl RunState {
-    pub const ALL: [RunState; 8] = [
+    pub const ALL: [RunState; 9] = [
         RunState::Submitted,
         RunState::Working,
         RunState::InputRequired,
@@ -109,11 +113,18 @@ impl RunState {
         RunState::Failed,
         RunState::Canceled,
         RunState::Rejected,
+        RunState::Recording,
     ];
 
     /// `completed`, `failed`, `canceled` and `rejected` never change.
     pub fn is_terminal(self) -> bool {
         matches!(self, RunState::Completed | RunState::Failed | RunState::Canceled | RunState::Rejected)
+    }
+
+    /// A run the engine executes until it ends: not ended, and not a
+    /// recording (which is never executed).
+    pub fn is_executed(self) -> bool {
+        !self.is_terminal() && self != RunState::Recording
     }
 
     pub fn as_str(self) -> &'static str {
@@ -126,6 +137,7 @@ impl RunState {
             RunState::Failed => "failed",
             RunState::Canceled => "canceled",
             RunState::Rejected => "rejected",
+            RunState::Recording => "recording",
         }
     }
 }

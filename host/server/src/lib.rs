@@ -70,6 +70,8 @@ pub enum Change {
 pub struct Core {
     /// The configuration.
     pub settings: Settings,
+    /// Open recordings a session of this process holds (one session each).
+    pub(crate) held_recordings: std::sync::Mutex<std::collections::HashSet<weft_engine::RunId>>,
     /// The store (this process owns its scheduler).
     pub store: Arc<dyn weft_engine::Store>,
     /// The engine executing this store's runs.
@@ -128,6 +130,7 @@ impl Core {
         sources.extend(extra);
         Arc::new(Core {
             settings,
+            held_recordings: Default::default(),
             store,
             engine,
             sandbox,

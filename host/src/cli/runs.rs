@@ -89,7 +89,8 @@ pub enum RunsCommand {
 #[derive(Debug, Args)]
 pub struct ListArgs {
     /// Only runs in this state (submitted, working, input-required,
-    /// auth-required, completed, failed, canceled, rejected).
+    /// auth-required, completed, failed, canceled, rejected, recording:
+    /// an MCP session's open recording).
     #[arg(long, value_name = "STATE")]
     status: Option<String>,
     /// Only runs of this template.

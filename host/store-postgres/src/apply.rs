@@ -88,6 +88,9 @@ statements! {
                  SELECT $1, $2, $3, $4, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM runs WHERE id = $1)
                  ON CONFLICT DO NOTHING";
     close_wait = "DELETE FROM waits WHERE run_id = $1 AND step = $2";
+    delete_recording = "DELETE FROM runs WHERE id = $1 AND state = 'recording'";
+    delete_recording_input = "DELETE FROM run_inputs WHERE id = $1";
+    delete_recording_events = "DELETE FROM events WHERE run_id = $1";
     inbox_put = "INSERT INTO inbox (id, kind, event_id, run, body, at, answer) VALUES ($1, $2, $3, $4, $5, $6, $7)
                  ON CONFLICT DO NOTHING";
     inbox_answer = "UPDATE inbox SET answer = $2 WHERE id = $1 AND answer IS NULL";
@@ -561,6 +564,12 @@ impl Stmts {
                     ],
                     one(format!("step {}/{} already waits", wr.run, wr.step)),
                 ));
+            }
+            Write::DeleteRecording { run } => {
+                let id = || vec![p(run.as_str().to_string())];
+                self.push(Stmt::new(Which::delete_recording, id(), one(format!("run {run} is not recording"))));
+                self.push(Stmt::new(Which::delete_recording_input, id(), Expect::Any));
+                self.push(Stmt::new(Which::delete_recording_events, id(), Expect::Any));
             }
             Write::CloseWait { run, step } => {
                 self.push(Stmt::new(

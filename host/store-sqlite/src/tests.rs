@@ -211,7 +211,7 @@ async fn unfinished_runs_are_those_in_every_state_that_is_not_terminal() {
             rusqlite::params![id.as_str(), state.as_str()],
         )
         .unwrap();
-        if !state.is_terminal() {
+        if state.is_executed() {
             want.push(id);
         }
     }

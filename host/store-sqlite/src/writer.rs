@@ -342,6 +342,18 @@ fn apply_write<'a>(c: &Connection, w: &'a Write, found: &mut Found<'a>) -> Resul
             }
             found.add(run.as_str());
         }
+        Write::DeleteRecording { run } => {
+            let n = c
+                .prepare_cached("DELETE FROM runs WHERE id = ?1 AND state = 'recording'")
+                .and_then(|mut s| s.execute([run.as_str()]))
+                .map_err(map_err)?;
+            if n == 0 {
+                return Err(conflict(format!("run {run} is not recording")));
+            }
+            for sql in ["DELETE FROM run_plans WHERE id = ?1", "DELETE FROM events WHERE run_id = ?1"] {
+                c.prepare_cached(sql).and_then(|mut s| s.execute([run.as_str()])).map_err(map_err)?;
+            }
+        }
         Write::StepState { run, step, from, to, output, error, next_attempt_at, at } => {
             let n = c
                 .prepare_cached(

@@ -27,6 +27,7 @@ mod otlp;
 mod plugins;
 mod postgres;
 mod readme;
+mod recordings;
 mod recovery;
 mod runs;
 mod schedules;

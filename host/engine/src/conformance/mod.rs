@@ -22,7 +22,8 @@ mod writes;
 pub use engine::{crash_and_recover, runs_complete};
 pub use manage::{copies_runs_and_templates, retention_deletes_finished_runs_only};
 pub use outside::{
-    early_signals_and_events_agree_with_the_reference, waits_inbox_schedules_and_queues_agree_with_the_reference,
+    early_signals_and_events_agree_with_the_reference, recordings_open_hold_and_save_like_the_reference,
+    waits_inbox_schedules_and_queues_agree_with_the_reference,
 };
 pub use writes::{
     a_failed_batch_leaves_no_trace, concurrent_lives_agree_with_the_reference,
@@ -57,6 +58,7 @@ macro_rules! conformance_suite {
                 unfinished_runs_are_those_not_terminal,
                 waits_inbox_schedules_and_queues_agree_with_the_reference,
                 early_signals_and_events_agree_with_the_reference,
+                recordings_open_hold_and_save_like_the_reference,
                 retention_deletes_finished_runs_only,
                 runs_complete,
                 crash_and_recover,

@@ -160,3 +160,53 @@ pub async fn early_signals_and_events_agree_with_the_reference(store: Arc<dyn St
     assert_eq!(ids(mem.events_emitted("reply", 0, 2).await.unwrap()), ["me1", "me3"]);
     assert!(sql.events_emitted("none", 0, 10).await.unwrap().is_empty());
 }
+
+/// A recording (docs/mcp.md, "Recording"): a run opened in state
+/// `recording` holds what was recorded as its output, is not a run to
+/// execute (`unfinished_runs` leaves it out), and is saved once: stored
+/// again whole under its id, after which another save is refused.
+pub async fn recordings_open_hold_and_save_like_the_reference(store: Arc<dyn Store>) {
+    use crate::recorded::{DoneStep, open_recording, recording_holds, saved_recording};
+    let sql = &*store;
+    let mem = MemStore::new();
+    let id = rid(7);
+    let Write::CreateRun { run, .. } = create(&id, &[]) else { unreachable!() };
+    let run = NewRun { concurrency_key: None, ..run };
+    let step = DoneStep {
+        name: "echo_1".into(),
+        input: Some(json!({"m": 1})),
+        output: json!("hi"),
+        started_at: 110,
+        ended_at: 120,
+        how: "recorded",
+    };
+    let batches = vec![
+        (open_recording(run.clone(), json!({"steps": []})).unwrap(), true),
+        (Batch { writes: vec![recording_holds(&id, json!({"steps": ["echo_1"]}), 130).unwrap()] }, true),
+        (saved_recording(run.clone(), std::slice::from_ref(&step), json!("hi"), 140).unwrap(), true),
+        (saved_recording(run.clone(), std::slice::from_ref(&step), json!("hi"), 150).unwrap(), false),
+        (Batch { writes: vec![recording_holds(&id, json!({}), 160).unwrap()] }, false),
+    ];
+    for (k, (batch, ok)) in batches.into_iter().enumerate() {
+        if k == 2 {
+            // Open: it holds its latest body, and is not a run to execute.
+            for s in [sql as &dyn Store, &mem] {
+                let r = s.run(&id).await.unwrap().unwrap();
+                assert_eq!((r.state, r.output.clone()), (RunState::Recording, Some(json!({"steps": ["echo_1"]}))));
+                assert!(r.steps.is_empty());
+                assert!(!s.unfinished_runs().await.unwrap().contains(&id), "a recording is never executed");
+                let open = RunFilter { state: Some(RunState::Recording), ..Default::default() };
+                assert_eq!(s.list_runs(&open).await.unwrap().len(), 1);
+            }
+        }
+        let (x, y) = (sql.commit(batch.clone()).await, mem.commit(batch).await);
+        assert_eq!(x.is_ok(), ok, "sqlite, batch {k}: {x:?}");
+        assert_eq!(y.is_ok(), ok, "memstore, batch {k}: {y:?}");
+    }
+    let (r, m) = (sql.run(&id).await.unwrap().unwrap(), mem.run(&id).await.unwrap().unwrap());
+    assert_eq!((r.state, r.steps.len(), r.output.clone()), (RunState::Completed, 1, Some(json!("hi"))));
+    assert_eq!((r.steps[0].state, r.last_seq), (m.steps[0].state, m.last_seq), "stored again whole");
+    let events = sql.events_after(&id, Seq(0), 100).await.unwrap();
+    assert_eq!(events.first().map(|e| e.kind.as_str()), Some("run.submitted"), "the recording's events were replaced");
+    assert!(!events.iter().any(|e| e.kind == "run.recording"), "{events:?}");
+}

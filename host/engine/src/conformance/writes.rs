@@ -384,7 +384,7 @@ pub async fn unfinished_runs_are_those_not_terminal(store: Arc<dyn Store>) {
             });
         }
         store.commit(b(batch)).await.unwrap();
-        if !state.is_terminal() {
+        if state.is_executed() {
             want.push(id);
         }
     }

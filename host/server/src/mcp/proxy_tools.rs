@@ -162,8 +162,12 @@ impl ToolSource for ProxyTools {
                 output: value,
                 read_only,
             };
-            rec.record(&core, recorded, started).await;
+            let kept = rec.record(&core, recorded, started).await;
             let mut meta: MetaObject = result.meta.take().unwrap_or_default();
+            if let Err(e) = kept {
+                // The call happened; the recording could not keep it.
+                meta.0.insert("dev.weft/warning".into(), Value::String(e.to_string()));
+            }
             meta.0.insert("dev.weft/step".into(), Value::String(step.clone()));
             // Beside what the agent sees, what `@step` will be in the
             // template, unless it is that text.

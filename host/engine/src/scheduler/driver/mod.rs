@@ -369,7 +369,8 @@ pub(super) async fn drive(
         Some(r) => r,
         None => sh.store.run(&id).await?.ok_or_else(|| EngineError::NotFound(id.clone()))?,
     };
-    if rec.state.is_terminal() {
+    // Ended, or a recording (never executed).
+    if !rec.state.is_executed() {
         return Ok(());
     }
     // A run queue: only the oldest unfinished run of a key executes.

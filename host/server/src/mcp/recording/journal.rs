@@ -1,8 +1,15 @@
-//! A session's recording in progress ([`Active`]) and its journal: the
-//! recording is written to `<data_dir>/recordings/<run_id>.json` after
-//! every step (atomically), so a crash loses nothing; a journal left by a
-//! crash, or by a session that ended while recording, is stored as a run
-//! ([`recover_journals`]). The tools that drive it are
+//! A session's recording in progress ([`Active`]) and where it is kept:
+//! a run in state `recording` in the store, which holds the recording as
+//! its output, rewritten after every step (so a kill loses nothing, and
+//! the recording outlives the session that made it). Any session may list
+//! open recordings and reopen one (`recording_list`, `recording_open`);
+//! within one process a recording is held by one session at a time, and
+//! each write checks that the stored recording is the one this session
+//! read (its `revision`), so two processes cannot silently overwrite each
+//! other. Saved or stopped, it is stored again as a completed run under
+//! the same id. Journal files of older versions
+//! (`<data_dir>/recordings/<id>.json`) are stored as completed runs at
+//! start ([`recover_journals`]). The tools that drive it are
 //! `mcp/tools/recording.rs`.
 
 use std::path::{Path, PathBuf};
@@ -10,19 +17,19 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use weft_engine::RunId;
 use weft_engine::clock::system_now_ms as now_ms;
-use weft_engine::recorded::{DoneStep, completed_run};
-use weft_engine::store::NewRun;
+use weft_engine::recorded::{DoneStep, completed_run, open_recording, recording_holds, saved_recording};
+use weft_engine::store::{Batch, NewRun};
+use weft_engine::{RunId, RunState};
 
 use super::{RecordedStep, Recording};
 use crate::Core;
 use crate::mcp::errors::ToolError;
 
-/// A session's recording in progress (and its journal file's content).
+/// A session's recording in progress (and what its run holds).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Active {
-    /// The id its run gets when stored.
+    /// Its run's id.
     pub id: RunId,
     /// `recording_start`'s `name`.
     pub name: String,
@@ -30,52 +37,71 @@ pub struct Active {
     pub recording: Recording,
     /// (started_at, ended_at) of each step.
     pub timings: Vec<(i64, i64)>,
+    /// How many times it was written: a write expects the stored one to be
+    /// the one this session has.
+    #[serde(default)]
+    pub revision: u64,
 }
 
 impl Active {
-    fn journal(core: &Core, id: &RunId) -> PathBuf {
-        journal_dir(&core.settings.data_dir).join(format!("{id}.json"))
+    /// Opens the recording: its run is created in state `recording`.
+    pub async fn open(&self, core: &Core) -> Result<(), ToolError> {
+        let batch = open_recording(self.new_run(None, None, None), self.body()).map_err(ToolError::internal)?;
+        core.store.commit(batch).await.map_err(ToolError::internal)?;
+        Ok(())
     }
 
-    /// Appends a step and rewrites the journal (atomically).
-    pub async fn record(&mut self, core: &Core, step: RecordedStep, started: i64) {
+    /// The open recording run `id` holds, if it is one.
+    pub async fn load(core: &Core, id: &RunId) -> Result<Active, ToolError> {
+        let rec = core.store.run(id).await.map_err(ToolError::internal)?;
+        let rec =
+            rec.ok_or_else(|| ToolError::new(format!("no run {id}")).fix("recording_list lists the open recordings"))?;
+        if rec.state != RunState::Recording {
+            return Err(ToolError::new(format!("run {id} is not an open recording (it is {})", rec.state))
+                .fix("recording_list lists the open recordings; a saved recording is a run (run_get)"));
+        }
+        let body = rec.output.unwrap_or(Value::Null);
+        serde_json::from_value(body).map_err(|e| ToolError::internal(format!("the recording {id} does not read: {e}")))
+    }
+
+    /// Appends a step and writes the recording; `Err` says why it could
+    /// not be kept (the step stays in this session's recording).
+    pub async fn record(&mut self, core: &Core, step: RecordedStep, started: i64) -> Result<(), ToolError> {
         self.recording.push(step);
         self.timings.push((started, now_ms()));
-        self.journal_now(core);
+        self.keep(core).await
     }
 
-    /// Rewrites the journal, logging a failure (the recording goes on).
-    pub(crate) fn journal_now(&self, core: &Core) {
-        if let Err(e) = self.write_journal(core) {
-            tracing::error!(recording = %self.id, "cannot journal the recording: {e}");
+    /// Writes the recording to its run, if the stored one is still the one
+    /// this session read.
+    pub(crate) async fn keep(&mut self, core: &Core) -> Result<(), ToolError> {
+        let stored = Active::load(core, &self.id).await?;
+        if stored.revision != self.revision {
+            return Err(ToolError::new(format!(
+                "recording {} was changed by another session (revision {} here, {} stored): this change was not kept",
+                self.id, self.revision, stored.revision
+            ))
+            .fix("recording_open it again to continue from what is stored"));
         }
+        self.revision += 1;
+        let write = recording_holds(&self.id, self.body(), now_ms()).map_err(ToolError::internal)?;
+        if let Err(e) = core.store.commit(Batch { writes: vec![write] }).await {
+            self.revision -= 1;
+            return Err(ToolError::new(format!("the recording could not be kept: {e}"))
+                .fix("try again; recording_list shows whether it is still open"));
+        }
+        Ok(())
     }
 
-    pub(crate) fn write_journal(&self, core: &Core) -> std::io::Result<()> {
-        let path = Self::journal(core, &self.id);
-        std::fs::create_dir_all(path.parent().expect("a journal has a folder"))?;
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec(self).map_err(std::io::Error::other)?)?;
-        std::fs::rename(tmp, path)
+    fn body(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
     }
 
-    /// Stores the recording as a completed run (template `template` at
-    /// `version` with `definition`, or the recording's own name and plan),
-    /// then removes its journal.
-    pub async fn store(
-        &self,
-        core: &Core,
-        template: Option<(String, u32)>,
-        definition: Option<Value>,
-    ) -> Result<(), ToolError> {
+    fn new_run(&self, template: Option<String>, version: Option<u32>, definition: Option<Value>) -> NewRun {
         let definition = definition.unwrap_or_else(|| self.recording.definition(&self.name, &[], true, &[]));
-        let (template, version) = match template {
-            Some((t, v)) => (t, Some(v)),
-            None => (self.name.clone(), None),
-        };
-        let run = NewRun {
+        NewRun {
             id: self.id.clone(),
-            template,
+            template: template.unwrap_or_else(|| self.name.clone()),
             version,
             definition: std::sync::Arc::new(definition),
             input: self.recording.input.clone(),
@@ -86,9 +112,12 @@ impl Active {
             deadline_at: None,
             traceparent: None,
             labels: Default::default(),
-        };
-        let steps: Vec<DoneStep> = self
-            .recording
+        }
+    }
+
+    /// The recording's steps as done steps of a run.
+    fn done_steps(&self) -> Vec<DoneStep> {
+        self.recording
             .steps
             .iter()
             .zip(&self.timings)
@@ -103,11 +132,30 @@ impl Active {
                     how: if called { "recorded" } else { "preset" },
                 }
             })
-            .collect();
+            .collect()
+    }
+
+    /// Stores the recording as a completed run in place of its open run
+    /// (template `template` at `version` with `definition`, or the
+    /// recording's own name and plan); refused when it is no longer open.
+    pub async fn store(
+        &self,
+        core: &Core,
+        template: Option<(String, u32)>,
+        definition: Option<Value>,
+    ) -> Result<(), ToolError> {
+        let (template, version) = template.map_or((None, None), |(t, v)| (Some(t), Some(v)));
+        let run = self.new_run(template, version, definition);
         let output = self.recording.steps.last().map(|s| s.output.clone()).unwrap_or(Value::Null);
-        let batch = completed_run(run, &steps, output, now_ms()).map_err(ToolError::internal)?;
-        core.store.commit(batch).await.map_err(ToolError::internal)?;
-        let _ = std::fs::remove_file(Self::journal(core, &self.id));
+        let batch = saved_recording(run, &self.done_steps(), output, now_ms()).map_err(ToolError::internal)?;
+        core.store.commit(batch).await.map_err(|e| match e {
+            weft_engine::StoreError::Conflict(_) => ToolError::new(format!(
+                "recording {} is no longer open (another session saved or discarded it)",
+                self.id
+            ))
+            .fix("run_get shows what became of it"),
+            e => ToolError::internal(e),
+        })?;
         Ok(())
     }
 }
@@ -116,7 +164,8 @@ fn journal_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("recordings")
 }
 
-/// Stores every recording a previous process left unfinished as a run.
+/// Stores every recording journal an older version left unfinished as a
+/// completed run (this version keeps recordings in the store).
 pub async fn recover_journals(core: &Core) {
     let Ok(entries) = std::fs::read_dir(journal_dir(&core.settings.data_dir)) else { return };
     for e in entries.flatten() {
@@ -126,10 +175,21 @@ pub async fn recover_journals(core: &Core) {
         }
         let active: Option<Active> = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok());
         match active {
-            Some(a) => match a.store(core, None, None).await {
-                Ok(()) => tracing::warn!(run = %a.id, "stored an interrupted recording as a run"),
-                Err(err) => tracing::error!(file = %path.display(), "cannot store an interrupted recording: {err}"),
-            },
+            Some(a) => {
+                let stored = async {
+                    let run = a.new_run(None, None, None);
+                    let output = a.recording.steps.last().map(|s| s.output.clone()).unwrap_or(Value::Null);
+                    let batch = completed_run(run, &a.done_steps(), output, now_ms()).map_err(|e| e.to_string())?;
+                    core.store.commit(batch).await.map_err(|e| e.to_string())
+                };
+                match stored.await {
+                    Ok(()) => {
+                        let _ = std::fs::remove_file(&path);
+                        tracing::warn!(run = %a.id, "stored an older version's interrupted recording as a run");
+                    }
+                    Err(err) => tracing::error!(file = %path.display(), "cannot store an interrupted recording: {err}"),
+                }
+            }
             None => tracing::error!(file = %path.display(), "an unreadable recording journal was left in place"),
         }
     }

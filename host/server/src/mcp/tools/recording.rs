@@ -1,14 +1,14 @@
-//! Recording mode: `recording_start`, `step_preset`, `step_code`,
-//! `recording_remove_step`, `recording_save` and `recording_stop`. While a
-//! session records, each proxied call it makes (see `proxy_tools.rs`) and
-//! each plugin it runs (`step_code`) becomes a step of its recording; the recording is
-//! journaled to `<data_dir>/recordings/<run_id>.json` after every step, so
-//! a crash loses nothing. Saving turns it into a template (post-hoc
-//! templatization: literals equal to input values or earlier outputs become
-//! refs, each listed and refusable); saving or stopping stores it as an
-//! ordinary completed run (`weft runs show`). A journal left by a crash, or
-//! by a session that ended while recording, is stored the same way (as a
-//! run, without a template) when `weft serve` starts or the session ends.
+//! Recording mode: `recording_start`, `recording_list`, `recording_open`,
+//! `step_preset`, `step_code`, `recording_remove_step`, `recording_save`
+//! and `recording_stop`. While a session records, each proxied call it
+//! makes (see `proxy_tools.rs`) and each plugin it runs (`step_code`)
+//! becomes a step of its recording, kept after every step in the
+//! recording's run (state `recording`, see `recording/journal.rs`), so a
+//! kill loses nothing and the recording outlives the session: any session
+//! reopens it. Saving turns it into a template (post-hoc templatization:
+//! literals equal to input values or earlier outputs become refs, each
+//! listed and refusable); saving or stopping stores it as an ordinary
+//! completed run (`weft runs show`) under the same id.
 
 use std::sync::Arc;
 use weft_engine::clock::system_now_ms as now_ms;
@@ -232,6 +232,34 @@ pub struct SaveOut {
 
 /// A stopped recording.
 #[derive(Debug, Serialize, JsonSchema)]
+pub struct ListOut {
+    pub recordings: Vec<OpenRecording>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct OpenRecording {
+    pub run_id: String,
+    pub name: String,
+    pub steps: Vec<String>,
+    pub started_at: String,
+    pub updated_at: String,
+    pub held: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct OpenParams {
+    pub run_id: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct OpenOut {
+    pub run_id: String,
+    pub name: String,
+    pub steps: Vec<String>,
+    pub note: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct StopOut {
     /// Its run.
     pub run_id: String,
@@ -241,6 +269,28 @@ pub struct StopOut {
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct NoParams {}
+
+impl WeftServer {
+    /// This session holds open recording `id` (see `recording_open`).
+    fn hold(&self, id: &RunId) {
+        self.core.held_recordings.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone());
+        self.release_at_end(id);
+    }
+
+    /// When the session ends, it lets go of `id` (which stays open).
+    fn release_at_end(&self, id: &RunId) {
+        let (core, closed, id) = (self.core.clone(), self.session.closed.clone(), id.clone());
+        tokio::spawn(async move {
+            closed.cancelled().await;
+            core.held_recordings.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        });
+    }
+
+    /// The recording `id` was saved or stopped: nobody holds it.
+    fn release(&self, id: &RunId) {
+        self.core.held_recordings.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+    }
+}
 
 fn not_recording() -> ToolError {
     ToolError::new("this session is not recording").fix("call recording_start first")
@@ -277,7 +327,7 @@ fn code_of(p: &CodeParams) -> Result<(weft_model::CodeRef, Value, String), ToolE
 #[tool_router(router = recording_router, vis = "pub(crate)")]
 impl WeftServer {
     #[tool(
-        description = "Start recording this session: every proxied tool call (`<server>__<tool>`) you make from now on becomes a step of a workflow. Arguments may hold refs to earlier results (`@echo_1`, `@write_file_1.content`) or to the recording's input (`@input.key`); each result's `_meta` names its step as `dev.weft/step`. Finish with recording_save (a template you can replay with new input) or recording_stop.",
+        description = "Start recording: each proxied tool call (`<server>__<tool>`) you make becomes a step of a workflow. Arguments may hold refs to earlier results (`@echo_1.content`) or to the recording's input (`@input.key`); each result's `_meta` names its step (`dev.weft/step`). It outlives the session (recording_open). Finish with recording_save (a template to replay with new input) or recording_stop.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -304,22 +354,78 @@ impl WeftServer {
             started_at: now,
             recording: Recording::new(input),
             timings: vec![],
+            revision: 0,
         };
-        active.write_journal(&self.core).map_err(ToolError::internal)?;
+        active.open(&self.core).await?;
+        self.hold(&id);
         *slot = Some(active);
-        drop(slot);
-        // A session that ends while recording keeps what it recorded.
-        let (rec, core, closed) = (self.session.recording.clone(), self.core.clone(), self.session.closed.clone());
-        tokio::spawn(async move {
-            closed.cancelled().await;
-            if let Some(a) = rec.lock().await.take() {
-                let _ = a.store(&core, None, None).await;
-            }
-        });
         Ok(Json(StartOut {
             recording_id: id.to_string(),
             name,
-            note: "call upstream tools as `<server>__<tool>`; then recording_save {template} or recording_stop".into(),
+            note: "call upstream tools as `<server>__<tool>`; then recording_save {template} or recording_stop. The recording is kept as run `recording_id` (state `recording`) after every step: if this session ends, any session can recording_open it".into(),
+        }))
+    }
+
+    #[tool(
+        description = "Open recordings (runs in state `recording`) with their steps; `held`: a session records into it now.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn recording_list(&self, Parameters(_): Parameters<NoParams>) -> Result<Json<ListOut>, ToolError> {
+        let filter = weft_engine::store::RunFilter {
+            state: Some(weft_engine::RunState::Recording),
+            limit: Some(100),
+            ..Default::default()
+        };
+        let runs = self.core.store.list_runs(&filter).await.map_err(ToolError::internal)?;
+        let held = self.core.held_recordings.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut recordings = vec![];
+        for r in runs {
+            let Ok(a) = Active::load(&self.core, &r.id).await else { continue };
+            recordings.push(OpenRecording {
+                run_id: r.id.to_string(),
+                name: a.name,
+                steps: a.recording.steps.iter().map(|s| s.name.clone()).collect(),
+                started_at: weft_engine::clock::rfc3339(a.started_at),
+                updated_at: weft_engine::clock::rfc3339(r.updated_at),
+                held: held.contains(&r.id),
+            });
+        }
+        Ok(Json(ListOut { recordings }))
+    }
+
+    #[tool(
+        description = "Continue an open recording (recording_list) in this session: your calls add steps to it.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn recording_open(&self, Parameters(p): Parameters<OpenParams>) -> Result<Json<OpenOut>, ToolError> {
+        let mut slot = self.session.recording.lock().await;
+        if let Some(a) = slot.as_ref() {
+            return Err(ToolError::new(format!("this session is already recording (`{}`, {})", a.name, a.id))
+                .fix("save it with recording_save or end it with recording_stop first"));
+        }
+        let id = weft_runtime::usecase::parse_run_id(&p.run_id).map_err(crate::mcp::prepare::lookup_refused)?;
+        let active = Active::load(&self.core, &id).await?;
+        {
+            let mut held = self.core.held_recordings.lock().unwrap_or_else(|p| p.into_inner());
+            if !held.insert(id.clone()) {
+                return Err(ToolError::new(format!("recording {id} is held by another session of this server"))
+                    .fix("end it there (recording_save or recording_stop), or wait until that session ends"));
+            }
+        }
+        self.release_at_end(&id);
+        let steps = active.recording.steps.iter().map(|s| s.name.clone()).collect();
+        let name = active.name.clone();
+        *slot = Some(active);
+        Ok(Json(OpenOut {
+            run_id: id.to_string(),
+            name,
+            steps,
+            note: "recording again: proxied calls, step_code and step_preset add steps (refs to the steps listed work); then recording_save or recording_stop".into(),
         }))
     }
 
@@ -345,7 +451,7 @@ impl WeftServer {
             output: p.output,
             read_only: true,
         };
-        active.record(&self.core, preset, now_ms()).await;
+        active.record(&self.core, preset, now_ms()).await?;
         Ok(Json(PresetOut { step }))
     }
 
@@ -402,13 +508,13 @@ impl WeftServer {
             output: output.clone(),
             read_only: true,
         };
-        active.record(&self.core, recorded, started).await;
+        active.record(&self.core, recorded, started).await?;
         let note = format!("recorded as step `{step}`: later calls may refer to `@{step}`");
         Ok(Json(CodeOut { step: Some(step), output, note }))
     }
 
     #[tool(
-        description = "Remove a step from the recording: the last one by default, or `step`. To replace a call, remove its step and make the call again (it takes the same name back, so later refs stay valid). A step other steps refer to cannot be removed before them.",
+        description = "Remove a step from the recording: the last one, or `step`. To replace a call, remove its step and call again (it takes the name back: later refs stay valid). A step others refer to cannot be removed before them.",
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false)
     )]
     async fn recording_remove_step(
@@ -426,14 +532,14 @@ impl WeftServer {
         if at < active.timings.len() {
             active.timings.remove(at);
         }
-        active.journal_now(&self.core);
+        active.keep(&self.core).await?;
         let steps = active.recording.steps.iter().map(|s| s.name.clone()).collect();
         let note = format!("removed `{}`; calling the same tool again records it as `{}`", removed.name, removed.name);
         Ok(Json(RemoveOut { removed: removed.name, steps, note }))
     }
 
     #[tool(
-        description = "Save the session's recording as a template and end the recording (dry_run: true only shows what it would save). Each call is a step (named after its tool or plugin: `get_sum_1`) that depends on the steps its arguments refer to; side effects keep their order (`order` says which and why; `parallel: [steps]` frees them, keep_order: true chains every call). A literal argument equal to an input value or an earlier step's output (or a field of it) is proposed as a ref (`replacements`, applied unless refused by id) when specific enough: strings of 3+ characters, numbers outside -1..10, non-empty objects and arrays; input values first, then later steps; an input string inside a longer string becomes a ref in that text. Smaller values equal to an input value (5, \"ab\", true) are only `candidates`: apply them with `accept`. To make a replay follow new input for sure, type refs yourself in the calls (`{\"a\": \"@input.a\"}`). The recording is stored as a run; the template is the tool wf_<template>; run_compare shows how a replay departed.",
+        description = "Save the session's recording as a template and end it (dry_run: true only shows what it would save). Each call is a step (`get_sum_1`) depending on the steps its arguments refer to; side effects keep their order (`order` says why; `parallel: [steps]` frees them, keep_order: true chains all). A literal argument equal to an input value or an earlier output (or a field of it) is proposed as a ref (`replacements`, applied unless refused by id) when specific: strings of 3+ characters, numbers outside -1..10, non-empty objects and arrays; an input string inside a longer string becomes a ref in that text. Smaller equal values (5, \"ab\", true) are only `candidates`: apply them with `accept`. Typed refs (`{\"a\": \"@input.a\"}`) always follow new input. The recording is stored as a run; the template is the tool wf_<template>; run_compare shows how a replay departed.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -511,8 +617,9 @@ impl WeftServer {
         let (doc, name) = (saving.doc, saving.name);
         answer.warnings.extend(saving.warnings.iter().map(|w| format!("{}: {}", w.path, w.message)));
         let version = self.core.store.save_template(&name, &doc, now_ms()).await.map_err(ToolError::internal)?;
-        let active = slot.take().expect("checked above");
         active.store(&self.core, Some((name.clone(), version)), Some(doc.clone())).await?;
+        let active = slot.take().expect("checked above");
+        self.release(&active.id);
         self.core.changed(Change::Templates);
         answer.tool = Some(wf_tools::tool_name(&name));
         answer.template = name;
@@ -523,7 +630,7 @@ impl WeftServer {
     }
 
     #[tool(
-        description = "End the session's recording without saving a template; it is stored as a completed run (see run_get).",
+        description = "End the recording without saving a template; it is stored as a completed run (run_get).",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -533,8 +640,10 @@ impl WeftServer {
     )]
     async fn recording_stop(&self, Parameters(_): Parameters<NoParams>) -> Result<Json<StopOut>, ToolError> {
         let mut slot = self.session.recording.lock().await;
-        let active = slot.take().ok_or_else(not_recording)?;
+        let active = slot.as_ref().ok_or_else(not_recording)?;
         active.store(&self.core, None, None).await?;
+        let active = slot.take().expect("checked above");
+        self.release(&active.id);
         Ok(Json(StopOut { run_id: active.id.to_string(), steps: active.recording.steps.len() }))
     }
 }

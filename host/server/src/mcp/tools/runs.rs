@@ -222,7 +222,7 @@ impl IntoCallToolResult for RunStartReply {
 impl WeftServer {
     #[tool(
         description = concat!(
-            "Start a run of a saved template (`template`, optional `version`) or of an inline `definition` (format: resource weft://guide), with an `input` checked against its input_schema. With `wait_ms` the call waits that long for the run to finish and returns its output (progress notifications are sent when the request has a progress token); otherwise it returns the run id at once. A run that waits for input returns `input-required` with its `waits` (answer with run_signal); a client that declared elicitation is asked for the input directly. `presets` gives steps their output instead of running them. Bad definitions or inputs are refused with every problem's JSON path, and no run is created. Example: {\"definition\": ",
+            "Start a run of a saved `template` (optional `version`) or of an inline `definition` (format: resource weft://guide), with an `input` checked against its input_schema. With `wait_ms` the call waits up to that long and returns the output (progress notifications with a progress token); otherwise it returns the run id at once. A run waiting for input returns `input-required` with its `waits` (answer with run_signal); a client with elicitation is asked directly. `presets` give steps their output instead of running them. Bad definitions or inputs are refused with each problem's JSON path; no run is created. Example: {\"definition\": ",
             prepare::definition_example!(),
             ", \"input\": {\"user\": {\"name\": \"Ada\"}}, \"wait_ms\": 10000}"
         ),
@@ -309,7 +309,7 @@ impl WeftServer {
     }
 
     #[tool(
-        description = "A run's event log in order (run and step state changes, attempts — `attempt.queued` while a code step waits its turn to run, `attempt.admitted` with `waited_ms` when it starts; its timeout counts from then — progress and log lines), after `after_seq`, at most `limit` (500) per call. `more: true` means this page stopped at `limit`: call again with `after_seq` = the returned `last_seq` (also to follow a run).",
+        description = "A run's event log in order (state changes, attempts — `attempt.queued` while a code step waits its turn, `attempt.admitted` when its timeout starts — progress with its data, log lines, `signal.queued`), after `after_seq`, at most `limit` (500). `more: true`: call again with `after_seq` = the returned `last_seq` (also to follow a run).",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn run_events(&self, Parameters(p): Parameters<RunEventsParams>) -> Result<Json<EventPage>, ToolError> {

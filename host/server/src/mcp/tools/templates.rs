@@ -168,7 +168,7 @@ fn description(t: &TemplateRecord) -> Option<String> {
 impl WeftServer {
     #[tool(
         description = concat!(
-            "Check a workflow definition without storing anything, with the very checks template_save and run_start make: plugins and their input schemas, tool steps against their servers' live tools and input schemas, refs, child templates. Returns valid: true with its name (and `warnings` worth a look), or every problem at once with its JSON path into `definition` and a hint. The format: resource weft://guide (JSON Schema: weft://schema/definition). Example: {\"definition\": ",
+            "Check a workflow definition without storing anything, with the checks template_save and run_start make: plugins and their input schemas, tool steps against their servers' live tools, refs, child templates. Returns valid: true with its name (and `warnings` worth a look), or every problem with its JSON path into `definition` and a hint. The format: resource weft://guide (JSON Schema: weft://schema/definition). Example: {\"definition\": ",
             prepare::definition_example!(),
             "}"
         ),
@@ -203,7 +203,7 @@ impl WeftServer {
 
     #[tool(
         description = concat!(
-            "Validate a workflow definition (as workflow_validate does) and save it as the next version of the template `name` (default: the definition's `name`). The template then also appears as the tool `wf_<name>`. An invalid definition is refused with every problem's JSON path; nothing is stored then. A definition whose tool servers cannot be reached is saved with `warnings`. Example: {\"definition\": ",
+            "Validate a definition (as workflow_validate) and save it as the next version of template `name` (default: the definition's), also the tool `wf_<name>`. Invalid: refused with every problem's JSON path, nothing stored. Tool servers out of reach: saved with `warnings`. Example: {\"definition\": ",
             prepare::definition_example!(),
             "}"
         ),

@@ -33,12 +33,10 @@ pub struct RunSignalParams {
 /// A signal the step took.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct RunSignalOut {
-    /// `accepted`, or `queued` when the step does not wait yet (the signal
-    /// is kept and taken when it starts waiting). A refused signal is an
-    /// isError result whose structuredContent has `status` invalid,
-    /// already_resolved, not_waiting or not_found.
+    /// `accepted` or `queued` (a refused signal is an isError result
+    /// whose structuredContent has `status` invalid, already_resolved,
+    /// not_waiting or not_found).
     pub status: String,
-    /// For a queued signal: what happens to it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     pub run_id: String,
@@ -197,7 +195,7 @@ impl IntoCallToolResult for SignalError {
 #[tool_router(router = waits_router, vis = "pub(crate)")]
 impl WeftServer {
     #[tool(
-        description = "Answer a run's signal wait: `data` for the waiting `step` of run `run_id` (run_get lists the run's `waits` with each prompt and schema). The data is validated against the wait's schema: invalid data is refused with each problem's JSON path and the step keeps waiting. The first valid signal wins; later ones are told the step is already resolved. A step of a live run that does not wait yet keeps the signal (`status: queued`, checked against the schema now) and takes it when it starts waiting. A `for_each` wait waits once per item: answer each with `item`.",
+        description = "Answer a signal wait: `data` for `step` of run `run_id` (run_get lists `waits` with prompt and schema). Invalid data is refused with each problem's JSON path; the step keeps waiting. The first valid signal wins; later ones get already_resolved. Sent before the step waits: checked now, `status: queued`, taken when it waits (one per step). A `for_each` wait takes one per `item`.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -228,7 +226,7 @@ impl WeftServer {
     }
 
     #[tool(
-        description = "Emit an event: every run step waiting for `event` whose `match` holds for `data` (each field equal, a nested object matching a subset, a `/a/b` key a JSON Pointer) takes `data` as its output. With an `id`, emitting is idempotent: the same id again does nothing and answers `duplicate: true` with what the first emit delivered.",
+        description = "Emit an event: every step waiting for `event` whose `match` holds for `data` (fields equal, a nested object a subset, a `/a/b` key a JSON Pointer) takes `data` as its output; a wait of a run begun before that starts later takes it then. With an `id`, emitting is idempotent: the same id again answers `duplicate: true`.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
