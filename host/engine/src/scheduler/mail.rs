@@ -208,14 +208,51 @@ pub(crate) fn queued(step: &str, id: &str) -> SignalAnswer {
     }
 }
 
-/// The refusal of a signal for `step` of a run that holds `cap` queued
-/// signals already.
-pub(crate) fn queue_full(step: &str, cap: usize) -> SignalAnswer {
-    SignalAnswer::NotWaiting {
-        message: format!(
-            "step `{step}` does not wait yet, and the run already holds {cap} queued signal(s) (`[limits] max_queued_signals`): signal it once it waits"
-        ),
+/// A signal kept for a step that does not wait yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Queued {
+    pub step: String,
+    pub item: Option<ItemIndex>,
+    /// Its inbox message.
+    pub id: String,
+}
+
+impl Queued {
+    /// A queued signal's inbox message, as kept.
+    pub(crate) fn of(m: &InboxRecord) -> Option<Queued> {
+        match &m.kind {
+            InboxKind::Signal { step, item, .. } => Some(Queued { step: step.clone(), item: *item, id: m.id.clone() }),
+            _ => None,
+        }
     }
+}
+
+/// Why a signal for `step` (`item`) cannot be queued beside `queued`: one
+/// is queued for it already (the first is the one its wait takes), or the
+/// run holds `cap`.
+pub(crate) fn queue_refusal(
+    queued: &[Queued],
+    step: &str,
+    item: Option<ItemIndex>,
+    cap: usize,
+) -> Option<SignalAnswer> {
+    let which = match item {
+        Some(k) => format!("step `{step}` (item {k})"),
+        None => format!("step `{step}`"),
+    };
+    if let Some(q) = queued.iter().find(|q| q.step == step && q.item == item) {
+        return Some(SignalAnswer::NotWaiting {
+            message: format!(
+                "{which} does not wait yet and a signal for it is already queued (message {}): the step takes that one when it waits, so this one was not kept",
+                q.id
+            ),
+        });
+    }
+    (queued.len() >= cap).then(|| SignalAnswer::NotWaiting {
+        message: format!(
+            "{which} does not wait yet, and the run already holds {cap} queued signal(s) (`[limits] max_queued_signals`): signal it once it waits"
+        ),
+    })
 }
 
 /// The answer to a signal for `step`, which run `run` does not have

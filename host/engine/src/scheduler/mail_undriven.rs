@@ -10,8 +10,8 @@ use crate::state::Transition as _;
 use serde_json::{Value, json};
 
 use super::mail::{
-    ItemsOpen, SignalAnswer, Take, Via, answer_once, by_event, check_signal, no_such_step, queue_full, queue_message,
-    queued, waits_for_event,
+    ItemsOpen, Queued, SignalAnswer, Take, Via, answer_once, by_event, check_signal, no_such_step, queue_message,
+    queue_refusal, queued, waits_for_event,
 };
 use super::{EngineError, Shared};
 use crate::ids::{AttemptNo, ItemIndex, RunId, Seq};
@@ -173,10 +173,14 @@ pub(super) async fn signal_undriven(
         // Taken from the queue, but its step does not wait yet after all:
         // it stays queued.
         Ok(Take::Queue) if let Via::Queue(id) = via => return Ok(queued(step, id)),
-        Ok(Take::Queue) if sh.store.inbox_queued(run).await?.len() >= sh.config.max_queued_signals => {
-            queue_full(step, sh.config.max_queued_signals)
-        }
         Ok(Take::Queue) => {
+            let queued: Vec<Queued> = sh.store.inbox_queued(run).await?.iter().filter_map(Queued::of).collect();
+            if let Some(refused) = queue_refusal(&queued, step, item, sh.config.max_queued_signals) {
+                if let Via::Inbox(id) = via {
+                    answer_once(sh, id, &refused).await?;
+                }
+                return Ok(refused);
+            }
             let (put, id, answer) = queue_message(sh, run, step, item, data, via);
             let seq = Seq(rec.last_seq.0 + 1);
             let ev = NewEvent {

@@ -316,8 +316,9 @@ struct Driver {
     /// that is committed, each looks for what came before it (signals
     /// queued for it, events emitted since its run began).
     early: Vec<usize>,
-    /// Signals the store holds queued for this run's steps.
-    queued_signals: usize,
+    /// The signals the store holds queued for this run's steps: (step,
+    /// item, message id) each.
+    queued: Vec<crate::scheduler::mail::Queued>,
     /// A batch of this driver is durable.
     committed: bool,
     /// Told the outcome of the first commit, which creates the run (see
@@ -395,7 +396,10 @@ pub(super) async fn drive(
     // Signals queued for its steps (only a definition with a signal wait
     // can have any: the others are not asked).
     let signal_waits = def.steps.iter().any(|s| matches!(&s.action, Action::Wait(w) if w.event.is_none()));
-    let queued = if signal_waits && !creating { sh.store.inbox_queued(&id).await?.len() } else { 0 };
+    let queued = match signal_waits && !creating {
+        true => sh.store.inbox_queued(&id).await?.iter().filter_map(crate::scheduler::mail::Queued::of).collect(),
+        false => vec![],
+    };
     let mut d = Driver::new(sh.clone(), rec, def.clone(), cancel.clone(), link, queued)?;
     d.mirror = mirror;
     if let Some(c) = create {
@@ -445,7 +449,7 @@ pub(super) async fn drive(
         let _ = d.link.ended.set(rec);
     }
     // Signals still queued for steps that never waited are answered.
-    if d.state.is_terminal() && d.queued_signals > 0 {
+    if d.state.is_terminal() && !d.queued.is_empty() {
         let engine = Engine::from_shared(sh.clone());
         if let Err(e) = engine.drop_queued(&id, d.state).await {
             tracing::warn!(run = %id, error = %e, "cannot answer the signals still queued for the ended run");
@@ -468,7 +472,7 @@ impl Driver {
         def: Arc<Definition>,
         cancel: CancelToken,
         link: Link,
-        queued_signals: usize,
+        queued: Vec<crate::scheduler::mail::Queued>,
     ) -> Result<Driver, EngineError> {
         let graph = Graph::build(&def);
         let topo = graph.topo_order().map_err(|c| EngineError::Plan(format!("cycle through steps {c:?}")))?;
@@ -532,7 +536,7 @@ impl Driver {
             to_spawn: vec![],
             to_cancel: vec![],
             early: vec![],
-            queued_signals,
+            queued,
             committed: false,
             created: None,
             mirror: mirror::Mirror::off(),

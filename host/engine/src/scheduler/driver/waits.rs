@@ -16,8 +16,8 @@
 use super::*;
 use crate::model_glue::Step;
 use crate::scheduler::mail::{
-    ItemsOpen, Take, Via, by_event, check_signal, list_items, no_such_step, queue_full, queue_message, queued,
-    waits_for_event,
+    ItemsOpen, Queued, Take, Via, by_event, check_signal, list_items, no_such_step, queue_message, queue_refusal,
+    queued, waits_for_event,
 };
 use weft_model::WaitReason;
 
@@ -52,7 +52,7 @@ impl Driver {
     /// before it, if anything can have (see [`Engine::take_early`]).
     pub(super) fn look_early(&mut self, i: usize) {
         let Action::Wait(w) = &self.def.steps[i].action else { return };
-        if w.event.is_some() || self.queued_signals > 0 {
+        if w.event.is_some() || !self.queued.is_empty() {
             self.early.push(i);
         }
     }
@@ -338,8 +338,7 @@ impl Driver {
         let answer = if let Via::Queue(id) = &via {
             // Taken from the queue, but the step does not wait after all.
             queued(&step, id)
-        } else if self.queued_signals >= cap {
-            let refused = queue_full(&step, cap);
+        } else if let Some(refused) = queue_refusal(&self.queued, &step, item, cap) {
             if let Some(w) = via.answer_write(&refused) {
                 self.batch.push(w);
             }
@@ -348,7 +347,7 @@ impl Driver {
             let (put, id, answer) = queue_message(&self.sh, &self.id, &step, item, &data, &via);
             self.batch.push(put);
             self.event("signal.queued".into(), Some(i), item, json!({"message": id}));
-            self.queued_signals += 1;
+            self.queued.push(Queued { step, item, id });
             answer
         };
         self.replies.push(Reply::Signal(reply, answer));
@@ -391,8 +390,8 @@ impl Driver {
                 if let Some(w) = via.answer_write(&answer) {
                     self.batch.push(w);
                 }
-                if matches!(via, Via::Queue(_)) {
-                    self.queued_signals = self.queued_signals.saturating_sub(1);
+                if let Via::Queue(id) = &via {
+                    self.queued.retain(|q| &q.id != id);
                 }
                 self.replies.push(Reply::Signal(reply, answer));
             }

@@ -256,7 +256,6 @@ pub struct OpenOut {
     pub run_id: String,
     pub name: String,
     pub steps: Vec<String>,
-    pub note: String,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -421,12 +420,7 @@ impl WeftServer {
         let steps = active.recording.steps.iter().map(|s| s.name.clone()).collect();
         let name = active.name.clone();
         *slot = Some(active);
-        Ok(Json(OpenOut {
-            run_id: id.to_string(),
-            name,
-            steps,
-            note: "recording again: proxied calls, step_code and step_preset add steps (refs to the steps listed work); then recording_save or recording_stop".into(),
-        }))
+        Ok(Json(OpenOut { run_id: id.to_string(), name, steps }))
     }
 
     #[tool(

@@ -94,6 +94,8 @@ pub struct EventEmitOut {
     pub delivered: Vec<DeliveredOut>,
     /// True when an event with this id was emitted before: nothing was done now.
     pub duplicate: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// A signal the step refused: an `isError` result that says why and what
@@ -137,7 +139,7 @@ impl SignalRefused {
             WaitRefused::NotWaiting { message } => (
                 "not_waiting",
                 message,
-                format!("signal a step listed in the run's `waits` with kind `signal` (run_get {{\"run_id\": \"{run_id}\"}}); a step that has not started waiting yet can be signaled once it does"),
+                format!("signal a `wait` step of the run that waits for a signal (run_get {{\"run_id\": \"{run_id}\"}} lists its `waits`); one that does not wait yet keeps one signal per step (or item)"),
                 vec![],
             ),
             WaitRefused::NotFound { message } => (
@@ -226,7 +228,7 @@ impl WeftServer {
     }
 
     #[tool(
-        description = "Emit an event: every step waiting for `event` whose `match` holds for `data` (fields equal, a nested object a subset, a `/a/b` key a JSON Pointer) takes `data` as its output; a wait of a run begun before that starts later takes it then. With an `id`, emitting is idempotent: the same id again answers `duplicate: true`.",
+        description = "Emit an event: every step waiting for `event` whose `match` holds for `data` (fields equal, a nested object a subset, a `/a/b` key a JSON Pointer) takes `data` as its output; a wait starting later (in a run begun before) takes it then. With an `id`, emitting is idempotent: the same id again answers `duplicate: true`.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -248,8 +250,13 @@ impl WeftServer {
             }
             EmitRefused::Failed(e) => ToolError::internal(e),
         })?;
+        let event = p.event.trim().to_string();
+        let note = (a.delivered.is_empty() && !a.duplicate).then(|| {
+            format!("no wait took it now; it is kept: a wait for `{event}` that starts later, in a run begun before now, takes it (once per run)")
+        });
         Ok(Json(EventEmitOut {
-            event: p.event.trim().to_string(),
+            note,
+            event,
             id: a.id,
             delivered: a
                 .delivered
