@@ -39,6 +39,17 @@ fn a_recording_outlives_its_session_and_a_kill_and_is_reopened_and_saved() {
     assert_eq!(filtered.json().as_array().map(Vec::len), Some(1), "{}", filtered.stdout);
 
     let server = Server::start(&w, &["--http", "127.0.0.1:0"]);
+    // The web view's graph of an open recording: its steps so far, done.
+    let url = format!("http://127.0.0.1:{}/api/v1/runs/{run}/graph", server.port());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let graph: Value = rt.block_on(async { reqwest::get(&url).await.unwrap().json().await.unwrap() });
+    let nodes: Vec<(&str, &str)> = graph["nodes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{graph}"))
+        .iter()
+        .map(|n| (n["name"].as_str().unwrap(), n["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(nodes, [("echo_1", "succeeded"), ("extra", "succeeded")], "{graph}");
     let seen = phase(&server, &["--phase", "resume", "--run", &run]);
     assert_eq!(seen["listed"]["steps"], json!(["echo_1", "extra"]), "{seen}");
     assert_eq!(seen["listed"]["held"], false, "{seen}");

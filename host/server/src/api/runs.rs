@@ -359,6 +359,9 @@ pub(super) async fn graph(
     Query(q): Query<GraphQuery>,
 ) -> Result<Response, ApiError> {
     let rec = load(&core, &id).await?;
+    if rec.state == weft_engine::RunState::Recording {
+        return recording_graph(&rec, q.format.as_deref());
+    }
     let def = weft_model::from_value(&rec.definition, &weft_model::NoSchemas)
         .map_err(|p| ApiError::internal(format!("the run's stored plan does not parse: {p:?}")))?;
     let states: HashMap<String, StepState> = rec.steps.iter().map(|s| (s.name.clone(), s.state)).collect();
@@ -367,6 +370,34 @@ pub(super) async fn graph(
         "dot" => Ok(weft_model::graph::to_dot(&def, &states).into_response()),
         "json" => Ok(Json(graph_view(&def, &rec.steps)).into_response()),
         other => Err(ApiError::invalid(format!("unknown format `{other}`")).at("/format").hint("json, mermaid or dot")),
+    }
+}
+
+/// The DAG of an open recording: the steps recorded so far (each done),
+/// as the recording would save them; none yet, an empty graph.
+fn recording_graph(rec: &weft_engine::RunRecord, format: Option<&str>) -> Result<Response, ApiError> {
+    let active: crate::mcp::recording::journal::Active = serde_json::from_value(rec.output.clone().unwrap_or_default())
+        .map_err(|e| ApiError::internal(format!("the recording does not read: {e}")))?;
+    let plan = active.recording.definition(&active.name, &[], false, &active.recording.order(&[]));
+    let def = weft_model::from_value(&plan, &weft_model::NoSchemas).ok();
+    let states: HashMap<String, StepState> =
+        active.recording.steps.iter().map(|s| (s.name.clone(), StepState::Succeeded)).collect();
+    match (format.unwrap_or("json"), def) {
+        ("mermaid", Some(d)) => Ok(weft_model::graph::to_mermaid(&d, &states).into_response()),
+        ("dot", Some(d)) => Ok(weft_model::graph::to_dot(&d, &states).into_response()),
+        ("mermaid", None) => Ok("flowchart LR\n".into_response()),
+        ("dot", None) => Ok("digraph run {}\n".into_response()),
+        ("json", Some(d)) => {
+            let mut view = graph_view(&d, &[]);
+            for n in &mut view.nodes {
+                n.state = StepState::Succeeded;
+            }
+            Ok(Json(view).into_response())
+        }
+        ("json", None) => Ok(Json(GraphView { nodes: vec![], edges: vec![] }).into_response()),
+        (other, _) => {
+            Err(ApiError::invalid(format!("unknown format `{other}`")).at("/format").hint("json, mermaid or dot"))
+        }
     }
 }
 
