@@ -6,7 +6,9 @@ between the phases). Prints one JSON object.
   a preset, and ends (the recording stays open).
 - `--phase resume --run RUN`: a second session lists the open recordings,
   reopens RUN (a third session's recording_open is refused while it holds
-  it), adds a call, saves it as a template, and replays the template.
+  it), adds a call, saves it as a template, and replays the template. A
+  recording discarded with run_cancel under its session frees the session
+  and saves nothing.
 """
 
 from __future__ import annotations
@@ -68,6 +70,18 @@ async def resume(url: str, run: str) -> dict:
         check(twice.is_error is True and "not an open recording" in text_of(twice), "a saved recording cannot be reopened", text_of(twice))
         replay = await call(b, "wf_greet", {"msg": "bye now"})
         seen["replay"] = replay
+        # A recording discarded (run_cancel) under the session that holds
+        # it: the session lets go, says so, and saves nothing.
+        doomed = (await call(c, "recording_start", {"name": "doomed"}))["recording_id"]
+        await call(c, "run_cancel", {"run_id": doomed})
+        after = await c.call_tool("everything__echo", {"message": "still there?"})
+        check(after.is_error is True and "no longer open" in text_of(after), "a discarded recording is said, the call not made", text_of(after))
+        save = await c.call_tool("recording_save", {"template": "doomed"})
+        check(save.is_error is True and "not recording" in text_of(save).lower(), "nothing to save after the discard", text_of(save))
+        names = [t["name"] for t in (await call(c, "template_list", {}))["templates"]]
+        check("doomed" not in names, "no template from a discarded recording", names)
+        fresh = await c.call_tool("recording_start", {"name": "fresh"})
+        check(not fresh.is_error, "the session can record again", text_of(fresh))
     return seen
 
 

@@ -107,6 +107,10 @@ impl ToolSource for ProxyTools {
         let traceparent = call.context.meta.get_traceparent().map(str::to_string);
         let recording = call.server.session.recording.clone();
         let mut active = recording.lock().await;
+        // A recording discarded or saved elsewhere: said, and not called.
+        if let Err(e) = crate::mcp::recording::journal::ensure_open(&core, &mut active).await {
+            return Ok(CallToolResult::error(vec![ContentBlock::text(e.to_string())]).into());
+        }
         let Some(rec) = active.as_mut() else {
             drop(active);
             let c = ToolCall { server, tool, arguments, idempotency_key: None, timeout: None, progress, traceparent };
@@ -164,9 +168,10 @@ impl ToolSource for ProxyTools {
             };
             let kept = rec.record(&core, recorded, started).await;
             let mut meta: MetaObject = result.meta.take().unwrap_or_default();
-            if let Err(e) = kept {
+            if let Err(e) = &kept {
                 // The call happened; the recording could not keep it.
                 meta.0.insert("dev.weft/warning".into(), Value::String(e.to_string()));
+                result.content.push(ContentBlock::text(format!("[weft] the call was made but not recorded: {e}")));
             }
             meta.0.insert("dev.weft/step".into(), Value::String(step.clone()));
             // Beside what the agent sees, what `@step` will be in the

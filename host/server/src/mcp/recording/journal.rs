@@ -160,6 +160,27 @@ impl Active {
     }
 }
 
+/// The session's recording `slot`, checked to be still open: when its run
+/// was saved, stopped or discarded elsewhere (`run_cancel`, another
+/// server), the session lets go of it and the error says so (nothing was
+/// done). An empty slot is fine.
+pub async fn ensure_open(core: &Core, slot: &mut Option<Active>) -> Result<(), ToolError> {
+    let Some(a) = slot.as_ref() else { return Ok(()) };
+    let state = match core.store.run(&a.id).await {
+        Ok(Some(r)) if r.state == RunState::Recording => return Ok(()),
+        Ok(Some(r)) => r.state.to_string(),
+        Ok(None) => "gone".to_string(),
+        Err(e) => return Err(ToolError::internal(e)),
+    };
+    let id = a.id.clone();
+    *slot = None;
+    core.held_recordings.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+    Err(ToolError::new(format!(
+        "this session's recording {id} is no longer open (it is {state}): the session stopped recording, and nothing was done now"
+    ))
+    .fix(format!("call again to do it without recording, or recording_start a new recording; run_get {{\"run_id\": \"{id}\"}} shows what became of it")))
+}
+
 fn journal_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("recordings")
 }

@@ -25,7 +25,7 @@ use crate::Core;
 use crate::WeftServer;
 use crate::mcp::errors::ToolError;
 use crate::mcp::prepare;
-use crate::mcp::recording::journal::Active;
+use crate::mcp::recording::journal::{Active, ensure_open};
 use crate::mcp::recording::{RecordedStep, Recording, Replacement};
 use crate::mcp::wf_tools;
 
@@ -326,7 +326,7 @@ fn code_of(p: &CodeParams) -> Result<(weft_model::CodeRef, Value, String), ToolE
 #[tool_router(router = recording_router, vis = "pub(crate)")]
 impl WeftServer {
     #[tool(
-        description = "Start recording: each proxied tool call (`<server>__<tool>`) you make becomes a step of a workflow. Arguments may hold refs to earlier results (`@echo_1.content`) or to the recording's input (`@input.key`); each result's `_meta` names its step (`dev.weft/step`). It outlives the session (recording_open). Finish with recording_save (a template to replay with new input) or recording_stop.",
+        description = "Start recording: each proxied tool call (`<server>__<tool>`) you make becomes a step of a workflow. Arguments may hold refs to earlier results (`@echo_1`, `@get_sum_1.total`) or to the recording's input (`@input.key`); each result's `_meta` names its step (`dev.weft/step`). It outlives the session (recording_open). Finish with recording_save (a template to replay with new input) or recording_stop.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -434,6 +434,7 @@ impl WeftServer {
     )]
     async fn step_preset(&self, Parameters(p): Parameters<PresetParams>) -> Result<Json<PresetOut>, ToolError> {
         let mut slot = self.session.recording.lock().await;
+        ensure_open(&self.core, &mut slot).await?;
         let active = slot.as_mut().ok_or_else(not_recording)?;
         let step = step_name(active, p.name, "preset")?;
         let preset = RecordedStep {
@@ -462,6 +463,7 @@ impl WeftServer {
         let (code, code_json, stem) = code_of(&p)?;
         let arguments = p.input.clone().unwrap_or_else(|| Value::Object(Default::default()));
         let mut slot = self.session.recording.lock().await;
+        ensure_open(&self.core, &mut slot).await?;
         let (id, step, input) = match slot.as_ref() {
             Some(active) => {
                 let step = step_name(active, p.name.clone(), &stem)?;
@@ -516,6 +518,7 @@ impl WeftServer {
         Parameters(p): Parameters<RemoveParams>,
     ) -> Result<Json<RemoveOut>, ToolError> {
         let mut slot = self.session.recording.lock().await;
+        ensure_open(&self.core, &mut slot).await?;
         let active = slot.as_mut().ok_or_else(not_recording)?;
         let at = p.step.as_deref().and_then(|n| active.recording.steps.iter().position(|s| s.name == n));
         let removed = active.recording.remove(p.step.as_deref()).map_err(|why| {
@@ -543,6 +546,7 @@ impl WeftServer {
     )]
     async fn recording_save(&self, Parameters(p): Parameters<SaveParams>) -> Result<Json<SaveOut>, ToolError> {
         let mut slot = self.session.recording.lock().await;
+        ensure_open(&self.core, &mut slot).await?;
         let active = slot.as_ref().ok_or_else(not_recording)?;
         if active.recording.steps.is_empty() {
             return Err(ToolError::new("the recording has no steps yet")
@@ -634,6 +638,7 @@ impl WeftServer {
     )]
     async fn recording_stop(&self, Parameters(_): Parameters<NoParams>) -> Result<Json<StopOut>, ToolError> {
         let mut slot = self.session.recording.lock().await;
+        ensure_open(&self.core, &mut slot).await?;
         let active = slot.as_ref().ok_or_else(not_recording)?;
         active.store(&self.core, None, None).await?;
         let active = slot.take().expect("checked above");
