@@ -326,7 +326,7 @@ fn code_of(p: &CodeParams) -> Result<(weft_model::CodeRef, Value, String), ToolE
 #[tool_router(router = recording_router, vis = "pub(crate)")]
 impl WeftServer {
     #[tool(
-        description = "Start recording: each proxied tool call (`<server>__<tool>`) you make becomes a step of a workflow. Arguments may hold refs to earlier results (`@echo_1`, `@get_sum_1.total`) or to the recording's input (`@input.key`); each result's `_meta` names its step (`dev.weft/step`). It outlives the session (recording_open). Finish with recording_save (a template to replay with new input) or recording_stop.",
+        description = "Start recording: each proxied tool call (`<server>__<tool>`) you make becomes a step of a workflow. Arguments may hold refs to earlier results (`@echo_1`) or to the recording's input (`@input.key`); each result's `_meta` names its step (`dev.weft/step`). It outlives the session (recording_open). Finish with recording_save (a template to replay with new input) or recording_stop.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
