@@ -343,11 +343,19 @@ impl RunStore for PgStore {
     }
 
     async fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
-        read::run(&self.reader().await?, id).await
+        Ok(self.runs(std::slice::from_ref(id)).await?.pop())
     }
 
     async fn runs(&self, ids: &[RunId]) -> Result<Vec<RunRecord>, StoreError> {
-        read::runs(&self.reader().await?, ids).await
+        // Its five queries see one snapshot: read apart, a run committed
+        // between them showed `submitted` with a step already `waiting`.
+        let c = self.reader().await?;
+        c.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await.map_err(map_err)?;
+        let read = read::runs(&c, ids).await;
+        let end = c.batch_execute(if read.is_ok() { "COMMIT" } else { "ROLLBACK" }).await.map_err(map_err);
+        let runs = read?;
+        end?;
+        Ok(runs)
     }
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {

@@ -64,10 +64,6 @@ async fn query<C: GenericClient>(
     c.query(&st, params).await.map_err(map_err)
 }
 
-pub async fn run<C: GenericClient>(c: &C, run_id: &RunId) -> Result<Option<RunRecord>, StoreError> {
-    Ok(runs(c, std::slice::from_ref(run_id)).await?.pop())
-}
-
 /// The records of runs `ids` (those that exist, in no particular order):
 /// five queries, pipelined, however many runs — a worker reads the runs it
 /// just claimed at once instead of one by one.

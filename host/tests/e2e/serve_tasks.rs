@@ -117,8 +117,9 @@ async fn canceling_the_task_cancels_the_run() {
     let _ = client.cancel().await;
 }
 
-/// A `weft serve` killed mid-recording loses nothing: the journal of the
-/// steps recorded so far becomes a run when `weft serve` starts again.
+/// A `weft serve` killed mid-recording loses nothing: the recording is a
+/// run in state `recording` holding the steps recorded so far, which the
+/// next server lists and a session continues and stops.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recording_survives_a_kill_of_the_server() {
     let w = Weft::new();
@@ -139,12 +140,20 @@ async fn a_recording_survives_a_kill_of_the_server() {
     assert!(std::process::Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap().success());
     drop(client);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    // A new server stores the interrupted recording as a run.
+    // A new server has it open, with its step; a session continues it.
     let client = connect(&w).await;
-    let r = client
-        .call_tool(CallToolRequestParams::new("run_get").with_arguments(args(json!({"run_id": rec_id}))))
-        .await
-        .unwrap();
+    let call = |tool: &'static str, a: serde_json::Value| {
+        let client = &client;
+        async move { client.call_tool(CallToolRequestParams::new(tool).with_arguments(args(a))).await.unwrap() }
+    };
+    let listed = call("recording_list", json!({})).await.structured_content.unwrap();
+    let open = &listed["recordings"][0];
+    assert_eq!((open["run_id"].as_str(), open["steps"].clone()), (Some(rec_id.as_str()), json!(["ok_1"])), "{listed}");
+    let r = call("recording_open", json!({"run_id": rec_id})).await;
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    let r = call("recording_stop", json!({})).await;
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    let r = call("run_get", json!({"run_id": rec_id})).await;
     assert_ne!(r.is_error, Some(true), "the recording became a run: {r:?}");
     let run = r.structured_content.unwrap();
     assert_eq!(run["state"], "completed", "{run}");

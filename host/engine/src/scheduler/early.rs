@@ -32,9 +32,10 @@ use std::collections::HashSet;
 
 use serde_json::{Value, json};
 
-use super::mail::{SignalAnswer, Via};
+use super::mail::{Queued, SignalAnswer, Via};
 use super::{Engine, EngineError};
 use crate::ids::{RunId, Seq};
+use crate::model_glue::{Action, Definition};
 use crate::outside::{InboxKind, WaitKind};
 use crate::state::RunState;
 use crate::store::Batch;
@@ -43,6 +44,34 @@ use crate::store::Batch;
 const TAKEN_SCAN: usize = 100_000;
 
 impl Engine {
+    /// The signals queued for run `id`'s steps (only a definition with a
+    /// signal wait can have any: the store is not asked for the others).
+    pub(crate) async fn queued_for(&self, id: &RunId, def: &Definition) -> Result<Vec<Queued>, EngineError> {
+        let signal_waits = def.steps.iter().any(|s| matches!(&s.action, Action::Wait(w) if w.event.is_none()));
+        if !signal_waits {
+            return Ok(vec![]);
+        }
+        Ok(self.sh.store.inbox_queued(id).await?.iter().filter_map(Queued::of).collect())
+    }
+
+    /// A task that hands wait `step` of `run` what came before it.
+    pub(crate) fn spawn_take_early(self, run: &RunId, step: &str) {
+        let (run, step) = (run.clone(), step.to_string());
+        tokio::spawn(async move {
+            if let Err(e) = self.take_early(&run, &step).await {
+                tracing::warn!(run = %run, step, error = %e, "cannot hand a wait what came before it");
+            }
+        });
+    }
+
+    /// Answers the signals still queued for `run`, which ended (`state`);
+    /// a failure is logged (they stay queued, and go with the run).
+    pub(crate) async fn answer_queued(&self, run: &RunId, state: RunState) {
+        if let Err(e) = self.drop_queued(run, state).await {
+            tracing::warn!(run = %run, error = %e, "cannot answer the signals still queued for the ended run");
+        }
+    }
+
     /// Hands the wait of `step` in `run` what came before it: the signals
     /// queued for it, or the events it waits for emitted since its run
     /// began (see the module's doc).

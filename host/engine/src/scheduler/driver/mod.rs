@@ -393,13 +393,7 @@ pub(super) async fn drive(
         },
     };
     let mirror = mirror::Mirror::of(&rec, creating);
-    // Signals queued for its steps (only a definition with a signal wait
-    // can have any: the others are not asked).
-    let signal_waits = def.steps.iter().any(|s| matches!(&s.action, Action::Wait(w) if w.event.is_none()));
-    let queued = match signal_waits && !creating {
-        true => sh.store.inbox_queued(&id).await?.iter().filter_map(crate::scheduler::mail::Queued::of).collect(),
-        false => vec![],
-    };
+    let queued = if creating { vec![] } else { Engine::from_shared(sh.clone()).queued_for(&id, &def).await? };
     let mut d = Driver::new(sh.clone(), rec, def.clone(), cancel.clone(), link, queued)?;
     d.mirror = mirror;
     if let Some(c) = create {
@@ -448,12 +442,8 @@ pub(super) async fn drive(
     {
         let _ = d.link.ended.set(rec);
     }
-    // Signals still queued for steps that never waited are answered.
     if d.state.is_terminal() && !d.queued.is_empty() {
-        let engine = Engine::from_shared(sh.clone());
-        if let Err(e) = engine.drop_queued(&id, d.state).await {
-            tracing::warn!(run = %id, error = %e, "cannot answer the signals still queued for the ended run");
-        }
+        Engine::from_shared(sh.clone()).answer_queued(&id, d.state).await;
     }
     // The run's end lets the next run of its queue go.
     if let Some(k) = key
@@ -698,13 +688,7 @@ impl Driver {
             self.children.spawn(children::run_child(self.sh.clone(), c));
         }
         for i in std::mem::take(&mut self.early) {
-            let (engine, run, step) =
-                (Engine::from_shared(self.sh.clone()), self.id.clone(), self.def.steps[i].name.clone());
-            tokio::spawn(async move {
-                if let Err(e) = engine.take_early(&run, &step).await {
-                    tracing::warn!(run = %run, step, error = %e, "cannot hand a wait what came before it");
-                }
-            });
+            Engine::from_shared(self.sh.clone()).spawn_take_early(&self.id, &self.def.steps[i].name);
         }
         for child in self.to_cancel.drain(..) {
             let engine = Engine::from_shared(self.sh.clone());

@@ -90,9 +90,7 @@ pub(in crate::scheduler) async fn cancel_undriven(sh: &Arc<Shared>, id: &RunId) 
     sh.commit(b).await?;
     let engine = Engine::from_shared(sh.clone());
     // Signals queued for its steps are answered.
-    if let Err(e) = engine.drop_queued(id, to).await {
-        tracing::warn!(run = %id, error = %e, "cannot answer the signals still queued for the canceled run");
-    }
+    engine.answer_queued(id, to).await;
     // Its children go with it.
     for run in rec.waits.iter().flat_map(|w| w.kind.children()) {
         if let Err(e) = Box::pin(engine.cancel(run)).await {
