@@ -16,7 +16,7 @@
 //! | `tools/compare.rs` | `run_compare`: a run beside its recording or another run, step by step |
 //! | `wf_tools.rs` | every saved template as a tool `wf_<name>` (a [`ToolSource`]) |
 //! | `proxy.rs`, `proxy_tools.rs` | every upstream tool as `<server>__<tool>` (a [`ToolSource`]), forwarded; recorded in recording mode |
-//! | `recording/` | recording mode's bookkeeping: the DAG of proxied calls with literals proposed as refs (`mod.rs`), what a save says (`review.rs`), the active recording and its journal (`journal.rs`) |
+//! | `recording/` | recording mode's bookkeeping: the DAG of proxied calls with literals proposed as refs (`mod.rs`), what a save says (`review.rs`), the active recording and the run in state `recording` that keeps it (`journal.rs`) |
 //! | `reply.rs` | what a waiting call ends with ([`reply::Outcome`]) and whom it tells of progress |
 //! | `elicit.rs` | asking a waiting client for a run's input (elicitation; `input_required` results and tasks on 2026-07-28) |
 //! | `prepare.rs` | definitions from tool arguments; the use-case layer's and the pipeline's refusals as tool errors |
