@@ -17,6 +17,13 @@ use crate::outside::{InboxKind, InboxRecord};
 use crate::store::{Batch, StoreError, Write};
 
 impl Engine {
+    /// A signal's data under `[limits] max_input_bytes` (refused, nothing
+    /// stored, when over).
+    fn signal_data_fits(&self, data: &Value) -> Result<(), EngineError> {
+        let cap = self.sh.config.size_limits.max_input_bytes;
+        super::over(data, cap, "/data", "the signal's data", "max_input_bytes")
+    }
+
     /// Answers the `wait` step `step` of `run` with `data` (validated
     /// against the wait's schema). For the store's owner; another process
     /// uses [`Engine::post_signal`].
@@ -44,13 +51,7 @@ impl Engine {
         data: Value,
         via: Via,
     ) -> Result<SignalAnswer, EngineError> {
-        super::over(
-            &data,
-            self.sh.config.size_limits.max_input_bytes,
-            "/data",
-            "the signal's data",
-            "max_input_bytes",
-        )?;
+        self.signal_data_fits(&data)?;
         let answered = match self
             .to_run(
                 run,
@@ -130,13 +131,7 @@ impl Engine {
         item: Option<ItemIndex>,
         data: Value,
     ) -> Result<String, EngineError> {
-        super::over(
-            &data,
-            self.sh.config.size_limits.max_input_bytes,
-            "/data",
-            "the signal's data",
-            "max_input_bytes",
-        )?;
+        self.signal_data_fits(&data)?;
         let msg = InboxRecord {
             id: new_id(&self.sh, "m_"),
             kind: InboxKind::Signal { run: run.clone(), step: step.to_string(), item },
