@@ -4,6 +4,28 @@
 
 use super::*;
 
+impl StepRt {
+    /// A step not started: what a run's steps are before its stored
+    /// record is loaded over them.
+    pub(super) fn pending() -> StepRt {
+        StepRt {
+            state: StepState::Pending,
+            output: Value::Null,
+            error: None,
+            when_skipped: false,
+            activated: false,
+            units: vec![],
+            pending_from: 0,
+            running: 0,
+            retrying: 0,
+            succeeded: 0,
+            parked: vec![],
+            children_started: 0,
+            wake_at: None,
+        }
+    }
+}
+
 impl Driver {
     pub(super) fn load(&mut self, rec: &RunRecord) -> Result<(), EngineError> {
         if self.state == RunState::Submitted {

@@ -472,25 +472,7 @@ impl Driver {
         }
         let names = def.steps.iter().enumerate().map(|(i, s)| (s.name.clone(), i)).collect();
         let (sink_tx, sink_rx) = mpsc::unbounded_channel();
-        let steps = def
-            .steps
-            .iter()
-            .map(|_| StepRt {
-                state: StepState::Pending,
-                output: Value::Null,
-                error: None,
-                when_skipped: false,
-                activated: false,
-                units: vec![],
-                pending_from: 0,
-                running: 0,
-                retrying: 0,
-                succeeded: 0,
-                parked: vec![],
-                children_started: 0,
-                wake_at: None,
-            })
-            .collect();
+        let steps = def.steps.iter().map(|_| StepRt::pending()).collect();
         let mut d = Driver {
             sh,
             id: rec.id.clone(),
