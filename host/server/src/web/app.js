@@ -50,7 +50,9 @@ function el(tag, attrs, ...kids) {
 }
 
 function state(s) { return el("span", { class: "state s-" + s, "data-state": s }, s); }
-function json(v) { return el("pre", {}, JSON.stringify(v, null, 2)); }
+// A value as JSON; the box scrolls past 16 lines, so it takes the keyboard
+// focus (a region that scrolls must be reachable without a mouse).
+function json(v) { return el("pre", { tabIndex: 0 }, JSON.stringify(v, null, 2)); }
 function short(t) { return t ? t.replace("T", " ").replace(/\.\d+Z$/, "Z") : ""; }
 
 // Server-sent events over fetch: calls onEvent({id, event, data}) until the
@@ -97,8 +99,8 @@ function debounce(f, ms) { let t = null; return () => { clearTimeout(t); t = set
 
 async function runsPage(q) {
   const filters = el("form", { class: "filters", id: "filters" },
-    "State ", el("select", { name: "state" }, ...["", "submitted", "working", "input-required", "completed", "failed", "canceled"].map((s) => el("option", { value: s, selected: q.get("state") === s }, s || "any"))),
-    " Template ", el("input", { name: "template", value: q.get("template") || "" }),
+    el("label", {}, "State ", el("select", { name: "state" }, ...["", "submitted", "working", "input-required", "auth-required", "completed", "failed", "canceled", "rejected", "recording"].map((s) => el("option", { value: s, selected: q.get("state") === s }, s || "any")))),
+    " ", el("label", {}, "Template ", el("input", { name: "template", value: q.get("template") || "" })),
     " ", el("button", { type: "submit" }, "Filter"));
   filters.onsubmit = (e) => {
     e.preventDefault();
