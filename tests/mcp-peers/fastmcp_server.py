@@ -9,6 +9,11 @@ Tools:
     reverse(text: str) -> {"reversed": str}   structured output (outputSchema + structuredContent)
     add(a: int, b: int) -> int               structuredContent {"result": n}, text content "n"
     slow(ms: int) -> str                     sleeps ms, returns "slept <ms>ms"; cancellable
+    resume(session: str, context: object) -> str
+                                             an agent's callback inbox: appends {"session",
+                                             "context", "key"} (`key`: the call's
+                                             `_meta["dev.weft/idempotency-key"]`) as a JSON line
+                                             to $WEFT_RESUME_LOG; returns "resumed <session>"
 
 How the 2026-07-28-only restriction works (mcp 2.3 / fastmcp 4.1 have no public switch):
 by default the SDK serves both eras; on stdio the client's first request decides the era
@@ -28,6 +33,7 @@ A request whose envelope names another version is refused by the SDK with -32022
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -37,7 +43,7 @@ os.environ.setdefault("FASTMCP_SHOW_SERVER_BANNER", "false")
 import anyio  # noqa: E402
 from typing_extensions import TypedDict  # noqa: E402
 
-from fastmcp import FastMCP  # noqa: E402
+from fastmcp import Context, FastMCP  # noqa: E402
 from fastmcp.server.middleware import Middleware  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 from mcp_types import UNSUPPORTED_PROTOCOL_VERSION  # noqa: E402
@@ -119,6 +125,19 @@ async def slow(ms: int) -> str:
         print(f"fastmcp_server: slow({ms}) cancelled", file=sys.stderr, flush=True)
         raise
     return f"slept {ms}ms"
+
+
+@mcp.tool
+def resume(session: str, context: object, ctx: Context) -> str:
+    """Resume an agent's session with a run's context (a test's callback inbox)."""
+    rc = ctx.request_context
+    meta = rc.meta if rc is not None and rc.meta is not None else {}
+    line = {"session": session, "context": context, "key": meta.get("dev.weft/idempotency-key")}
+    path = os.environ.get("WEFT_RESUME_LOG")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps(line) + "\n")
+    return f"resumed {session}"
 
 
 def main() -> None:

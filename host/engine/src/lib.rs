@@ -7,6 +7,7 @@
 //! - [`retry`]: retry decisions and delays.
 //! - [`size_limits`]: size and depth caps on what is accepted and stored.
 //! - [`scheduler`]: the [`Engine`] that creates, drives, recovers and cancels runs.
+//! - [`delivery`]: the outbox of notifications and the idempotency keys of starts.
 //! - [`view`]: the `runs show --json` shape.
 //! - [`compare`]: two runs side by side, step by step (`runs diff`, `run_compare`).
 //! - [`trace`]: a run's W3C trace context (stored with it) and the metrics switch.
@@ -17,10 +18,13 @@ pub mod clock;
 pub mod compare;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+pub mod delivery;
 pub mod error;
 pub mod ids;
 pub mod memstore;
+mod memstore_outbox;
 pub mod model_glue;
+pub mod notices;
 pub mod outside;
 pub mod recorded;
 pub mod resume;

@@ -21,6 +21,7 @@ struct Inner {
     schedules: BTreeMap<String, ScheduleRecord>,
     /// Artifacts by run, then name.
     artifacts: HashMap<RunId, BTreeMap<String, StoredArtifact>>,
+    outbox: crate::memstore_outbox::Outbox,
 }
 
 /// An artifact's record and bytes.
@@ -119,12 +120,18 @@ impl MemStore {
         let global = batch.writes.iter().any(|w| w.run_id().is_none());
         let mut inbox = if global { inner.inbox.clone() } else { vec![] };
         let mut schedules = if global { inner.schedules.clone() } else { BTreeMap::new() };
+        let outbound = batch.writes.iter().any(crate::memstore_outbox::Outbox::owns);
+        let mut outbox = if outbound { inner.outbox.clone() } else { Default::default() };
         for w in &batch.writes {
+            if crate::memstore_outbox::Outbox::owns(w) {
+                outbox.apply(w)?;
+                continue;
+            }
             let Some(id) = w.run_id().cloned() else { continue };
             runs.entry(id.clone()).or_insert_with(|| inner.runs.get(&id).cloned());
             events.entry(id.clone()).or_insert_with(|| inner.events.get(&id).cloned().unwrap_or_default());
         }
-        for w in &batch.writes {
+        for w in batch.writes.iter().filter(|w| !crate::memstore_outbox::Outbox::owns(w)) {
             match w.run_id() {
                 Some(id) => {
                     let slot = runs.get_mut(id).expect("staged");
@@ -148,6 +155,9 @@ impl MemStore {
         if global {
             inner.inbox = inbox;
             inner.schedules = schedules;
+        }
+        if outbound {
+            inner.outbox = outbox;
         }
         Ok(())
     }
@@ -387,6 +397,8 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut impl EventLog,
             let pos = r.waits.partition_point(|x| order.get(x.step.as_str()) < order.get(w.step.as_str()));
             r.waits.insert(pos, w.clone());
         }
+        // Kept in the outbox, beside the run (see `MemStore::apply`).
+        Write::PutStartKey(_) | Write::PutDelivery(_) => {}
         Write::CloseWait { run, step } => {
             let r = slot.as_mut().ok_or_else(|| missing(&format!("run {run}")))?;
             r.waits.retain(|x| x.step != *step);
@@ -543,6 +555,22 @@ impl RunStore for MemStore {
         let inner = self.inner.lock().unwrap();
         Ok(inner.artifacts.get(run).and_then(|m| m.get(name)).map(|(a, d)| (a.clone(), d.to_vec())))
     }
+
+    async fn start_key(&self, key: &str) -> Result<Option<StartKeyRecord>, StoreError> {
+        Ok(self.inner.lock().unwrap().outbox.start_key(key))
+    }
+
+    async fn deliveries_due(&self, now_ms: i64, limit: usize) -> Result<Vec<DeliveryRecord>, StoreError> {
+        Ok(self.inner.lock().unwrap().outbox.due(now_ms, limit))
+    }
+
+    async fn deliveries(&self, filter: &DeliveryFilter) -> Result<Vec<DeliveryRecord>, StoreError> {
+        Ok(self.inner.lock().unwrap().outbox.list(filter))
+    }
+
+    async fn delivery(&self, id: &str) -> Result<Option<DeliveryRecord>, StoreError> {
+        Ok(self.inner.lock().unwrap().outbox.get(id))
+    }
 }
 
 /// One process owns the whole store: it drives every run (the defaults).
@@ -615,6 +643,7 @@ impl ArchiveStore for MemStore {
                 inner.events.remove(id);
                 inner.artifacts.remove(id);
                 inner.inbox.retain(|m| m.kind.run() != Some(id));
+                inner.outbox.forget(id);
                 deleted.push(id.clone());
             }
         }

@@ -1,6 +1,7 @@
 //! The one place the engine names `weft-model` items, so a change of the
 //! model's shape touches one file.
 
+pub use weft_model::notify::{Notify, NotifyOn, NotifyTarget};
 pub use weft_model::{
     Action, CodeRef, Condition, Definition, EdgeOn, ErrorKind, Graph, Join, Limits, Problem, Problems, RetryPolicy,
     Scope, Step, StepOutcome, Template, Unresolved, did_you_mean,

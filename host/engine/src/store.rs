@@ -14,6 +14,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::delivery::{DeliveryFilter, DeliveryRecord, DeliveryState, StartKeyRecord};
 use crate::error::StepError;
 use crate::ids::{AttemptNo, ItemIndex, RunId, Seq};
 pub use crate::outside::{InboxKind, InboxRecord, ScheduleRecord, WaitKind, WaitRecord};
@@ -146,6 +147,21 @@ pub enum Write {
     /// An artifact of a run: its bytes stored once per sha256, its record
     /// by (run, name) (a later one of the same name replaces it).
     PutArtifact { artifact: ArtifactRecord, data: std::sync::Arc<[u8]> },
+    /// An idempotency key for the run created in the same batch (refused
+    /// when the key is taken).
+    PutStartKey(StartKeyRecord),
+    /// A notification to send (refused when its id is taken).
+    PutDelivery(DeliveryRecord),
+    /// A sender takes delivery `id` until `until` (refused unless it is
+    /// pending after `attempts` tries and no lease runs at `now`).
+    DeliveryLease { id: String, attempts: u32, until: i64, now: i64 },
+    /// A try of delivery `id` ended (refused unless it is pending after
+    /// `attempts` tries): one more try, now in `state`, due again at
+    /// `next_at` when pending; its lease ends.
+    DeliveryTried { id: String, attempts: u32, state: DeliveryState, next_at: i64, error: Option<String>, at: i64 },
+    /// A failed delivery goes out again from its first try, its error
+    /// cleared (refused unless it failed).
+    DeliveryResend { id: String, at: i64 },
 }
 
 /// A file a step produced (`artifact(name, mime, data)`), kept with its run.
@@ -177,6 +193,9 @@ impl Write {
             Write::Event(e) => Some(&e.run),
             Write::PutArtifact { artifact, .. } => Some(&artifact.run),
             Write::OpenWait(w) => Some(&w.run),
+            Write::PutStartKey(k) => Some(&k.run),
+            Write::PutDelivery(d) => Some(&d.run),
+            Write::DeliveryLease { .. } | Write::DeliveryTried { .. } | Write::DeliveryResend { .. } => None,
             Write::InboxPut(_)
             | Write::InboxAnswer { .. }
             | Write::InboxSettle { .. }
@@ -567,6 +586,19 @@ pub trait RunStore: Send + Sync + 'static {
 
     /// One artifact of a run and its bytes.
     async fn artifact(&self, run: &RunId, name: &str) -> Result<Option<(ArtifactRecord, Vec<u8>)>, StoreError>;
+
+    /// The run an idempotency key started, while that run is kept.
+    async fn start_key(&self, key: &str) -> Result<Option<StartKeyRecord>, StoreError>;
+
+    /// Pending deliveries due at `now_ms` that no lease holds and that are
+    /// the oldest pending one of their key, oldest first, at most `limit`.
+    async fn deliveries_due(&self, now_ms: i64, limit: usize) -> Result<Vec<DeliveryRecord>, StoreError>;
+
+    /// Deliveries matching `filter`, newest first.
+    async fn deliveries(&self, filter: &DeliveryFilter) -> Result<Vec<DeliveryRecord>, StoreError>;
+
+    /// One delivery by its id.
+    async fn delivery(&self, id: &str) -> Result<Option<DeliveryRecord>, StoreError>;
 }
 
 /// Who drives which run. A store that one process owns whole (SQLite: its
@@ -650,7 +682,8 @@ pub trait ArchiveStore: RunStore {
     async fn finished_before(&self, before_ms: i64, filter: &RunFilter) -> Result<Vec<RunId>, StoreError>;
 
     /// Deletes finished runs with everything stored of them (steps,
-    /// attempts, events, waits, artifacts, their messages); an unfinished
+    /// attempts, events, waits, artifacts, their messages, deliveries and
+    /// idempotency keys); an unfinished
     /// or unknown run is left out. Returns the runs deleted.
     async fn delete_runs(&self, ids: &[RunId]) -> Result<Vec<RunId>, StoreError>;
 

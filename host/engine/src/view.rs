@@ -53,6 +53,11 @@ pub struct RunView {
     /// result? | error?}]}`; also `@run.resume`.
     #[serde(default)]
     pub resume: Value,
+    /// Its notifications (the definition's `notify`), with where each
+    /// stands: `{id, on, target, state, attempts, error?, ...}` (absent
+    /// when none; filled by the front end that reads them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notifications: Vec<Value>,
 }
 
 /// A step of a run.
@@ -266,6 +271,7 @@ impl RunView {
             waits: WaitView::all(r),
             artifacts: r.artifacts.iter().map(ArtifactView::of).collect(),
             resume: resume_of(r),
+            notifications: vec![],
         }
     }
 }

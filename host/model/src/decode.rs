@@ -11,7 +11,7 @@ use crate::problem::{Problem, did_you_mean, shown, type_name};
 use crate::refs::parse_ref;
 use crate::template::{Template, ptr};
 
-const DEF_FIELDS: [&str; 11] = [
+const DEF_FIELDS: [&str; 12] = [
     "name",
     "version",
     "description",
@@ -23,6 +23,7 @@ const DEF_FIELDS: [&str; 11] = [
     "steps",
     "output",
     "summary",
+    "notify",
 ];
 const STEP_FIELDS: [&str; 15] = [
     "name",
@@ -91,6 +92,9 @@ fn opt<'a>(m: &'a Map<String, Value>, k: &str) -> Option<&'a Value> {
 #[path = "decode_parts.rs"]
 mod parts;
 
+#[path = "decode_notify.rs"]
+mod notify_parts;
+
 struct D<'p> {
     out: &'p mut Vec<Problem>,
 }
@@ -118,6 +122,7 @@ pub(crate) fn decode(v: &Value, out: &mut Vec<Problem>) -> Option<Decoded> {
         }
     }
     let flags = DefFlags { name_ok: name.is_some(), steps_ok };
+    let notify = opt(m, "notify").map(|v| d.notify_list(v, &steps)).unwrap_or_default();
     let def = Definition {
         name: name.unwrap_or_default(),
         version: opt(m, "version")
@@ -135,6 +140,7 @@ pub(crate) fn decode(v: &Value, out: &mut Vec<Problem>) -> Option<Decoded> {
         steps,
         output: opt(m, "output").map(|v| d.template(v, "/output")),
         summary: opt(m, "summary").map(|v| d.template(v, "/summary")),
+        notify,
     };
     Some(Decoded { def, metas, flags })
 }

@@ -58,6 +58,10 @@ pub struct Definition {
     /// rendered when read): the head of the run's `resume` block.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<Template>,
+    /// Whom to tell, and what, when the run ends, asks for input, or a
+    /// step's wait is resolved: delivered at least once, in order per `key`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notify: Vec<crate::notify::Notify>,
 }
 
 fn one() -> u32 {
@@ -238,15 +242,7 @@ impl CodeRef {
     }
 }
 
-/// An MCP tool.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ToolRef {
-    #[schemars(length(max = MAX_NAME_CHARS))]
-    pub server: String,
-    #[schemars(length(max = MAX_NAME_CHARS))]
-    pub name: String,
-}
+pub use crate::tool_ref::ToolRef;
 
 /// A wait for a signal (`prompt`/`schema`/`reason`) or an event (`event`/`match`).
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]

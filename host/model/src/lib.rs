@@ -15,6 +15,7 @@ pub mod json_schema;
 mod json_text;
 pub mod labels;
 pub mod lookalike;
+pub mod notify;
 pub mod problem;
 mod ref_schemas;
 pub use ref_schemas::unlisted_input_refs;
@@ -25,6 +26,7 @@ pub mod scope;
 pub mod status;
 pub mod template;
 pub mod timestamp;
+pub mod tool_ref;
 pub mod validate;
 
 use serde::{Deserialize, Deserializer};

@@ -265,10 +265,19 @@ pub(crate) fn check(
             check_literal_input(schema, &s.input, &m.input_at, whose, out);
         }
     }
-    for (field, t) in [("output", &def.output), ("summary", &def.summary)] {
-        let Some(o) = t else { continue };
+    // The run's output and summary, and what its notifications send.
+    let mut whole_run: Vec<(String, &crate::template::Template)> = vec![];
+    for (field, t) in [("/output", &def.output), ("/summary", &def.summary)] {
+        whole_run.extend(t.as_ref().map(|t| (field.to_string(), t)));
+    }
+    for (i, n) in def.notify.iter().enumerate() {
+        for (field, t) in [("input", &n.input), ("key", &n.key)] {
+            whole_run.extend(t.as_ref().map(|t| (format!("/notify/{i}/{field}"), t)));
+        }
+    }
+    for (field, o) in whole_run {
         for site in o.sites() {
-            let at = format!("/{field}{}", site.pointer);
+            let at = format!("{field}{}", site.pointer);
             if let Some((schema, whose)) = ref_schemas::source_schema(def, lookup, &site.reference)
                 && let Walk::Wrong(p) = ref_schemas::walk(&schema, &whose, &site.reference, &at)
             {

@@ -264,11 +264,17 @@ impl App {
                     early_ttl_ms: limits.early_ttl_ms.unwrap_or(d.early_ttl_ms),
                     max_early_events: limits.max_early_events.unwrap_or(d.max_early_events),
                     size_limits: self.settings.size_limits(),
+                    delivery_retry: self.settings.file.notifications.retry(d.delivery_retry),
+                    // A sender holds a delivery longer than a try may take.
+                    delivery_lease_ms: 2 * self.settings.file.notifications.timeout().as_millis() as u64 + 5_000,
                     ..d
                 }
             },
         );
         engine.set_planner(Arc::new(PinCode { registry: crate::guests::registry(&self.settings) }));
+        let timeout = self.settings.file.notifications.timeout();
+        let notifier = crate::notify::Notifier::new(&self.settings.webhooks, self.upstreams.clone(), timeout);
+        engine.set_deliverer(Arc::new(notifier));
         Ok(engine)
     }
 

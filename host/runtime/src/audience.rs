@@ -57,6 +57,17 @@ impl Audience {
         }
     }
 
+    /// How a webhook that is not configured gets configured (`known`: those that are).
+    pub fn add_webhook(self, name: &str, known: &[&str]) -> String {
+        let have = if known.is_empty() { "none is".to_string() } else { format!("configured: {}", known.join(", ")) };
+        match self {
+            Audience::Cli => format!("add a [webhooks.{name}] table (`url`, `secret`) to weft.toml ({have})"),
+            Audience::Mcp | Audience::Http => {
+                format!("name a webhook the operator configured in weft.toml ({have}); definitions never carry a URL")
+            }
+        }
+    }
+
     /// What to check when `server` cannot be reached.
     pub fn reach_server(self, server: &str) -> String {
         match self {

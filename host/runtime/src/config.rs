@@ -37,6 +37,13 @@ pub struct ConfigFile {
     /// Where guests may come from.
     #[serde(default)]
     pub guests: GuestsConfig,
+    /// `[webhooks.NAME]`: where a definition's `notify` may send
+    /// (docs/notifications.md).
+    #[serde(default)]
+    pub webhooks: BTreeMap<String, crate::webhooks::RawWebhook>,
+    /// `[notifications]`: how deliveries are retried.
+    #[serde(default)]
+    pub notifications: crate::webhooks::NotificationsConfig,
     /// `[telemetry]`: logs, traces (docs/observability.md).
     #[serde(default)]
     pub telemetry: crate::telemetry::TelemetryConfig,
@@ -160,6 +167,8 @@ pub struct Settings {
     pub file: ConfigFileShared,
     /// `[servers.*]`, checked and with `${VAR}`s expanded (memory only).
     pub servers: std::sync::Arc<Vec<weft_mcp_client::ServerConfig>>,
+    /// `[webhooks.*]`, checked and with `${VAR}`s expanded (memory only).
+    pub webhooks: std::sync::Arc<Vec<crate::webhooks::Webhook>>,
 }
 
 /// The parsed file, shareable.
@@ -176,6 +185,7 @@ impl Settings {
             config_path: None,
             file: std::sync::Arc::default(),
             servers: std::sync::Arc::default(),
+            webhooks: std::sync::Arc::default(),
         }
     }
 
@@ -205,6 +215,12 @@ impl Settings {
             &file.servers,
             &|v| std::env::var(v).ok(),
         )?;
+        let webhooks = crate::webhooks::resolve(
+            config_path.as_deref().unwrap_or(Path::new("weft.toml")),
+            &text,
+            &file.webhooks,
+            &|v| std::env::var(v).ok(),
+        )?;
         let data_dir = data_dir_flag
             .map(Path::to_path_buf)
             .or_else(|| std::env::var_os("WEFT_DATA_DIR").map(PathBuf::from))
@@ -217,6 +233,7 @@ impl Settings {
             config_path,
             file: std::sync::Arc::new(file),
             servers: std::sync::Arc::new(servers),
+            webhooks: std::sync::Arc::new(webhooks),
         })
     }
 

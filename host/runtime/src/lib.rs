@@ -6,6 +6,8 @@
 //! |---|---|
 //! | [`config`] | `weft.toml`, `$WEFT_*` and flags resolved into [`config::Settings`] |
 //! | [`servers`] | the `[servers.*]` tables: upstream MCP servers of tool steps |
+//! | [`webhooks`] | the `[webhooks.*]` and `[notifications]` tables: where notifications may go |
+//! | [`notify`] | sending the outbox's notifications: signed webhooks, MCP tool calls |
 //! | [`guests`] | finding a guest (plugin name, file, digest), the process's one sandbox, the registry |
 //! | [`lookup`] | validating a definition against the installed plugins and configured servers |
 //! | [`online`] | asking the upstreams of tool steps for their tools before a run |
@@ -38,6 +40,7 @@ pub mod error;
 pub mod guests;
 pub mod logging;
 pub mod lookup;
+pub mod notify;
 pub mod online;
 pub mod owner;
 pub mod pipeline;
@@ -48,5 +51,6 @@ pub mod servers;
 pub mod telemetry;
 pub mod tool_runner;
 pub mod usecase;
+pub mod webhooks;
 
 pub use error::RuntimeError;

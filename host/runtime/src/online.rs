@@ -1,4 +1,5 @@
-//! Checking a definition's tool steps against the live upstreams: each
+//! Checking a definition's tool steps (and its notifications' tool
+//! targets) against the live upstreams: each
 //! named tool must exist on its server (and be allowed), and its input
 //! schema is fetched so the step's literal input can be checked against it
 //! (by the pipeline's one validation: `weft validate`, `weft run`, MCP
@@ -28,18 +29,21 @@ pub struct Online {
     pub unreachable: Vec<Problem>,
 }
 
-/// The (step index, server, tool) of every tool step of a raw document.
-pub fn tool_steps(doc: &Value) -> Vec<(usize, String, String)> {
-    let Some(steps) = doc.get("steps").and_then(Value::as_array) else { return vec![] };
-    steps
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| {
-            let server = s.pointer("/tool/server")?.as_str()?;
-            let name = s.pointer("/tool/name")?.as_str()?;
-            Some((i, server.to_string(), name.to_string()))
-        })
-        .collect()
+/// The (path, server, tool) of every tool a raw document names: its tool
+/// steps (`/steps/i/tool`) and its notifications' targets (`/notify/i/tool`).
+pub fn tool_steps(doc: &Value) -> Vec<(String, String, String)> {
+    let mut out = vec![];
+    for field in ["steps", "notify"] {
+        let Some(list) = doc.get(field).and_then(Value::as_array) else { continue };
+        for (i, s) in list.iter().enumerate() {
+            let server = s.pointer("/tool/server").and_then(Value::as_str);
+            let name = s.pointer("/tool/name").and_then(Value::as_str);
+            if let (Some(server), Some(name)) = (server, name) {
+                out.push((format!("/{field}/{i}/tool"), server.to_string(), name.to_string()));
+            }
+        }
+    }
+    out
 }
 
 /// Asks each configured server named by `doc`'s tool steps for its tools.
@@ -55,14 +59,14 @@ pub async fn check(upstreams: &Upstreams, doc: &Value, audience: Audience) -> On
         listed.insert(server.to_string(), upstreams.list_tools(server).await);
     }
     let mut reported = BTreeSet::new();
-    for (i, server, tool) in steps {
+    for (at, server, tool) in steps {
         let Some(result) = listed.get(&server) else { continue };
         match result {
             Err(e) => {
                 if reported.insert(server.clone()) {
                     out.unreachable.push(
                         Problem::new(
-                            format!("/steps/{i}/tool/server"),
+                            format!("{at}/server"),
                             format!("cannot reach MCP server `{server}` to check its tools: {e}"),
                         )
                         .hint(audience.reach_server(&server)),
@@ -85,7 +89,7 @@ pub async fn check(upstreams: &Upstreams, doc: &Value, audience: Audience) -> On
                     let more = if names.len() > 20 { format!(" and {} more", names.len() - 20) } else { String::new() };
                     out.problems.push(
                         Problem::new(
-                            format!("/steps/{i}/tool/name"),
+                            format!("{at}/name"),
                             format!("MCP server `{server}` offers no tool `{tool}` (or weft.toml does not allow it)"),
                         )
                         .hint(format!(

@@ -121,6 +121,8 @@ pub async fn own_store(
     let mut watch = if how.until_idle { None } else { store.watch_work() };
     let (floor, fallback) = if store.is_shared() { (SHARED_POLL, SHARED_FALLBACK) } else { (POLL, FALLBACK) };
     let _reaper = how.retention.map(|keep| crate::retention::Reaper::start(engine.store().clone(), keep));
+    // Notifications go out while this process owns the store.
+    let _outbox = engine.start_outbox();
     let mut last = tokio::time::Instant::now() - floor;
     loop {
         // This process's own commits wake an SQLite store's watch too:

@@ -369,7 +369,32 @@ impl Pipeline {
             facts.tool_output_schemas = o.output_schemas;
         }
         (facts.template_schemas, facts.missing) = self.children(doc).await;
+        facts.problems.extend(self.notify_targets(doc));
         facts
+    }
+
+    /// A problem for each `notify` target that names a webhook or an MCP
+    /// server weft.toml does not configure.
+    fn notify_targets(&self, doc: &Value) -> Vec<Problem> {
+        let Some(list) = doc.get("notify").and_then(Value::as_array) else { return vec![] };
+        let webhooks: Vec<&str> = self.settings.webhooks.iter().map(|w| w.name.as_str()).collect();
+        let mut out = vec![];
+        for (i, n) in list.iter().enumerate() {
+            if let Some(name) = n.get("webhook").and_then(Value::as_str)
+                && !webhooks.contains(&name)
+            {
+                let p = Problem::new(format!("/notify/{i}/webhook"), format!("no webhook `{name}` is configured"));
+                out.push(p.hint(self.audience.add_webhook(name, &webhooks)));
+            }
+            if let Some(server) = n.pointer("/tool/server").and_then(Value::as_str)
+                && !self.settings.servers.iter().any(|s| s.name == server)
+            {
+                let p =
+                    Problem::new(format!("/notify/{i}/tool/server"), format!("no MCP server `{server}` is configured"));
+                out.push(p.hint(self.audience.add_server(server)));
+            }
+        }
+        out
     }
 
     /// The `input_schema`s of the saved templates `doc`'s `workflow` steps

@@ -186,7 +186,7 @@ pub fn expand_vars(v: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<S
 }
 
 /// The 1-based line of the first occurrence of `needle` in `text`.
-fn line_of(text: &str, needle: &str) -> Option<usize> {
+pub(crate) fn line_of(text: &str, needle: &str) -> Option<usize> {
     text.find(needle).map(|at| text[..at].matches('\n').count() + 1)
 }
 

@@ -20,6 +20,7 @@ mod diff;
 mod graph;
 mod guest;
 mod labels;
+mod notifications;
 mod output;
 mod plugin;
 mod prepare;
@@ -98,6 +99,9 @@ enum Command {
     /// Cron schedules that start runs of a template (fired by the store's owner).
     #[command(subcommand)]
     Schedule(schedule::ScheduleCommand),
+    /// Notifications of runs (a definition's `notify`): list them, send a failed one again.
+    #[command(subcommand)]
+    Notifications(notifications::NotificationsCommand),
     /// Answer a run's `wait` step with data (validated against the wait's schema).
     Signal(signal::SignalArgs),
     /// Deliver an event to every `wait` step whose `match` holds.
@@ -179,6 +183,7 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Tools(c) => tools::run(&settings, c),
         Command::Bench(a) => bench::run(a),
         Command::Schedule(c) => schedule::run(&settings, c),
+        Command::Notifications(c) => notifications::run(&settings, c),
         Command::Signal(a) => signal::signal(&settings, a),
         Command::Emit(a) => signal::emit(&settings, a),
         Command::Store(c) => store::run(&settings, c),

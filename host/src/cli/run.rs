@@ -35,6 +35,7 @@ use weft_model::Definition;
 use weft_runtime::app::Owner;
 use weft_runtime::owner::Poller;
 use weft_runtime::pipeline::{Prepared, Refused, Source};
+use weft_runtime::usecase::{StartRefused, UseCases};
 
 use super::progress::Progress;
 use super::runs::exit_for;
@@ -71,6 +72,28 @@ pub struct RunArgs {
     /// Repeatable.
     #[arg(long, value_name = "KEY=VALUE")]
     label: Vec<String>,
+    /// Start at most one run per KEY: run again with the same key and the
+    /// same request, and the run it started is followed (no new run); with
+    /// another input it is refused (exit 2) naming that run.
+    #[arg(long, value_name = "KEY")]
+    idempotency_key: Option<String>,
+    /// A notification for this run, added to the definition's `notify`
+    /// (JSON: `{"on": ["completed"], "webhook": "ops"}`). Repeatable.
+    #[arg(long, value_name = "JSON")]
+    notify: Vec<String>,
+}
+
+/// The `--notify` objects, refusing text that is not JSON.
+fn parse_notify(raw: &[String]) -> anyhow::Result<Vec<Value>> {
+    raw.iter()
+        .map(|n| {
+            serde_json::from_str(n).map_err(|e| {
+                bad(anyhow::anyhow!(
+                    "--notify is not JSON: {e} (write --notify '{{\"on\": [\"completed\"], \"webhook\": \"ops\"}}')"
+                ))
+            })
+        })
+        .collect()
 }
 
 /// `STEP=JSON` pairs of `--preset`, refusing malformed ones.
@@ -120,6 +143,11 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
     // environment variable's convention; an invalid one is ignored.
     let traceparent = std::env::var("TRACEPARENT").ok();
     let labels = super::labels::parse_labels(&args.label)?;
+    let notify = parse_notify(&args.notify)?;
+    if args.idempotency_key.as_deref().is_some_and(|k| k.trim().is_empty() || k.chars().count() > 255) {
+        return Err(bad(anyhow::anyhow!("--idempotency-key: give a key of 1 to 255 characters")));
+    }
+    let presets_map: std::collections::BTreeMap<String, Value> = presets.iter().cloned().collect();
     let mut opts = RunOptions { presets, traceparent, labels, ..Default::default() };
     if let Some(k) = &args.key {
         if k.trim().is_empty() {
@@ -138,17 +166,47 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
     } else {
         None
     };
+    // What the key's digest says was asked: the same as MCP's and HTTP's
+    // for the same definition (or template), input, labels and notifications.
+    let digest = args.idempotency_key.as_ref().map(|_| {
+        let source = match &from_file {
+            Some(l) => serde_json::json!({"definition": l.doc}),
+            None => serde_json::json!({"template": args.target, "version": null}),
+        };
+        let (key, labels) = (args.key.as_deref(), &opts.labels);
+        weft_runtime::usecase::start::start_digest(&source, &input, key, &presets_map, None, labels, &notify)
+    });
     let app = App::open(settings)?;
     // Engine::start spawns onto the runtime.
     let _rt = app.rt.enter();
     let pipeline = app.pipeline()?;
     let what = &args.target;
+    let engine = app.engine()?;
+    // A key that started a run before: that run (or a refusal), nothing new.
+    let cases = UseCases::new(engine.clone(), app.dyn_store(), pipeline.clone());
+    if let (Some(key), Some(digest)) = (&args.idempotency_key, &digest) {
+        match app.block_on(cases.started_by(key, digest)) {
+            Ok(Some(s)) => return follow_replayed(&app, &engine, &s.id, args.json),
+            Ok(None) => opts.start_key = Some((key.clone(), digest.clone())),
+            Err(e) => return Err(key_refused(e)),
+        }
+    }
     let prepared = app
         .block_on(async {
-            let loaded = match from_file {
+            let mut loaded = match from_file {
                 Some(loaded) => loaded,
                 None => pipeline.load(Source::Template(what.clone())).await?,
             };
+            if !notify.is_empty() {
+                // This run's notifications: the document is checked again with them.
+                if let Some(d) = loaded.doc.as_object_mut() {
+                    let list = d.entry("notify").or_insert_with(|| Value::Array(vec![]));
+                    if let Some(l) = list.as_array_mut() {
+                        l.extend(notify);
+                    }
+                }
+                loaded.online = false;
+            }
             pipeline.prepare(loaded, input, opts).await
         })
         .map_err(|r| match r {
@@ -161,10 +219,19 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
         eprintln!("warning: {what}: {p}");
     }
     let Prepared { plan: pinned, input, opts, .. } = prepared;
+    let start_key = opts.start_key.clone();
+    let replay = |e: anyhow::Error| -> anyhow::Result<RunId> {
+        // Another start of the same key won the race: its run.
+        if let Some((key, digest)) = &start_key
+            && let Ok(Some(s)) = app.block_on(cases.started_by(key, digest))
+        {
+            return Ok(s.id);
+        }
+        Err(e)
+    };
 
-    let engine = app.engine()?;
     if args.detach {
-        let id = create(&app, &engine, &pinned, input, opts)?;
+        let id = create(&app, &engine, &pinned, input, opts).or_else(replay)?;
         if args.json {
             let rec = app.block_on(app.store.run(&id))?.context("the run just created is missing")?;
             output::json(&view::run_json(&rec));
@@ -178,11 +245,13 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
     let (id, owned) = match lock {
         Ok(lock) => {
             // Created and started in one commit.
-            let id = app.block_on(engine.submit(&pinned, input, opts)).map_err(create_error)?;
+            let id = app.block_on(engine.submit(&pinned, input, opts)).map_err(create_error).or_else(replay)?;
+            // A run of the same key started meanwhile by another process.
+            engine.start(&id);
             (id, Some(lock))
         }
         Err(pid) => {
-            let id = create(&app, &engine, &pinned, input, opts)?;
+            let id = create(&app, &engine, &pinned, input, opts).or_else(replay)?;
             eprintln!(
                 "the store {} is owned by {}, which executes run {id}; following it here (and taking over if that process ends first)",
                 app.store_name,
@@ -192,9 +261,15 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
         }
     };
     let mut owned = owned;
+    // Notifications go out while this process owns the store.
+    let outbox = owned.as_ref().and_then(|_| engine.start_outbox());
     let rec = follow(&app, &engine, &id, &mut owned, Progress::new(false));
+    let outbox = outbox.or_else(|| owned.as_ref().and_then(|_| engine.start_outbox()));
     if owned.is_some() {
         hand_over(&app, &engine);
+        if outbox.is_some() {
+            send_before_exit(&app, &id);
+        }
     }
     if let Some(o) = owned {
         // A worker on a shared store: the runs it still drives go back.
@@ -202,6 +277,66 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
     }
     app.shutdown_upstreams();
     Ok(print_result(&rec?, args.json))
+}
+
+/// An idempotency key's refusal, as the CLI says it (exit 2).
+fn key_refused(e: StartRefused) -> anyhow::Error {
+    match e {
+        StartRefused::KeyConflict { key, run } => bad(anyhow::anyhow!(
+            "--idempotency-key `{key}` already started run {run} with another request; nothing was started (`weft runs show {run}` shows it)"
+        )),
+        StartRefused::Failed(e) => e.into(),
+        other => bad(anyhow::anyhow!("{other}")),
+    }
+}
+
+/// The run a repeated idempotency key started: followed as if just started.
+fn follow_replayed(app: &App, engine: &Engine, id: &RunId, json: bool) -> anyhow::Result<Exit> {
+    eprintln!("this idempotency key started run {id} before: following it (no new run)");
+    let _rt = app.rt.enter();
+    let mut owned = app.try_lock()?.ok();
+    if owned.is_some() {
+        engine.start(id);
+    }
+    let rec = follow(app, engine, id, &mut owned, Progress::new(false));
+    if owned.is_some() {
+        hand_over(app, engine);
+    }
+    if let Some(o) = owned {
+        app.block_on(o.leave());
+    }
+    app.shutdown_upstreams();
+    Ok(print_result(&rec?, json))
+}
+
+/// The run's notifications get their first try before the process exits
+/// (at most a try's timeout); those still to be retried are said, for the
+/// store's next owner to send.
+fn send_before_exit(app: &App, id: &RunId) {
+    let filter = weft_engine::delivery::DeliveryFilter { run: Some(id.clone()), ..Default::default() };
+    let left = app.block_on(async {
+        let until = tokio::time::Instant::now() + app.settings.file.notifications.timeout() + Duration::from_secs(1);
+        loop {
+            let now = weft_engine::clock::system_now_ms();
+            let pending: Vec<_> = match app.store.deliveries(&filter).await {
+                Ok(all) => {
+                    all.into_iter().filter(|d| d.state == weft_engine::delivery::DeliveryState::Pending).collect()
+                }
+                Err(_) => return vec![],
+            };
+            if pending.iter().all(|d| d.next_at > now) || tokio::time::Instant::now() >= until {
+                return pending;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    for d in left {
+        let why = d.error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default();
+        eprintln!(
+            "notification {} ({} on {}) is not delivered yet{why}; the store's owner (`weft worker`, `weft serve`) sends it",
+            d.id, d.target, d.on
+        );
+    }
 }
 
 /// How long the runs another foreground `weft run` left, which this owner

@@ -113,10 +113,22 @@ pub fn run(settings: &Settings, cmd: RunsCommand) -> anyhow::Result<Exit> {
         RunsCommand::List(a) => list(&app, a),
         RunsCommand::Show { run, json } => {
             let rec = load_run(&app, &run)?;
+            let filter = weft_engine::delivery::DeliveryFilter { run: Some(rec.id.clone()), ..Default::default() };
+            let mut sent: Vec<_> = app.block_on(app.store.deliveries(&filter))?;
+            sent.reverse();
+            let sent: Vec<_> = sent.iter().map(weft_runtime::usecase::NotificationView::of).collect();
             if json {
-                output::json(&view::run_json(&rec));
+                let mut v = view::RunView::of(&rec);
+                v.notifications = sent.iter().filter_map(|n| serde_json::to_value(n).ok()).collect();
+                output::json(&v);
             } else {
                 print_human(&rec);
+                if !sent.is_empty() {
+                    outln!("notifications:");
+                    for n in &sent {
+                        outln!("  {}", super::notifications::line(n));
+                    }
+                }
             }
             Ok(Exit::Success)
         }

@@ -96,6 +96,16 @@ statements! {
     inbox_answer = "UPDATE inbox SET answer = $2 WHERE id = $1 AND answer IS NULL";
     inbox_settle = "UPDATE inbox SET answer = $2 WHERE id = $1 AND answer::jsonb->>'status' = 'queued'";
     inbox_take = "UPDATE inbox SET taken_until = now() + $2 * interval '1 millisecond' WHERE id = $1";
+    start_key = "INSERT INTO start_keys (key, run_id, digest, created_at) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT DO NOTHING";
+    delivery_put = "INSERT INTO deliveries (id, run_id, fifo_key, state, attempts, next_at, updated_at, body)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING";
+    delivery_lease = "UPDATE deliveries SET lease_until = $3 WHERE id = $1 AND state = 'pending' AND attempts = $2
+                        AND (lease_until IS NULL OR lease_until < $4)";
+    delivery_tried = "UPDATE deliveries SET attempts = attempts + 1, state = $3, next_at = $4, error = $5,
+                        lease_until = NULL, updated_at = $6 WHERE id = $1 AND state = 'pending' AND attempts = $2";
+    delivery_resend = "UPDATE deliveries SET state = 'pending', attempts = 0, next_at = $2, lease_until = NULL,
+                         error = NULL, updated_at = $2 WHERE id = $1 AND state = 'failed'";
     put_schedule = "INSERT INTO schedules (name, body, next_fire_at) VALUES ($1, $2::text::jsonb, $3)
                     ON CONFLICT DO NOTHING";
     delete_schedule = "DELETE FROM schedules WHERE name = $1";
@@ -634,6 +644,43 @@ impl Stmts {
                     vec![p(name.clone()), p(*paused), p(*next)],
                     one(format!("schedule {name} does not exist")),
                 ));
+            }
+            Write::PutStartKey(k) => {
+                let v = vec![p(k.key.clone()), p(k.run.as_str().to_string()), p(k.digest.clone()), p(k.created_at)];
+                self.push(Stmt::new(Which::start_key, v, one(format!("idempotency key {} is taken", k.key))));
+            }
+            Write::PutDelivery(d) => {
+                let v = vec![
+                    p(d.id.clone()),
+                    p(d.run.as_str().to_string()),
+                    p(d.key.clone()),
+                    p(d.state.as_str().to_string()),
+                    p(d.attempts as i32),
+                    p(d.next_at),
+                    p(d.updated_at),
+                    p(serde_json::to_string(d).unwrap_or_default()),
+                ];
+                self.push(Stmt::new(Which::delivery_put, v, one(format!("delivery {} exists", d.id))));
+            }
+            Write::DeliveryLease { id, attempts, until, now } => {
+                let v = vec![p(id.clone()), p(*attempts as i32), p(*until), p(*now)];
+                self.push(Stmt::new(Which::delivery_lease, v, one(format!("delivery {id} is not free to send"))));
+            }
+            Write::DeliveryTried { id, attempts, state, next_at, error, at } => {
+                let v = vec![
+                    p(id.clone()),
+                    p(*attempts as i32),
+                    p(state.as_str().to_string()),
+                    p(*next_at),
+                    p(error.clone()),
+                    p(*at),
+                ];
+                let refusal = one(format!("delivery {id} is not pending after {attempts} tries"));
+                self.push(Stmt::new(Which::delivery_tried, v, refusal));
+            }
+            Write::DeliveryResend { id, at } => {
+                let v = vec![p(id.clone()), p(*at)];
+                self.push(Stmt::new(Which::delivery_resend, v, one(format!("delivery {id} did not fail"))));
             }
             Write::ScheduleFired { name, from, next, run } => {
                 self.push(Stmt::new(

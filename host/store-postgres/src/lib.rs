@@ -17,6 +17,7 @@
 
 mod apply;
 mod manage;
+mod outbox;
 mod read;
 mod schema;
 mod sets;
@@ -396,6 +397,22 @@ impl RunStore for PgStore {
 
     async fn schedules(&self) -> Result<Vec<ScheduleRecord>, StoreError> {
         read::schedules(&self.reader().await?).await
+    }
+
+    async fn start_key(&self, key: &str) -> Result<Option<StartKeyRecord>, StoreError> {
+        outbox::start_key(&self.reader().await?, key).await
+    }
+
+    async fn deliveries_due(&self, now_ms: i64, limit: usize) -> Result<Vec<DeliveryRecord>, StoreError> {
+        outbox::deliveries_due(&self.reader().await?, now_ms, limit).await
+    }
+
+    async fn deliveries(&self, filter: &DeliveryFilter) -> Result<Vec<DeliveryRecord>, StoreError> {
+        outbox::deliveries(&self.reader().await?, filter).await
+    }
+
+    async fn delivery(&self, id: &str) -> Result<Option<DeliveryRecord>, StoreError> {
+        outbox::delivery(&self.reader().await?, id).await
     }
 
     async fn queue_head(&self, key: &str) -> Result<Option<RunId>, StoreError> {

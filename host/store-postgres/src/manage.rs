@@ -20,6 +20,8 @@ pub(crate) async fn delete_runs(c: &Conn, ids: &[RunId]) -> Result<u32, StoreErr
               e AS (DELETE FROM events WHERE run_id IN (SELECT id FROM gone)),
               w AS (DELETE FROM waits WHERE run_id IN (SELECT id FROM gone)),
               i AS (DELETE FROM inbox WHERE run IN (SELECT id FROM gone)),
+              d AS (DELETE FROM deliveries WHERE run_id IN (SELECT id FROM gone)),
+              k AS (DELETE FROM start_keys WHERE run_id IN (SELECT id FROM gone)),
               arts AS (DELETE FROM artifacts WHERE run_id IN (SELECT id FROM gone) RETURNING sha256)
          SELECT (SELECT count(*) FROM gone),
                 ARRAY(SELECT DISTINCT sha256 FROM arts), ARRAY(SELECT DISTINCT plan FROM inputs)"

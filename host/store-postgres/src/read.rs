@@ -55,7 +55,7 @@ pub(crate) fn wait_columns(k: &WaitKind) -> (&'static str, Option<String>) {
     (kind, event.map(str::to_string))
 }
 
-async fn query<C: GenericClient>(
+pub(crate) async fn query<C: GenericClient>(
     c: &C,
     sql: &str,
     params: &[&(dyn tokio_postgres::types::ToSql + Sync)],

@@ -17,6 +17,7 @@
 mod checkpoint;
 mod lock;
 mod manage;
+mod outbox;
 mod outside;
 mod read;
 mod schema;
@@ -342,6 +343,22 @@ impl RunStore for SqliteStore {
 
     async fn schedules(&self) -> Result<Vec<ScheduleRecord>, StoreError> {
         self.read(outside::schedules)
+    }
+
+    async fn start_key(&self, key: &str) -> Result<Option<weft_engine::store::StartKeyRecord>, StoreError> {
+        self.read(|c| outbox::start_key(c, key))
+    }
+
+    async fn deliveries_due(&self, now_ms: i64, limit: usize) -> Result<Vec<DeliveryRecord>, StoreError> {
+        self.read(|c| outbox::deliveries_due(c, now_ms, limit))
+    }
+
+    async fn deliveries(&self, filter: &DeliveryFilter) -> Result<Vec<DeliveryRecord>, StoreError> {
+        self.read(|c| outbox::deliveries(c, filter))
+    }
+
+    async fn delivery(&self, id: &str) -> Result<Option<DeliveryRecord>, StoreError> {
+        self.read(|c| outbox::delivery(c, id))
     }
 
     async fn queue_head(&self, key: &str) -> Result<Option<RunId>, StoreError> {

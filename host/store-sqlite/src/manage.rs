@@ -35,6 +35,8 @@ pub(crate) fn delete_runs(c: &Connection, ids: &[RunId]) -> Result<u32, StoreErr
             "DELETE FROM events WHERE run_id = ?1",
             "DELETE FROM waits WHERE run_id = ?1",
             "DELETE FROM inbox WHERE json_extract(body, '$.run') = ?1",
+            "DELETE FROM deliveries WHERE run_id = ?1",
+            "DELETE FROM start_keys WHERE run_id = ?1",
         ] {
             c.prepare_cached(sql).and_then(|mut s| s.execute([id])).map_err(map_err)?;
         }

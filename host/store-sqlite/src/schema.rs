@@ -202,6 +202,34 @@ const MIGRATIONS: &[&str] = &[
         WHERE kind = 'signal' AND json_extract(answer, '$.status') = 'queued';
     CREATE INDEX inbox_events ON inbox(json_extract(body, '$.event'), seq) WHERE kind = 'event';
     "#,
+    // 14: the outbox (notifications to send, written with the transition
+    // that causes them; docs/notifications.md) and the idempotency keys of
+    // starts (the run each started; deleted with it).
+    r#"
+    CREATE TABLE deliveries (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        run_id TEXT NOT NULL,
+        fifo_key TEXT,
+        state TEXT NOT NULL,
+        attempts INTEGER NOT NULL,
+        next_at INTEGER NOT NULL,
+        lease_until INTEGER,
+        error TEXT,
+        updated_at INTEGER NOT NULL,
+        body TEXT NOT NULL
+    );
+    CREATE INDEX deliveries_pending ON deliveries(seq) WHERE state = 'pending';
+    CREATE INDEX deliveries_fifo ON deliveries(fifo_key, seq) WHERE state = 'pending' AND fifo_key IS NOT NULL;
+    CREATE INDEX deliveries_run ON deliveries(run_id);
+    CREATE TABLE start_keys (
+        key TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+    );
+    CREATE INDEX start_keys_run ON start_keys(run_id);
+    "#,
 ];
 
 /// The schema version this build writes.

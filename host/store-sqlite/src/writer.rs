@@ -282,7 +282,7 @@ fn apply_op(c: &Connection, op: &Op) -> Result<u32, StoreError> {
 }
 
 fn apply_write<'a>(c: &Connection, w: &'a Write, found: &mut Found<'a>) -> Result<(), StoreError> {
-    if crate::outside::apply(c, w)? {
+    if crate::outside::apply(c, w)? || crate::outbox::apply(c, w)? {
         return Ok(());
     }
     match w {

@@ -16,11 +16,13 @@
 
 mod engine;
 mod manage;
+mod outbox;
 mod outside;
 mod writes;
 
 pub use engine::{crash_and_recover, runs_complete};
 pub use manage::{copies_runs_and_templates, retention_deletes_finished_runs_only};
+pub use outbox::outbox_agrees_with_the_reference;
 pub use outside::{
     early_signals_and_events_agree_with_the_reference, recordings_open_hold_and_save_like_the_reference,
     waits_inbox_schedules_and_queues_agree_with_the_reference,
@@ -59,6 +61,7 @@ macro_rules! conformance_suite {
                 waits_inbox_schedules_and_queues_agree_with_the_reference,
                 early_signals_and_events_agree_with_the_reference,
                 recordings_open_hold_and_save_like_the_reference,
+                outbox_agrees_with_the_reference,
                 retention_deletes_finished_runs_only,
                 runs_complete,
                 crash_and_recover,

@@ -105,9 +105,12 @@ impl Shared {
     /// [`Shared::commit`] of a batch the caller keeps.
     pub(crate) async fn commit_shared(&self, batch: Arc<Batch>) -> Result<(), StoreError> {
         if self.changes.receiver_count() == 0 {
-            return self.store.commit_shared(batch).await;
+            self.store.commit_shared(batch.clone()).await?;
+            self.wake_outbox(&batch);
+            return Ok(());
         }
         self.store.commit_shared(batch.clone()).await?;
+        self.wake_outbox(&batch);
         // A subscriber that went away meanwhile is no error.
         let _ = self.changes.send(batch);
         Ok(())

@@ -107,7 +107,7 @@ async fn resolve_undriven(
             step: step.to_string(),
             from: StepState::Waiting,
             to: StepState::Succeeded,
-            output: Some(output),
+            output: Some(output.clone()),
             error: None,
             next_attempt_at: None,
             at: now,
@@ -118,6 +118,29 @@ async fn resolve_undriven(
             d.extend(x);
         }
         b.push(ev("step.succeeded".into(), None, data));
+        // Its notifications on `resolved:STEP`, as the run stands then.
+        if let Ok(def) = sh.plans.get(rec)
+            && def.notify.iter().any(|n| n.on.iter().any(|o| o.to_string() == format!("resolved:{step}")))
+        {
+            let mut now_rec = rec.clone();
+            if let Some(s) = now_rec.steps.iter_mut().find(|s| s.name == step) {
+                (s.state, s.output) = (StepState::Succeeded, Some(output.clone()));
+            }
+            now_rec.waits.retain(|w| w.step != step);
+            // As the batch leaves the run: `working` once no signal wait is left.
+            let asks = matches!(rec.state, RunState::InputRequired | RunState::AuthRequired);
+            if asks && !now_rec.waits.iter().any(|w| w.kind.is_signal()) {
+                now_rec.state = RunState::Working;
+            }
+            let on = crate::model_glue::NotifyOn::Resolved(step.to_string());
+            let last = b.writes.iter().rev().find_map(|w| match w {
+                Write::Event(e) => Some(e.seq),
+                _ => None,
+            });
+            let retry = sh.config.delivery_retry;
+            let seq = last.unwrap_or(rec.last_seq);
+            b.writes.extend(crate::notices::for_record(&def.notify, &on, &now_rec, seq, now, retry));
+        }
         let signals_left = rec.waits.iter().any(|w| w.step != step && w.kind.is_signal());
         if matches!(rec.state, RunState::InputRequired | RunState::AuthRequired) && !signals_left {
             let to = rec.state.apply(RunEvent::Resume)?;

@@ -18,11 +18,13 @@ mod hibernate;
 mod inbox;
 mod mail;
 mod mail_undriven;
+mod outbox;
 mod plans;
 mod schedules;
 
 pub use changes::{Change, Changes};
 pub use mail::{Delivered, EmitAnswer, SignalAnswer};
+pub use outbox::{OUTBOX_POLL, OutboxTask};
 pub use schedules::{next_fire, parse_cron};
 mod scope;
 #[cfg(test)]
@@ -116,6 +118,13 @@ pub struct EngineConfig {
     /// starts, oldest first (of those younger than [`Self::early_ttl_ms`]
     /// and than its run).
     pub max_early_events: usize,
+    /// How a notification is retried when its definition does not say
+    /// (`[notifications]` in weft.toml).
+    pub delivery_retry: crate::delivery::DeliveryRetry,
+    /// On a store shared by many workers: how long a sender holds a
+    /// delivery it tries (longer than a try may take; a sender that died
+    /// leaves it to another once this passed).
+    pub delivery_lease_ms: u64,
 }
 
 impl Default for EngineConfig {
@@ -136,6 +145,12 @@ impl Default for EngineConfig {
             max_queued_signals: 100,
             early_ttl_ms: 86_400_000,
             max_early_events: 100,
+            delivery_retry: crate::delivery::DeliveryRetry {
+                max_attempts: 8,
+                backoff_ms: 1_000,
+                max_backoff_ms: 300_000,
+            },
+            delivery_lease_ms: 25_000,
         }
     }
 }
@@ -161,6 +176,9 @@ pub struct RunOptions {
     pub traceparent: Option<String>,
     /// The caller's labels (checked here: over a cap, refused).
     pub labels: weft_model::Labels,
+    /// An idempotency key and the digest of what the start asked: stored
+    /// with the run, in its creating batch (a key taken is a conflict).
+    pub start_key: Option<(String, String)>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -253,6 +271,10 @@ pub(crate) struct Shared {
     pub crash_width: std::sync::atomic::AtomicUsize,
     /// Committed batches, to subscribers ([`Engine::subscribe`]).
     changes: tokio::sync::broadcast::Sender<Arc<crate::store::Batch>>,
+    /// Who sends deliveries (see `outbox`).
+    deliverer: std::sync::OnceLock<Arc<dyn crate::delivery::Deliverer>>,
+    /// Wakes the outbox's sender when deliveries were written here.
+    outbox_wake: tokio::sync::Notify,
 }
 
 /// The scheduler. Cheap to clone; clones share everything.
@@ -289,6 +311,8 @@ impl Engine {
                 plans: Default::default(),
                 crash_width: std::sync::atomic::AtomicUsize::new(1),
                 changes: changes::channel(),
+                deliverer: Default::default(),
+                outbox_wake: Default::default(),
             }),
         }
     }
@@ -379,6 +403,14 @@ impl Engine {
         }
         let mut batch = Batch::new();
         batch.push(Write::CreateRun { run, steps: def.steps.iter().map(|s| s.name.clone()).collect() });
+        if let Some((key, digest)) = opts.start_key {
+            batch.push(Write::PutStartKey(crate::delivery::StartKeyRecord {
+                key,
+                run: id.clone(),
+                digest,
+                created_at: now,
+            }));
+        }
         batch.push(Write::Event(NewEvent {
             run: id.clone(),
             seq: Seq(1),

@@ -11,13 +11,15 @@
 //! | [`start`] | starting a run of a saved template or a definition ([`StartRequest`] → [`Started`] or [`StartRefused`]) |
 //! | [`settle`] | waiting for a run to end or to wait for input, reporting progress ([`Progress`]) |
 //! | [`answer`] | signal, emit and cancel ([`Signaled`], [`SignalRefused`], [`EmitRefused`], [`Canceled`]) |
+//! | [`notifications`] | a run's notifications (the outbox): list, send a failed one again ([`NotificationView`]) |
 //! | [`schedules`] | cron schedules: add, list, pause or resume, remove ([`ScheduleRequest`], [`ScheduleRefused`]) |
 //! | [`outside`] | the same from a process that may not own the store (`weft signal`, `weft emit`, `weft runs cancel`) |
 //!
-//! Operations this wave adds (retrying a run, idempotent starts) belong
-//! here too, so no front end writes them a second time.
+//! Operations this wave adds (retrying a run) belong here too, so no
+//! front end writes them a second time.
 
 pub mod answer;
+pub mod notifications;
 pub mod outside;
 pub mod schedules;
 pub mod settle;
@@ -30,6 +32,7 @@ use weft_engine::{Engine, RunId, RunRecord, Store, StoreError};
 use crate::pipeline::Pipeline;
 
 pub use answer::{Canceled, EmitRefused, SignalRefused, Signaled, Taken, WaitRefused};
+pub use notifications::{NotificationView, ResendRefused};
 pub use schedules::{ScheduleRefused, ScheduleRequest};
 pub use settle::{FALLBACK_POLL, Fresh, PROGRESS_AFTER, Progress, ProgressReport, settles};
 pub use start::{RunSource, StartRefused, StartRequest, Started};

@@ -170,7 +170,7 @@ impl UseCases {
         if wait.is_zero() {
             return self.read(&started.id).await;
         }
-        self.settle(&started.id, wait, Some(started.fresh), progress, canceled).await
+        self.settle(&started.id, wait, started.fresh, progress, canceled).await
     }
 
     async fn read(&self, id: &RunId) -> Result<RunRecord, EngineError> {

@@ -65,6 +65,12 @@ pub struct StartRequest {
     pub traceparent: Option<String>,
     /// The caller's labels (checked: see [`weft_model::labels`]).
     pub labels: weft_model::Labels,
+    /// The same key starts one run: a start that repeats it gets that run
+    /// back (while the run is kept), or is refused when it asks something
+    /// else ([`StartRefused::KeyConflict`]).
+    pub idempotency_key: Option<String>,
+    /// Notifications added to the definition's `notify` for this run.
+    pub notify: Vec<Value>,
 }
 
 impl StartRequest {
@@ -78,15 +84,24 @@ impl StartRequest {
             run_fuel: None,
             traceparent: None,
             labels: Default::default(),
+            idempotency_key: None,
+            notify: vec![],
         }
     }
 }
 
-/// A run that was created and started.
+/// The longest idempotency key (as Stripe's).
+pub const MAX_KEY_CHARS: usize = 255;
+
+/// A run that was created and started (or, for a repeated idempotency
+/// key, the run the key started before).
 pub struct Started {
     pub id: RunId,
-    /// What was watched from before it existed: waiting for it needs no read.
-    pub fresh: Fresh,
+    /// What was watched from before it existed: waiting for it needs no
+    /// read (`None` for a run started before).
+    pub fresh: Option<Fresh>,
+    /// The idempotency key had started this run before: nothing new.
+    pub replayed: bool,
 }
 
 /// Why a run was not started (nothing was stored).
@@ -109,11 +124,22 @@ pub enum StartRefused {
     DefinitionTooLarge(Over),
     #[error("the concurrency key is empty")]
     EmptyKey,
+    /// The idempotency key is empty or over [`MAX_KEY_CHARS`].
+    #[error("the idempotency key must be 1 to {MAX_KEY_CHARS} characters")]
+    BadIdempotencyKey,
+    /// The idempotency key started run `run` with another request (other
+    /// input, template or definition, labels, notifications, ...).
+    #[error("idempotency key `{key}` already started run {run} with a different request")]
+    KeyConflict { key: String, run: RunId },
     #[error("the fuel budget is 0")]
     ZeroFuel,
     /// Labels over their caps (each problem's path is `/KEY`, within the labels).
     #[error("the labels were refused")]
     Labels(Vec<Problem>),
+    /// The request's own notifications were refused (each problem's path is
+    /// within the request's `notify` list: `/0/webhook`).
+    #[error("the notifications were refused")]
+    Notify(Vec<Problem>),
     /// The pipeline refused the definition, the template, the input or the
     /// pinning of its code (or the store or sandbox failed meanwhile).
     #[error(transparent)]
@@ -129,10 +155,24 @@ pub enum StartRefused {
 impl UseCases {
     /// Validates, creates and starts a run; nothing is stored when refused.
     pub async fn start(&self, req: StartRequest) -> Result<Started, StartRefused> {
-        let StartRequest { source, input, key, presets, run_fuel, traceparent, labels } = req;
+        let StartRequest { source, input, key, presets, run_fuel, traceparent, labels, idempotency_key, notify } = req;
         if key.as_deref().is_some_and(|k| k.trim().is_empty()) {
             return Err(StartRefused::EmptyKey);
         }
+        let start_key = match idempotency_key {
+            Some(k) if k.trim().is_empty() || k.chars().count() > MAX_KEY_CHARS => {
+                return Err(StartRefused::BadIdempotencyKey);
+            }
+            Some(k) => {
+                let digest =
+                    start_digest(&source.described(), &input, key.as_deref(), &presets, run_fuel, &labels, &notify);
+                if let Some(found) = self.started_by(&k, &digest).await? {
+                    return Ok(found);
+                }
+                Some((k, digest))
+            }
+            None => None,
+        };
         let bad = weft_model::labels::check_labels(&labels, "");
         if !bad.is_empty() {
             return Err(StartRefused::Labels(bad));
@@ -159,25 +199,148 @@ impl UseCases {
         if let Some(fuel) = run_fuel {
             set_run_fuel(&mut source, fuel);
         }
+        // The definition's own notifications come first: problems past
+        // them are the request's `notify` (see `per_run_notify`).
+        let own = notify_of(&source).map_or(0, Vec::len);
+        if !notify.is_empty() {
+            add_notify(&mut source, notify);
+        }
         let opts = RunOptions {
             concurrency_key: key,
             presets: presets.into_iter().collect(),
             traceparent,
             labels,
+            start_key: start_key.clone(),
             ..Default::default()
         };
-        let p = self.pipeline.prepare_source(source, input, opts).await.map_err(StartRefused::Prepare)?;
+        let p = match self.pipeline.prepare_source(source, input, opts).await {
+            Ok(p) => p,
+            Err(r) => return Err(per_run_notify(r, own).unwrap_or_else(StartRefused::Prepare)),
+        };
         for w in &p.warnings {
             tracing::warn!("{w}");
         }
         // Subscribed before the run exists: no change of it goes unheard.
         let changes = self.engine.subscribe();
         match self.engine.submit_watched(p.plan.clone(), p.input, p.opts).await {
-            Ok((id, end)) => Ok(Started { id, fresh: Fresh { changes, end } }),
+            Ok((id, end)) => Ok(Started { id, fresh: Some(Fresh { changes, end }), replayed: false }),
             Err(EngineError::Invalid(problems)) => {
                 Err(StartRefused::Input { problems: problems.0, schema: p.plan.input_schema.clone() })
             }
+            // Another start of the same key won the race: its run.
+            Err(EngineError::Store(weft_engine::StoreError::Conflict(why))) if start_key.is_some() => {
+                let (k, digest) = start_key.expect("checked");
+                match self.started_by(&k, &digest).await? {
+                    Some(found) => Ok(found),
+                    None => Err(StartRefused::Failed(EngineError::Store(weft_engine::StoreError::Conflict(why)))),
+                }
+            }
             Err(other) => Err(StartRefused::Failed(other)),
+        }
+    }
+
+    /// The run idempotency key `key` started, if it did: refused when it
+    /// was asked with another `digest` (see [`start_digest`]).
+    pub async fn started_by(&self, key: &str, digest: &str) -> Result<Option<Started>, StartRefused> {
+        match self.store.start_key(key).await {
+            Ok(None) => Ok(None),
+            Ok(Some(k)) if k.digest == digest => Ok(Some(Started { id: k.run, fresh: None, replayed: true })),
+            Ok(Some(k)) => Err(StartRefused::KeyConflict { key: key.to_string(), run: k.run }),
+            Err(e) => Err(StartRefused::Failed(e.into())),
+        }
+    }
+}
+
+/// What a start asked, as the digest its idempotency key is stored with:
+/// the same request from any front end gives the same digest (`source`:
+/// `{"template", "version"}` or `{"definition"}`; object keys in any order).
+pub fn start_digest(
+    source: &Value,
+    input: &Value,
+    key: Option<&str>,
+    presets: &BTreeMap<String, Value>,
+    run_fuel: Option<u64>,
+    labels: &weft_model::Labels,
+    notify: &[Value],
+) -> String {
+    let asked = serde_json::json!({
+        "source": source, "input": input, "key": key, "presets": presets,
+        "run_fuel": run_fuel, "labels": labels, "notify": notify,
+    });
+    digest(&asked)
+}
+
+impl RunSource {
+    /// What the source names, for an idempotency key's digest.
+    pub fn described(&self) -> Value {
+        match self {
+            RunSource::Template { name, version } => serde_json::json!({"template": name, "version": version}),
+            RunSource::Saved(t) => serde_json::json!({"template": t.name, "version": t.version}),
+            RunSource::Definition(d) => serde_json::json!({"definition": d}),
+        }
+    }
+}
+
+/// A digest of `v` that does not depend on the order of object keys.
+fn digest(v: &Value) -> String {
+    use sha2::Digest as _;
+    fn canonical(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                Value::Object(keys.into_iter().map(|k| (k.clone(), canonical(&m[k]))).collect())
+            }
+            Value::Array(a) => Value::Array(a.iter().map(canonical).collect()),
+            other => other.clone(),
+        }
+    }
+    let h = sha2::Sha256::digest(canonical(v).to_string().as_bytes());
+    h.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The definition's `notify` list, if it has one.
+fn notify_of(source: &Source) -> Option<&Vec<Value>> {
+    let doc = match source {
+        Source::Saved(t) => &t.definition,
+        Source::Client(doc) => doc,
+        Source::File(_) | Source::Template(_) => return None,
+    };
+    doc.get("notify").and_then(Value::as_array)
+}
+
+/// A refusal whose every problem is in the request's own notifications
+/// (past the definition's `own` ones), as [`StartRefused::Notify`] with
+/// paths into the request's list; otherwise the refusal as it is.
+fn per_run_notify(r: Refused, own: usize) -> Result<StartRefused, Refused> {
+    let problems = match &r {
+        Refused::Definition(i) => &i.problems,
+        Refused::Template { problems, .. } => problems,
+        _ => return Err(r),
+    };
+    let rebase = |p: &Problem| {
+        let rest = p.path.strip_prefix("/notify/")?;
+        let (k, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let k: usize = k.parse().ok()?;
+        (k >= own).then(|| Problem { path: format!("/{}{tail}", k - own), ..p.clone() })
+    };
+    match problems.iter().map(rebase).collect::<Option<Vec<_>>>() {
+        Some(ps) if !ps.is_empty() => Ok(StartRefused::Notify(ps)),
+        _ => Err(r),
+    }
+}
+
+/// Adds this run's notifications to the definition's `notify`.
+fn add_notify(source: &mut Source, extra: Vec<Value>) {
+    let doc = match source {
+        Source::Saved(t) => &mut t.definition,
+        Source::Client(doc) => doc,
+        Source::File(_) | Source::Template(_) => return,
+    };
+    if let Some(def) = doc.as_object_mut() {
+        let list = def.entry("notify").or_insert_with(|| Value::Array(vec![]));
+        if let Some(l) = list.as_array_mut() {
+            l.extend(extra);
         }
     }
 }

@@ -11,11 +11,13 @@
 //! | `runs.rs` | `GET /runs`, `GET /runs/{id}`, `POST /runs`, cancel, signal, graph |
 //! | `stream.rs` | `GET /runs/{id}/events`: JSON pages, or SSE resumable with `Last-Event-ID`; `GET /stream`: every run's state changes, live |
 //! | `catalog.rs` | templates, schedules, `POST /events` |
+//! | `notifications.rs` | `GET /notifications`, `POST /notifications/{id}/resend` (the outbox) |
 //! | `checks.rs` | `POST /validate` (the pipeline's one validation), `GET /runs/{id}/compare` (a run beside another) |
 //! | `openapi.rs` | the OpenAPI 3.1 document at `/api/v1/openapi.json`, from the route table and the types' JSON Schemas |
 
 mod catalog;
 mod checks;
+mod notifications;
 pub mod openapi;
 mod runs;
 mod stream;
@@ -51,6 +53,8 @@ pub fn router(core: Arc<Core>) -> axum::Router {
         .route("/events", post(catalog::emit))
         .route("/templates", get(catalog::templates))
         .route("/templates/{name}", get(catalog::template).put(catalog::save_template).delete(catalog::delete_template))
+        .route("/notifications", get(notifications::list))
+        .route("/notifications/{id}/resend", post(notifications::resend))
         .route("/schedules", get(catalog::schedules).post(catalog::add_schedule))
         .route("/schedules/{name}", axum::routing::delete(catalog::delete_schedule))
         .route("/schedules/{name}/pause", post(catalog::pause_schedule))

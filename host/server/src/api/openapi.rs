@@ -12,8 +12,10 @@ use super::catalog::{
     Deleted, EmitBody, Emitted, SaveBody, Saved, ScheduleBody, ScheduleList, ScheduleView, TemplateList, TemplateView,
 };
 use super::checks::{ValidateBody, Validated};
+use super::notifications::NotificationList;
 use super::runs::{GraphView, RunPage, SignalBody, SignalOut, StartBody};
 use weft_engine::compare::Comparison;
+use weft_runtime::usecase::NotificationView;
 
 /// The `id` path parameter.
 const ID: (&str, &str, &str) = ("id", "path", "The run's id (`r_…`).");
@@ -143,6 +145,28 @@ pub fn spec() -> Value {
             body: Some(r(g.subschema_for::<EmitBody>())),
             ok: (200, r(g.subschema_for::<Emitted>())),
             errors: &[400],
+        },
+        Op {
+            method: "get",
+            path: "/notifications",
+            summary: "Notifications (a definition's `notify`), newest first, with where each stands.",
+            params: &[
+                ("run", "query", "Only this run's."),
+                ("state", "query", "`pending`, `delivered` or `failed`."),
+                ("limit", "query", "At most this many (default 100)."),
+            ],
+            body: None,
+            ok: (200, r(g.subschema_for::<NotificationList>())),
+            errors: &[400],
+        },
+        Op {
+            method: "post",
+            path: "/notifications/{id}/resend",
+            summary: "Send a failed notification again, from its first try (same id).",
+            params: &[("id", "path", "The notification's id (`dlv_…`).")],
+            body: None,
+            ok: (200, r(g.subschema_for::<NotificationView>())),
+            errors: &[404, 409],
         },
         Op {
             method: "get",

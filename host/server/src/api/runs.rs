@@ -80,7 +80,7 @@ fn lookup_refused(e: LookupRefused) -> ApiError {
     }
 }
 
-fn run_id(text: &str, path: &str) -> Result<RunId, ApiError> {
+pub(super) fn run_id(text: &str, path: &str) -> Result<RunId, ApiError> {
     text.parse().map_err(|_| {
         ApiError::invalid(format!("{text:?} is not a run id"))
             .at(path)
@@ -125,7 +125,7 @@ pub(super) async fn list(State(core): State<Arc<Core>>, Query(q): Query<ListQuer
 }
 
 pub(super) async fn get_one(State(core): State<Arc<Core>>, Path(id): Path<String>) -> Result<Json<RunView>, ApiError> {
-    Ok(Json(RunView::of(&load(&core, &id).await?)))
+    Ok(Json(core.for_http.run_view(&load(&core, &id).await?).await))
 }
 
 /// `POST /runs`.
@@ -152,6 +152,9 @@ pub struct StartBody {
     /// Wait up to this long (ms, at most 300000) for the run to end (or to
     /// wait for input) and answer with it.
     pub wait_ms: Option<u64>,
+    /// Notifications for this run, added to the definition's `notify`.
+    #[serde(default)]
+    pub notify: Vec<Value>,
 }
 
 pub(super) async fn start(
@@ -160,20 +163,36 @@ pub(super) async fn start(
     Body(b): Body<StartBody>,
 ) -> Result<Response, ApiError> {
     let source = RunSource::of(b.template, b.version, b.definition).map_err(start_refused)?;
+    // `Idempotency-Key` (the IETF draft's, as Stripe's): one run per key.
+    let idempotency_key = match headers.get("idempotency-key") {
+        None => None,
+        Some(v) => Some(v.to_str().map(str::to_string).map_err(|_| {
+            ApiError::invalid("the `Idempotency-Key` header is not visible ASCII")
+                .hint("send a key of 1 to 255 characters")
+        })?),
+    };
     let req = StartRequest {
         key: b.key,
         presets: b.presets.into_iter().collect(),
         labels: b.labels,
+        idempotency_key,
+        notify: b.notify,
         // The caller's trace context (W3C `traceparent`): the run's parent span.
         traceparent: crate::trace_context::from_header(&headers),
         ..StartRequest::new(source, b.input.unwrap_or_else(|| Value::Object(Default::default())))
     };
     let started = core.for_http.start(req).await.map_err(start_refused)?;
-    let id = started.id.clone();
+    let (id, replayed) = (started.id.clone(), started.replayed);
     let wait = Duration::from_millis(b.wait_ms.unwrap_or(0).min(MAX_WAIT_MS));
     let never = tokio_util::sync::CancellationToken::new();
     let rec = core.for_http.settle_started(started, wait, None, &never).await.map_err(ApiError::internal)?;
-    Ok((StatusCode::CREATED, [("location", format!("/api/v1/runs/{id}"))], Json(RunView::of(&rec))).into_response())
+    let location = ("location", format!("/api/v1/runs/{id}"));
+    if replayed {
+        // The key's run, started before: nothing new was created.
+        let replay = ("idempotent-replayed", "true".to_string());
+        return Ok((StatusCode::OK, [location, replay], Json(RunView::of(&rec))).into_response());
+    }
+    Ok((StatusCode::CREATED, [location], Json(RunView::of(&rec))).into_response())
 }
 
 /// A run the use-case layer did not start, in the API's terms.
@@ -199,12 +218,25 @@ fn start_refused(e: StartRefused) -> ApiError {
             over.message("`definition`", "max_definition_bytes"),
         )
         .at("/definition"),
+        StartRefused::BadIdempotencyKey => {
+            ApiError::invalid("the `Idempotency-Key` header is empty or over 255 characters")
+                .hint("send a key of 1 to 255 characters that names this request")
+        }
+        StartRefused::KeyConflict { key, run } => ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!("idempotency key `{key}` already started run {run} with another request; nothing was started"),
+        )
+        .hint(format!("GET /api/v1/runs/{run} shows that run; send a new key for a different request")),
         StartRefused::EmptyKey => {
             ApiError::invalid("`key` is empty").at("/key").hint("give a non-empty key, or leave it out")
         }
         StartRefused::ZeroFuel => ApiError::invalid("the fuel budget is 0").hint("give at least 1, or leave it out"),
         StartRefused::Labels(problems) => {
             ApiError::invalid("the labels were refused; nothing was started").with_problems("/labels", &problems)
+        }
+        StartRefused::Notify(problems) => {
+            ApiError::invalid("`notify` was refused; nothing was started").with_problems("/notify", &problems)
         }
         StartRefused::Prepare(r) => ApiError::refused(r),
         StartRefused::Input { problems, .. } => {

@@ -222,10 +222,10 @@ impl Core {
         self: &Arc<Self>,
         id: &RunId,
         wait: Duration,
-        fresh: Fresh,
+        fresh: Option<Fresh>,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<Outcome, ToolError> {
-        self.follow(id, wait, Some(fresh), ctx, Asked::default(), None).await
+        self.follow(id, wait, fresh, ctx, Asked::default(), None).await
     }
 
     /// The retry of a 2026-07-28 call that answered weft's question:

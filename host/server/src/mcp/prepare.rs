@@ -149,6 +149,12 @@ pub async fn start_refused(core: &Core, e: StartRefused, template: Option<&str>)
         StartRefused::DefinitionTooLarge(over) => {
             ToolError::new(over.message("`definition`", "max_definition_bytes")).fix(FIX_TOO_LARGE)
         }
+        StartRefused::BadIdempotencyKey => ToolError::new("`idempotency_key` is empty or longer than 255 characters")
+            .fix("give a key of 1 to 255 characters that names this request (e.g. a session and turn id)"),
+        StartRefused::KeyConflict { key, run } => ToolError::new(format!(
+            "idempotency key `{key}` already started run {run} with a different request (its input, template or definition, labels, concurrency_key, presets or notify differ); nothing was started"
+        ))
+        .fix(format!("run_get {{\"run_id\": \"{run}\"}} shows that run; use a new key for a different request")),
         StartRefused::EmptyKey => {
             ToolError::new("`concurrency_key` is empty").fix("give a non-empty key, or leave `concurrency_key` out")
         }
@@ -158,6 +164,11 @@ pub async fn start_refused(core: &Core, e: StartRefused, template: Option<&str>)
             ToolError::with_problems("`labels` were refused; nothing was started", ProblemOut::all("labels", &problems))
                 .fix("keep at most 32 labels, keys of letters, digits, `_ - . /`, values of at most 256 characters")
         }
+        StartRefused::Notify(problems) => ToolError::with_problems(
+            "`notify` was refused; nothing was started",
+            ProblemOut::all("notify", &problems),
+        )
+        .fix("each entry is {\"on\": [events], \"webhook\": NAME | \"tool\": {server, name}, \"input\"?, \"key\"?}; weft://guide, \"Called back\", shows one"),
         StartRefused::Prepare(r) => refused(r, template),
         StartRefused::Input { problems, schema } => invalid_input(&problems, schema.as_ref()),
         StartRefused::Failed(e) => ToolError::internal(e),

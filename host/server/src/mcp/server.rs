@@ -40,6 +40,7 @@ impl WeftServer {
             + Self::waits_router()
             + Self::recording_router()
             + Self::compare_router()
+            + Self::notification_router()
             + Self::schedule_router()
             + Self::value_router()
     }
@@ -161,7 +162,10 @@ impl ServerHandler for WeftServer {
         // The caller's trace context: the parent of the runs this call starts.
         let traceparent = crate::trace_context::from_meta(&context.meta)
             .or_else(|| request.meta.as_ref().and_then(crate::trace_context::from_meta));
-        crate::trace_context::scope(traceparent, self.dispatch_call(request, context)).await
+        // The caller's idempotency key: one run per key (docs/mcp.md).
+        let key = crate::trace_context::key_from_meta(&context.meta)
+            .or_else(|| request.meta.as_ref().and_then(crate::trace_context::key_from_meta));
+        crate::trace_context::scope(traceparent, key, self.dispatch_call(request, context)).await
     }
 
     async fn list_prompts(

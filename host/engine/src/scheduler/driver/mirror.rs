@@ -67,6 +67,7 @@ pub(in crate::scheduler) fn fresh_record(batch: &Batch) -> Option<RunRecord> {
         match w {
             Write::CreateRun { run, steps } => created = Some((run, steps)),
             Write::Event(e) => last_seq = last_seq.max(e.seq),
+            Write::PutStartKey(_) => {}
             _ => return None,
         }
     }

@@ -30,6 +30,7 @@ use weft_model::type_name;
 mod flush;
 mod load;
 mod mirror;
+mod notify;
 mod observe;
 mod outcome;
 mod ready;
@@ -319,6 +320,9 @@ struct Driver {
     /// The signals the store holds queued for this run's steps: (step,
     /// item, message id) each.
     queued: Vec<crate::scheduler::mail::Queued>,
+    /// Steps whose wait was resolved in this batch, with their event's seq:
+    /// their notifications are written at the flush (see `notify`).
+    resolved: Vec<(usize, Seq)>,
     /// A batch of this driver is durable.
     committed: bool,
     /// Told the outcome of the first commit, which creates the run (see
@@ -508,6 +512,7 @@ impl Driver {
             to_spawn: vec![],
             to_cancel: vec![],
             early: vec![],
+            resolved: vec![],
             queued,
             committed: false,
             created: None,
@@ -737,10 +742,13 @@ impl Driver {
         self.observe_run(self.state, to);
         self.state = to;
         let mut data = json!({"state": to});
-        if let Some(e) = error {
+        if let Some(e) = &error {
             data["error"] = e.to_value();
         }
         self.event(format!("run.{to}"), None, None, data);
+        if !self.def.notify.is_empty() {
+            self.notify_run(to, output.as_ref(), error.as_ref());
+        }
         Ok(())
     }
 
@@ -780,6 +788,9 @@ impl Driver {
             data["error"] = e.to_value();
         }
         self.event(format!("step.{to}"), Some(i), None, data);
+        if from == StepState::Waiting && to == StepState::Succeeded && !self.def.notify.is_empty() {
+            self.notify_resolved(i);
+        }
         Ok(())
     }
 }

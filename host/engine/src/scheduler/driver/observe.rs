@@ -18,6 +18,7 @@ use super::Driver;
 /// creation time and the `traceparent` stored with it.
 pub(super) struct RunInfo {
     pub template: Arc<str>,
+    pub version: Option<u32>,
     pub created_at: i64,
     pub trace: Option<Arc<str>>,
 }
@@ -26,6 +27,7 @@ impl RunInfo {
     pub fn of(rec: &RunRecord) -> RunInfo {
         RunInfo {
             template: rec.template.as_str().into(),
+            version: rec.version,
             created_at: rec.created_at,
             trace: rec.traceparent.as_deref().map(Into::into),
         }

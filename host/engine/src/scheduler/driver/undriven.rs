@@ -86,7 +86,19 @@ pub(in crate::scheduler) async fn cancel_undriven(sh: &Arc<Shared>, id: &RunId) 
     let to = rec.state.apply(RunEvent::Cancel)?;
     let err = StepError::canceled("the run was canceled");
     b.push(Write::RunState { run: id.clone(), from: rec.state, to, output: None, error: Some(err.clone()), at: now });
-    ev(&mut b, format!("run.{to}"), None, json!({"state": to, "error": err}));
+    ev(&mut b, format!("run.{to}"), None, json!({"state": to, "error": err.clone()}));
+    // Its notifications, as the run stands canceled.
+    if let Ok(def) = sh.plans.get(&rec)
+        && let Some(on) = crate::notices::on_state(to)
+    {
+        let mut ended = rec.clone();
+        ended.state = to;
+        ended.error = Some(err);
+        for s in ended.steps.iter_mut().filter(|s| !s.state.is_terminal()) {
+            s.state = s.state.apply(StepEvent::Cancel)?;
+        }
+        b.writes.extend(crate::notices::for_record(&def.notify, &on, &ended, seq, now, sh.config.delivery_retry));
+    }
     sh.commit(b).await?;
     let engine = Engine::from_shared(sh.clone());
     // Signals queued for its steps are answered.

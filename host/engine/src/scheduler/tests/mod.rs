@@ -697,6 +697,7 @@ mod edges;
 mod graph_and_items;
 mod hibernate;
 mod interruptions;
+mod notify;
 mod nowhere;
 mod parked_items;
 mod sleep;

@@ -26,7 +26,7 @@ pub struct CompareParams {
 #[tool_router(router = compare_router, vis = "pub(crate)")]
 impl WeftServer {
     #[tool(
-        description = "Compare two runs step by step: for each step its state, its resolved input and its output in both runs, the places (JSON Pointers) where they differ with both values side by side, and the first step where the runs depart (in dependency order). Without `with`, `run` is compared with the recording of its template, so a replay shows what its new input changed (and what it did not: a step whose input stayed the same although the run's input changed was recorded with a literal where a ref was meant).",
+        description = "Compare two runs step by step: each step's state, resolved input and output in both runs, where they differ (JSON Pointers, both values), and the first step where they depart. Without `with`, `run` is compared with its template's recording: a step whose input stayed the same although the run's input changed was recorded with a literal where a ref was meant.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn run_compare(&self, Parameters(p): Parameters<CompareParams>) -> Result<Json<Comparison>, ToolError> {

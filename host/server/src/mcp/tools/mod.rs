@@ -2,6 +2,7 @@
 //! `#[tool_router]` over [`crate::WeftServer`], combined in `server.rs`.
 
 pub mod compare;
+pub mod notifications;
 pub mod recording;
 pub mod runs;
 pub mod schedules;

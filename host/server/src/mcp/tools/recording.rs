@@ -326,7 +326,7 @@ fn code_of(p: &CodeParams) -> Result<(weft_model::CodeRef, Value, String), ToolE
 #[tool_router(router = recording_router, vis = "pub(crate)")]
 impl WeftServer {
     #[tool(
-        description = "Start recording: each proxied tool call (`<server>__<tool>`) you make becomes a step of a workflow. Arguments may hold refs to earlier results (`@echo_1`) or to the recording's input (`@input.key`); each result's `_meta` names its step (`dev.weft/step`). It outlives the session (recording_open). Finish with recording_save (a template to replay with new input) or recording_stop.",
+        description = "Start recording: each proxied tool call (`<server>__<tool>`) you make becomes a workflow step. Arguments may hold refs to earlier results (`@echo_1`) or the recording's input (`@input.key`); each result's `_meta` names its step (`dev.weft/step`). It outlives the session (recording_open). Finish with recording_save or recording_stop.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -536,7 +536,7 @@ impl WeftServer {
     }
 
     #[tool(
-        description = "Save the session's recording as a template and end it (dry_run: true only shows what it would save). Each call is a step (`get_sum_1`) depending on the steps its arguments refer to; side effects keep their order (`order` says why; `parallel: [steps]` frees them, keep_order: true chains all). A literal argument equal to an input value or an earlier output (or a field of it) is proposed as a ref (`replacements`, applied unless refused by id) when specific: strings of 3+ characters, numbers outside -1..10, non-empty objects and arrays; an input string inside a longer string becomes a ref in that text. Smaller equal values (5, \"ab\", true) are only `candidates`: apply them with `accept`. Typed refs (`{\"a\": \"@input.a\"}`) always follow new input. The recording is stored as a run; the template is the tool wf_<template>; run_compare shows how a replay departed.",
+        description = "Save the session's recording as a template and end it (dry_run: true only shows it). Each call is a step (`get_sum_1`) depending on the steps its arguments refer to; side effects keep their order (`order` says why; `parallel: [steps]` frees them, keep_order: true chains all). A literal equal to an input value or an earlier output (or a field of it) is proposed as a ref (`replacements`, applied unless refused by id) when specific: strings of 3+ characters, numbers outside -1..10, non-empty objects and arrays. Smaller equal values (5, \"ab\", true) are `candidates`: apply them with `accept`. The template is the tool wf_<template>; run_compare shows how a replay departed.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,

@@ -52,27 +52,31 @@ pub struct RunStartParams {
     #[serde(default)]
     #[schemars(range(max = 300_000))]
     pub wait_ms: Option<u64>,
-    /// Steps whose output is given instead of computed (mock a step, inject
-    /// known data, resume a recording): step name → output. They are
-    /// stored `succeeded` with the run; steps after them see that output.
+    /// Step name → output given instead of computed (a mock, known data):
+    /// stored `succeeded`; later steps see it.
     #[serde(default)]
     pub presets: std::collections::BTreeMap<String, Value>,
-    /// Runs with the same key execute one at a time, in the order they were
-    /// started; the others stay `submitted` until the earlier ones finish
-    /// (a run waiting for input still holds its key).
+    /// Runs with one key execute one at a time, in start order (a run
+    /// waiting for input holds its key).
     #[serde(default)]
     pub concurrency_key: Option<String>,
-    /// A CPU budget (fuel) for all code steps of this run together, in
-    /// place of the definition's `limits.run_fuel`; a step that would pass
-    /// it fails `fuel_exhausted`.
+    /// A CPU budget (fuel) for all code steps of the run, replacing
+    /// `limits.run_fuel`; past it a step fails `fuel_exhausted`.
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub run_fuel: Option<u64>,
-    /// The caller's metadata (`{"origin": "slack", "session": "s-42"}`):
-    /// shown with the run, filtered on by run_list, read by refs as
-    /// `@run.labels.origin`. At most 32; values of at most 256 characters.
+    /// The caller's metadata (`{"session": "s-42"}`): shown with the run,
+    /// filtered by run_list, read as `@run.labels.session` (≤ 32, values
+    /// ≤ 256 characters).
     #[serde(default)]
     pub labels: weft_model::Labels,
+    /// One run per key: a repeat returns that run (or `_meta`'s
+    /// `dev.weft/idempotency-key`).
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+    /// Added to the definition's `notify` for this run.
+    #[serde(default)]
+    pub notify: Vec<Value>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -163,6 +167,9 @@ impl Core {
         if req.traceparent.is_none() {
             req.traceparent = crate::trace_context::incoming();
         }
+        if req.idempotency_key.is_none() {
+            req.idempotency_key = crate::trace_context::incoming_key();
+        }
         let template = match &req.source {
             RunSource::Template { name, .. } => Some(name.clone()),
             RunSource::Saved(t) => Some(t.name.clone()),
@@ -183,12 +190,20 @@ impl Core {
         ctx: &RequestContext<RoleServer>,
     ) -> Result<Outcome, ToolError> {
         let started = self.start_run(req).await?;
-        if wait_ms == 0 {
+        let outcome = if wait_ms == 0 {
             let rec = self.load_run(started.id.as_str()).await?;
-            return Ok(Outcome::Run(RunStartOut::of(&rec)));
-        }
-        let wait = Duration::from_millis(wait_ms.min(MAX_WAIT_MS));
-        self.wait_answering(&started.id, wait, started.fresh, ctx).await
+            Outcome::Run(RunStartOut::of(&rec))
+        } else {
+            let wait = Duration::from_millis(wait_ms.min(MAX_WAIT_MS));
+            self.wait_answering(&started.id, wait, started.fresh, ctx).await?
+        };
+        Ok(match outcome {
+            Outcome::Run(mut out) if started.replayed => {
+                out.note = format!("this idempotency key started this run before (no new run); {}", out.note);
+                Outcome::Run(out)
+            }
+            other => other,
+        })
     }
 }
 
@@ -222,7 +237,7 @@ impl IntoCallToolResult for RunStartReply {
 impl WeftServer {
     #[tool(
         description = concat!(
-            "Start a run of a saved `template` (optional `version`) or of an inline `definition` (format: resource weft://guide), with an `input` checked against its input_schema. With `wait_ms` the call waits up to that long and returns the output (progress notifications with a progress token); otherwise it returns the run id at once. A run waiting for input returns `input-required` with its `waits` (answer with run_signal); a client with elicitation is asked directly. `presets` give steps their output instead of running them. Bad definitions or inputs are refused with each problem's JSON path; no run is created. Example: {\"definition\": ",
+            "Start a run of a saved `template` (optional `version`) or an inline `definition` (format: weft://guide) with an `input` checked against its input_schema. With `wait_ms` it waits that long and returns the output; else the run id at once. A run waiting for input returns `input-required` with its `waits` (answer with run_signal; a client with elicitation is asked). Bad definitions or inputs are refused with each problem's JSON path; no run is created. Example: {\"definition\": ",
             prepare::definition_example!(),
             ", \"input\": {\"user\": {\"name\": \"Ada\"}}, \"wait_ms\": 10000}"
         ),
@@ -253,18 +268,20 @@ impl WeftServer {
             presets: p.presets,
             run_fuel: p.run_fuel,
             labels: p.labels,
+            idempotency_key: p.idempotency_key,
+            notify: p.notify,
             ..StartRequest::new(source, p.input.unwrap_or_else(|| Value::Object(Default::default())))
         };
         Ok(self.core.start_and_wait(req, p.wait_ms.unwrap_or(0), &ctx).await?.into())
     }
 
     #[tool(
-        description = "One run: its state, input, output, error, every step's state, attempts, resolved `input` (refs replaced by the values the step was given; each attempt's under `tries`), output and error, and its open `waits` (a signal wait's prompt and schema: answer it with run_signal), and its `artifacts` (files such as a tool's images: read each at its `uri`, a resource). The answer stays small (~28 KB): a larger value shows as {\"trimmed\": {length, head, read_with}}, listed in `trimmed`; run_value pages it.",
+        description = "One run: state, input, output, error; every step's state, attempts, resolved `input` (each attempt's under `tries`), output and error; open `waits` (a signal's prompt and schema: answer with run_signal); `artifacts` (read each at its `uri`); `notifications` and where each stands. Stays small (~28 KB): a larger value shows as {\"trimmed\": {length, head, read_with}}, listed in `trimmed`; run_value pages it.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn run_get(&self, Parameters(p): Parameters<RunIdParams>) -> Result<Json<RunGetOut>, ToolError> {
         let rec = self.core.load_run(&p.run_id).await?;
-        let mut view = RunView::of(&rec);
+        let mut view = self.core.for_mcp.run_view(&rec).await;
         for a in &mut view.artifacts {
             a.uri = Some(crate::mcp::resources::artifact_uri(&rec.id, &a.name));
         }
@@ -309,7 +326,7 @@ impl WeftServer {
     }
 
     #[tool(
-        description = "A run's event log in order (state changes, attempts — `attempt.queued` while a code step waits its turn, `attempt.admitted` when its timeout starts — progress with its data, log lines, `signal.queued`), after `after_seq`, at most `limit` (500). `more: true`: call again with `after_seq` = the returned `last_seq` (also to follow a run).",
+        description = "A run's event log in order (state changes, attempts, progress with its data, log lines, `signal.queued`, `notify.failed`), after `after_seq`, at most `limit` (500). `more: true`: call again with `after_seq` = the returned `last_seq` (also to follow a run).",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn run_events(&self, Parameters(p): Parameters<RunEventsParams>) -> Result<Json<EventPage>, ToolError> {
@@ -322,7 +339,7 @@ impl WeftServer {
     }
 
     #[tool(
-        description = "Cancel a run: running steps are interrupted, unfinished steps and the run end `canceled`. A run that already finished is left as it is.",
+        description = "Cancel a run: running steps are interrupted; unfinished steps and the run end `canceled`. A finished run is left as it is.",
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     async fn run_cancel(&self, Parameters(p): Parameters<RunIdParams>) -> Result<Json<RunCancelOut>, ToolError> {

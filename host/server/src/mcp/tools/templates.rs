@@ -168,7 +168,7 @@ fn description(t: &TemplateRecord) -> Option<String> {
 impl WeftServer {
     #[tool(
         description = concat!(
-            "Check a workflow definition without storing anything, with the checks template_save and run_start make: plugins and their input schemas, tool steps against their servers' live tools, refs, child templates. Returns valid: true with its name (and `warnings` worth a look), or every problem with its JSON path into `definition` and a hint. The format: resource weft://guide (JSON Schema: weft://schema/definition). Example: {\"definition\": ",
+            "Check a workflow definition without storing anything, with the checks template_save and run_start make (plugins, live tools, refs, child templates). Returns valid: true with its name (and `warnings`), or every problem with its JSON path into `definition` and a hint. Format: weft://guide (JSON Schema: weft://schema/definition). Example: {\"definition\": ",
             prepare::definition_example!(),
             "}"
         ),
@@ -280,7 +280,7 @@ impl WeftServer {
     }
 
     #[tool(
-        description = "The code plugins a code step can use (`{\"code\": {\"plugin\": NAME}, \"input\": ...}`), with their descriptions and the JSON Schemas of their input and output.",
+        description = "The code plugins a code step can use (`{\"code\": {\"plugin\": NAME}}`), with descriptions and input/output JSON Schemas.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn plugin_list(&self, Parameters(_): Parameters<NoParams>) -> Result<Json<PluginListOut>, ToolError> {

@@ -197,7 +197,7 @@ impl IntoCallToolResult for SignalError {
 #[tool_router(router = waits_router, vis = "pub(crate)")]
 impl WeftServer {
     #[tool(
-        description = "Answer a signal wait: `data` for `step` of run `run_id` (run_get lists `waits` with prompt and schema). Invalid data is refused with each problem's JSON path; the step keeps waiting. The first valid signal wins; later ones get already_resolved. Sent before the step waits: checked now, `status: queued`, taken when it waits (one per step). A `for_each` wait takes one per `item`.",
+        description = "Answer a signal wait: `data` for `step` of run `run_id` (run_get lists `waits` with prompt and schema). Invalid data is refused with each problem's JSON path; the step keeps waiting. The first valid signal wins. Sent before the step waits: checked now, `status: queued`, taken when it waits (one per step). A `for_each` wait takes one per `item`.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -228,7 +228,7 @@ impl WeftServer {
     }
 
     #[tool(
-        description = "Emit an event: every step waiting for `event` whose `match` holds for `data` (fields equal, a nested object a subset, a `/a/b` key a JSON Pointer) takes `data` as its output; a wait starting later (in a run begun before) takes it then. With an `id`, emitting is idempotent: the same id again answers `duplicate: true`.",
+        description = "Emit an event: every step waiting for `event` whose `match` holds for `data` (fields equal, a nested object a subset, a `/a/b` key a JSON Pointer) takes `data` as its output; a wait starting later (in a run begun before) takes it then. With an `id` it is idempotent: the same id again answers `duplicate: true`.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
