@@ -40,6 +40,10 @@ async def main(args: argparse.Namespace) -> None:
             a = await session.call_tool("wf_greet", {"who": "cy"}, meta=meta)
             b = await session.call_tool("wf_greet", {"who": "cy"}, meta=meta)
             seen["wf"] = [{"is_error": bool(x.is_error), "text": text_of(x), "structured": structured(x)} for x in (a, b)]
+            # The same key through run_start naming the template: the same request.
+            c = await session.call_tool("run_start", {"template": "greet", "input": {"who": "cy"},
+                                                      "idempotency_key": "step-attempt-7", "wait_ms": 10000})
+            seen["wf_then_run_start"] = {"is_error": bool(c.is_error), "text": text_of(c), "structured": structured(c)}
             listed = structured(await session.call_tool("run_list", {"template": "greet"}))
             seen["runs"] = listed["runs"]
             bad = await session.call_tool("run_start", {"definition": GREET, "input": {"who": "x"},

@@ -44,7 +44,8 @@ struct Found {
 
 /// Every look-alike in the parts of `doc` that hold refs: step inputs
 /// (`input`, a `return` value), `when`, `wait` prompts and matches, and
-/// the definition's `output`.
+/// the definition's `output` (and `summary`, and the `input` and `key` of
+/// its notifications).
 pub fn check(doc: &Value) -> Lookalikes {
     let mut out = Lookalikes::default();
     let Some(steps) = doc.get("steps").and_then(Value::as_array) else { return out };
@@ -66,6 +67,13 @@ pub fn check(doc: &Value) -> Lookalikes {
     for field in ["output", "summary"] {
         if let Some(v) = doc.get(field) {
             scan(v, format!("/{field}"));
+        }
+    }
+    for (i, n) in doc.get("notify").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        for field in ["input", "key"] {
+            if let Some(v) = n.get(field) {
+                scan(v, format!("/notify/{i}/{field}"));
+            }
         }
     }
     out

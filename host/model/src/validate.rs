@@ -265,6 +265,15 @@ pub(crate) fn check(
             check_literal_input(schema, &s.input, &m.input_at, whose, out);
         }
     }
+    // What a notification sends to a tool, literally, against its input schema.
+    for (i, n) in def.notify.iter().enumerate() {
+        if let (Some(t), Some(input)) = (&n.tool, &n.input)
+            && let Some(schema) = lookup.tool_input_schema(&t.server, &t.name)
+        {
+            let whose = format!("tool {}.{}", t.server, t.name);
+            check_literal_input(&schema, input, &format!("/notify/{i}/input"), &whose, out);
+        }
+    }
     // The run's output and summary, and what its notifications send.
     let mut whole_run: Vec<(String, &crate::template::Template)> = vec![];
     for (field, t) in [("/output", &def.output), ("/summary", &def.summary)] {

@@ -282,8 +282,9 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
 /// An idempotency key's refusal, as the CLI says it (exit 2).
 fn key_refused(e: StartRefused) -> anyhow::Error {
     match e {
-        StartRefused::KeyConflict { key, run } => bad(anyhow::anyhow!(
-            "--idempotency-key `{key}` already started run {run} with another request; nothing was started (`weft runs show {run}` shows it)"
+        StartRefused::KeyConflict { key, run, differs } => bad(anyhow::anyhow!(
+            "--idempotency-key `{key}` already started run {run} with another request (its {} differ); nothing was started (`weft runs show {run}` shows it)",
+            differs.join(", ")
         )),
         StartRefused::Failed(e) => e.into(),
         other => bad(anyhow::anyhow!("{other}")),

@@ -98,8 +98,8 @@ statements! {
     inbox_take = "UPDATE inbox SET taken_until = now() + $2 * interval '1 millisecond' WHERE id = $1";
     start_key = "INSERT INTO start_keys (key, run_id, digest, created_at) VALUES ($1, $2, $3, $4)
                  ON CONFLICT DO NOTHING";
-    delivery_put = "INSERT INTO deliveries (id, run_id, fifo_key, state, attempts, next_at, updated_at, body)
-                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING";
+    delivery_put = "INSERT INTO deliveries (id, run_id, fifo_key, state, attempts, next_at, updated_at, body, error)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING";
     delivery_lease = "UPDATE deliveries SET lease_until = $3 WHERE id = $1 AND state = 'pending' AND attempts = $2
                         AND (lease_until IS NULL OR lease_until < $4)";
     delivery_tried = "UPDATE deliveries SET attempts = attempts + 1, state = $3, next_at = $4, error = $5,
@@ -659,6 +659,7 @@ impl Stmts {
                     p(d.next_at),
                     p(d.updated_at),
                     p(serde_json::to_string(d).unwrap_or_default()),
+                    p(d.error.clone()),
                 ];
                 self.push(Stmt::new(Which::delivery_put, v, one(format!("delivery {} exists", d.id))));
             }

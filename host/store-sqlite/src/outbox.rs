@@ -33,8 +33,18 @@ pub(crate) fn apply(c: &Connection, w: &Write) -> Result<bool, StoreError> {
             let body = serde_json::to_string(d).unwrap_or_default();
             let n = changed(
                 "INSERT OR IGNORE INTO deliveries (id, run_id, fifo_key, state, attempts, next_at, lease_until,
-                    error, updated_at, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL, NULL, ?7, ?8)",
-                &[&d.id, &d.run.as_str(), &d.key, &d.state.as_str(), &d.attempts, &d.next_at, &d.updated_at, &body],
+                    error, updated_at, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL, ?9, ?7, ?8)",
+                &[
+                    &d.id,
+                    &d.run.as_str(),
+                    &d.key,
+                    &d.state.as_str(),
+                    &d.attempts,
+                    &d.next_at,
+                    &d.updated_at,
+                    &body,
+                    &d.error,
+                ],
             )?;
             if n == 0 {
                 return Err(conflict(format!("delivery {} exists", d.id)));

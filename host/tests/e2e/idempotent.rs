@@ -57,7 +57,8 @@ async fn the_api_starts_one_run_per_key_even_in_a_burst() {
     );
     let (st, _, conflict) = post(&http, &url, "order-1", &json!({"definition": def, "input": {"who": "bob"}})).await;
     assert_eq!(st, 409, "{conflict}");
-    assert!(conflict["message"].as_str().unwrap().contains(first["id"].as_str().unwrap()), "{conflict}");
+    let said = conflict["message"].as_str().unwrap();
+    assert!(said.contains(first["id"].as_str().unwrap()) && said.contains("(its input differ)"), "{conflict}");
     let (st, _, bad) = post(&http, &url, "", &body).await;
     assert_eq!(st, 400, "{bad}");
 
@@ -88,6 +89,9 @@ fn mcp_starts_one_run_per_key_from_arguments_and_meta() {
     assert!(wf.iter().all(|c| c["is_error"] == false), "{seen}");
     let greets = seen["runs"].as_array().unwrap().iter().filter(|r| r["template"] == "greet").count();
     assert_eq!(greets, 2, "run_start's run and ONE wf_greet run: {seen}");
+    let again = &seen["wf_then_run_start"];
+    assert_eq!(again["is_error"], false, "the wf_ call and run_start {{template}} are one request: {seen}");
+    assert!(again["structured"]["note"].as_str().unwrap().contains("started this run before"), "{seen}");
     let bad = &seen["bad_notify"];
     assert_eq!(bad["is_error"], true, "{seen}");
     let text = bad["text"].as_str().unwrap();

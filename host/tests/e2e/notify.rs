@@ -322,3 +322,38 @@ fn an_unconfigured_webhook_is_refused_with_its_path() {
     assert!(out.stderr.contains("configured: ops"), "{}", out.stderr);
     assert!(w.runs().is_empty());
 }
+
+/// On PostgreSQL with two workers: the worker trying a notification is
+/// SIGKILLed while the receiver holds it; the other worker sends it again,
+/// with the same id, once the dead worker's lease on it ran out.
+#[test]
+fn another_worker_sends_a_dead_workers_notification() {
+    let w = Weft::postgres();
+    let ops = Receiver::python(&w, "ops", &["--hold", "3"]);
+    // A try may take 1 s: a sender's lease on it is 2 × 1 s + 5 s.
+    configure(&w, &format!("{}[notifications]\ntimeout_ms = 1000\n", ops.toml("ops")));
+    let def = w.write_def(
+        "p",
+        &json!({"name": "p", "notify": [{"on": ["completed"], "webhook": "ops"}],
+        "steps": [{"name": "a", "return": 1}]}),
+    );
+    let first = Worker::start(&w);
+    let id = detach(&w, &def, &json!({}), &[]);
+    ops.until("the first try received", |s| s.iter().any(|x| x["data"]["run_id"] == id.as_str()));
+    let other = Worker::start(&w);
+    let t0 = Instant::now();
+    first.kill();
+    let seen = ops.until("sent again by the other worker", |s| s.iter().any(|x| x["status"] == 200 && x["try"] == 2));
+    assert!(t0.elapsed() < Duration::from_secs(20), "within the lease and a poll");
+    assert!(seen.iter().all(|x| x["id"] == seen[0]["id"] && x["verified"] == true), "{seen:?}");
+    let t1 = Instant::now();
+    loop {
+        let listed = notifications(&w, &id);
+        if listed[0]["state"] == "delivered" {
+            break;
+        }
+        assert!(t1.elapsed() < Duration::from_secs(10), "{listed:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(other);
+}

@@ -67,6 +67,18 @@ pub async fn outbox_agrees_with_the_reference(store: Arc<dyn Store>) {
         ]))
         .await
         .unwrap();
+        // Written failed (its refs did not resolve): kept with its error, never due.
+        let never = DeliveryRecord {
+            state: DeliveryState::Failed,
+            error: Some("not sent: its `input` does not resolve".into()),
+            ..delivery(&r2, "dlv_x", None, 12)
+        };
+        s.commit(b(vec![Write::PutDelivery(never)])).await.unwrap();
+        let x = s.delivery("dlv_x").await.unwrap().unwrap();
+        assert_eq!(
+            (x.state, x.error.as_deref()),
+            (DeliveryState::Failed, Some("not sent: its `input` does not resolve"))
+        );
         let again = s.commit(b(vec![Write::PutDelivery(delivery(&r2, "dlv_c", None, 12))])).await;
         assert!(matches!(again, Err(StoreError::Conflict(_))), "an id is written once");
         // Due at 20: the head of key `s` and the keyless one; `dlv_d` not yet.
@@ -113,7 +125,7 @@ pub async fn outbox_agrees_with_the_reference(store: Arc<dyn Store>) {
         );
         s.commit(b(vec![tried("dlv_a", 0, DeliveryState::Delivered, 200, 201)])).await.unwrap();
         let all = s.deliveries(&DeliveryFilter::default()).await.unwrap();
-        assert_eq!(ids(&all), ["dlv_d", "dlv_c", "dlv_b", "dlv_a"], "newest first");
+        assert_eq!(ids(&all), ["dlv_x", "dlv_d", "dlv_c", "dlv_b", "dlv_a"], "newest first");
         let of_r2 = DeliveryFilter { run: Some(r2.clone()), state: Some(DeliveryState::Pending), limit: Some(2) };
         assert_eq!(ids(&s.deliveries(&of_r2).await.unwrap()), ["dlv_d", "dlv_c"]);
         let done = DeliveryFilter { state: Some(DeliveryState::Delivered), ..Default::default() };
@@ -131,6 +143,6 @@ pub async fn outbox_agrees_with_the_reference(store: Arc<dyn Store>) {
         assert_eq!(s.delete_runs(std::slice::from_ref(&r1)).await.unwrap(), std::slice::from_ref(&r1));
         assert!(s.delivery("dlv_a").await.unwrap().is_none());
         assert!(s.start_key("k-1").await.unwrap().is_none());
-        assert_eq!(s.deliveries(&DeliveryFilter::default()).await.unwrap().len(), 3);
+        assert_eq!(s.deliveries(&DeliveryFilter::default()).await.unwrap().len(), 4);
     }
 }

@@ -127,10 +127,10 @@ pub enum StartRefused {
     /// The idempotency key is empty or over [`MAX_KEY_CHARS`].
     #[error("the idempotency key must be 1 to {MAX_KEY_CHARS} characters")]
     BadIdempotencyKey,
-    /// The idempotency key started run `run` with another request (other
-    /// input, template or definition, labels, notifications, ...).
-    #[error("idempotency key `{key}` already started run {run} with a different request")]
-    KeyConflict { key: String, run: RunId },
+    /// The idempotency key started run `run` with another request:
+    /// `differs` names the parts that differ (`input`, `labels`, ...).
+    #[error("idempotency key `{key}` already started run {run} with a different request ({} differ)", differs.join(", "))]
+    KeyConflict { key: String, run: RunId, differs: Vec<String> },
     #[error("the fuel budget is 0")]
     ZeroFuel,
     /// Labels over their caps (each problem's path is `/KEY`, within the labels).
@@ -245,7 +245,10 @@ impl UseCases {
         match self.store.start_key(key).await {
             Ok(None) => Ok(None),
             Ok(Some(k)) if k.digest == digest => Ok(Some(Started { id: k.run, fresh: None, replayed: true })),
-            Ok(Some(k)) => Err(StartRefused::KeyConflict { key: key.to_string(), run: k.run }),
+            Ok(Some(k)) => {
+                let differs = differing(&k.digest, digest);
+                Err(StartRefused::KeyConflict { key: key.to_string(), run: k.run, differs })
+            }
             Err(e) => Err(StartRefused::Failed(e.into())),
         }
     }
@@ -263,11 +266,21 @@ pub fn start_digest(
     labels: &weft_model::Labels,
     notify: &[Value],
 ) -> String {
-    let asked = serde_json::json!({
-        "source": source, "input": input, "key": key, "presets": presets,
-        "run_fuel": run_fuel, "labels": labels, "notify": notify,
+    // One short hash per part, so a conflict can say which part differs.
+    let parts = serde_json::json!({
+        "template or definition": digest(source), "input": digest(input),
+        "concurrency key": digest(&serde_json::json!(key)), "presets": digest(&serde_json::json!(presets)),
+        "fuel": digest(&serde_json::json!(run_fuel)), "labels": digest(&serde_json::json!(labels)),
+        "notify": digest(&serde_json::json!(notify)),
     });
-    digest(&asked)
+    parts.to_string()
+}
+
+/// The parts of the request whose digests differ (see [`start_digest`]).
+fn differing(stored: &str, asked: &str) -> Vec<String> {
+    let parse = |t: &str| serde_json::from_str::<serde_json::Map<String, Value>>(t).unwrap_or_default();
+    let (a, b) = (parse(stored), parse(asked));
+    b.iter().filter(|(k, v)| a.get(*k) != Some(v)).map(|(k, _)| k.clone()).collect()
 }
 
 impl RunSource {
@@ -275,7 +288,9 @@ impl RunSource {
     pub fn described(&self) -> Value {
         match self {
             RunSource::Template { name, version } => serde_json::json!({"template": name, "version": version}),
-            RunSource::Saved(t) => serde_json::json!({"template": t.name, "version": t.version}),
+            // A front end's own read of the latest version (`wf_<name>`):
+            // the same request as naming the template without a version.
+            RunSource::Saved(t) => serde_json::json!({"template": t.name, "version": null}),
             RunSource::Definition(d) => serde_json::json!({"definition": d}),
         }
     }
@@ -296,7 +311,7 @@ fn digest(v: &Value) -> String {
         }
     }
     let h = sha2::Sha256::digest(canonical(v).to_string().as_bytes());
-    h.iter().map(|b| format!("{b:02x}")).collect()
+    h.iter().take(12).map(|b| format!("{b:02x}")).collect()
 }
 
 /// The definition's `notify` list, if it has one.

@@ -222,10 +222,13 @@ fn start_refused(e: StartRefused) -> ApiError {
             ApiError::invalid("the `Idempotency-Key` header is empty or over 255 characters")
                 .hint("send a key of 1 to 255 characters that names this request")
         }
-        StartRefused::KeyConflict { key, run } => ApiError::new(
+        StartRefused::KeyConflict { key, run, differs } => ApiError::new(
             StatusCode::CONFLICT,
             "conflict",
-            format!("idempotency key `{key}` already started run {run} with another request; nothing was started"),
+            format!(
+                "idempotency key `{key}` already started run {run} with another request (its {} differ); nothing was started",
+                differs.join(", ")
+            ),
         )
         .hint(format!("GET /api/v1/runs/{run} shows that run; send a new key for a different request")),
         StartRefused::EmptyKey => {

@@ -151,8 +151,9 @@ pub async fn start_refused(core: &Core, e: StartRefused, template: Option<&str>)
         }
         StartRefused::BadIdempotencyKey => ToolError::new("`idempotency_key` is empty or longer than 255 characters")
             .fix("give a key of 1 to 255 characters that names this request (e.g. a session and turn id)"),
-        StartRefused::KeyConflict { key, run } => ToolError::new(format!(
-            "idempotency key `{key}` already started run {run} with a different request (its input, template or definition, labels, concurrency_key, presets or notify differ); nothing was started"
+        StartRefused::KeyConflict { key, run, differs } => ToolError::new(format!(
+            "idempotency key `{key}` already started run {run} with a different request (its {} differ); nothing was started",
+            differs.join(", ")
         ))
         .fix(format!("run_get {{\"run_id\": \"{run}\"}} shows that run; use a new key for a different request")),
         StartRefused::EmptyKey => {

@@ -7,7 +7,7 @@ use super::*;
 
 impl Driver {
     pub(super) async fn flush(&mut self) -> Result<(), EngineError> {
-        self.notify_resolved_now();
+        self.notify_deferred();
         if self.batch.is_empty() {
             return Ok(());
         }

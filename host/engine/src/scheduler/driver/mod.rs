@@ -320,9 +320,10 @@ struct Driver {
     /// The signals the store holds queued for this run's steps: (step,
     /// item, message id) each.
     queued: Vec<crate::scheduler::mail::Queued>,
-    /// Steps whose wait was resolved in this batch, with their event's seq:
-    /// their notifications are written at the flush (see `notify`).
-    resolved: Vec<(usize, Seq)>,
+    /// Notifications decided at the flush (see `notify`), with their
+    /// event's seq: a step's wait resolved (`Some(step)`), or a signal wait
+    /// opened (`None`: the run asks for input, even when it already did).
+    deferred: Vec<(Option<usize>, Seq)>,
     /// A batch of this driver is durable.
     committed: bool,
     /// Told the outcome of the first commit, which creates the run (see
@@ -512,7 +513,7 @@ impl Driver {
             to_spawn: vec![],
             to_cancel: vec![],
             early: vec![],
-            resolved: vec![],
+            deferred: vec![],
             queued,
             committed: false,
             created: None,
@@ -788,8 +789,8 @@ impl Driver {
             data["error"] = e.to_value();
         }
         self.event(format!("step.{to}"), Some(i), None, data);
-        if from == StepState::Waiting && to == StepState::Succeeded && !self.def.notify.is_empty() {
-            self.notify_resolved(i);
+        if !self.def.notify.is_empty() {
+            self.notify_step(i, from, to);
         }
         Ok(())
     }

@@ -8,42 +8,54 @@ use crate::notices::{self, RunFacts};
 
 impl Driver {
     /// The run entered `to` (its event is the batch's last): the
-    /// notifications it causes.
+    /// notifications it causes. Asking for input is notified where a
+    /// signal wait opens (see [`Driver::notify_step`]).
     pub(super) fn notify_run(&mut self, to: RunState, output: Option<&Value>, error: Option<&StepError>) {
         let Some(on) = notices::on_state(to) else { return };
-        self.notify(on, output, error);
-    }
-
-    /// Step `i`'s wait was answered (its event is the batch's last): its
-    /// notifications are written when the batch is flushed, with the run's
-    /// state as the batch leaves it (a signal that answered the last wait
-    /// moves the run back to `working` later in the same round).
-    pub(super) fn notify_resolved(&mut self, i: usize) {
-        let on = NotifyOn::Resolved(self.def.steps[i].name.clone());
-        if self.def.notify.iter().any(|n| n.on.contains(&on)) {
-            self.resolved.push((i, self.seq));
+        if !matches!(to, RunState::InputRequired | RunState::AuthRequired) {
+            self.notify_at(on, output, error, self.seq);
         }
     }
 
-    /// The notifications of the waits resolved in this batch.
-    /// They go before the batch's other notifications (one of the run's
-    /// end, say): a key's notifications go out in the order written.
-    pub(super) fn notify_resolved_now(&mut self) {
-        if self.resolved.is_empty() {
+    /// Step `i` went from `from` to `to` (its event is the batch's last).
+    /// A wait answered (`resolved:STEP`) and a signal wait opened (the run
+    /// asks for input: each time one opens, not only when the run's state
+    /// changes) are notified at the flush, with the run's state as the
+    /// batch leaves it.
+    pub(super) fn notify_step(&mut self, i: usize, from: StepState, to: StepState) {
+        if from == StepState::Waiting && to == StepState::Succeeded {
+            let on = NotifyOn::Resolved(self.def.steps[i].name.clone());
+            if self.def.notify.iter().any(|n| n.on.contains(&on)) {
+                self.deferred.push((Some(i), self.seq));
+            }
+        }
+        let signal = matches!(&self.def.steps[i].action, Action::Wait(w) if w.event.is_none());
+        if to == StepState::Waiting && signal && !self.deferred.iter().any(|(s, _)| s.is_none()) {
+            self.deferred.push((None, self.seq));
+        }
+    }
+
+    /// The notifications deferred to the flush. They go before the batch's
+    /// other notifications (one of the run's end, say): a key's
+    /// notifications go out in the order written.
+    pub(super) fn notify_deferred(&mut self) {
+        if self.deferred.is_empty() {
             return;
         }
         let start = self.batch.writes.len();
-        for (i, seq) in std::mem::take(&mut self.resolved) {
-            self.notify_at(NotifyOn::Resolved(self.def.steps[i].name.clone()), None, None, seq);
+        for (step, seq) in std::mem::take(&mut self.deferred) {
+            match step {
+                Some(i) => self.notify_at(NotifyOn::Resolved(self.def.steps[i].name.clone()), None, None, seq),
+                None if matches!(self.state, RunState::InputRequired | RunState::AuthRequired) => {
+                    self.notify_at(NotifyOn::Run(self.state), None, None, seq)
+                }
+                None => {}
+            }
         }
         let added: Vec<Write> = self.batch.writes.drain(start..).collect();
         let first = self.batch.writes.iter().position(|w| matches!(w, Write::PutDelivery(_)));
         let at = first.unwrap_or(self.batch.writes.len());
         self.batch.writes.splice(at..at, added);
-    }
-
-    fn notify(&mut self, on: NotifyOn, output: Option<&Value>, error: Option<&StepError>) {
-        self.notify_at(on, output, error, self.seq);
     }
 
     /// The notifications on `on` of the transition logged at `seq`.
@@ -66,10 +78,24 @@ impl Driver {
         };
         let (at, retry) = (self.now(), self.sh.config.delivery_retry);
         let writes = self.scope_eval(None, |s| notices::writes(&self.def.notify, &on, &facts, s, seq, at, retry));
+        // One whose refs led nowhere is kept failed, never sent: said in the log.
+        let never: Vec<Value> = writes
+            .iter()
+            .filter_map(|w| match w {
+                Write::PutDelivery(d) if d.state == crate::delivery::DeliveryState::Failed => {
+                    Some(json!({"delivery": d.id, "on": d.on, "target": d.target, "tries": 0, "error": d.error}))
+                }
+                _ => None,
+            })
+            .collect();
         self.batch.writes.extend(writes);
+        for data in never {
+            self.event("notify.failed".into(), None, None, data);
+        }
     }
 
-    /// The steps that wait for a signal: `{step, prompt?, schema?}` each.
+    /// The steps that wait for a signal: `{step, item?, prompt?, schema?}`
+    /// each (a `for_each` wait: each item still open).
     fn waiting(&self) -> Vec<Value> {
         let mut out = vec![];
         for (i, s) in self.steps.iter().enumerate() {
@@ -77,14 +103,29 @@ impl Driver {
             if s.state != StepState::Waiting || w.event.is_some() {
                 continue;
             }
-            let mut o = json!({"step": self.def.steps[i].name});
-            if let Some(p) = &w.prompt {
-                o["prompt"] = self.scope_eval(None, |sc| p.resolve(sc));
+            // A `for_each` wait asks once per item still open.
+            let items: Vec<Option<(&Value, u64)>> = match self.def.steps[i].for_each {
+                None => vec![None],
+                Some(_) => s
+                    .units
+                    .iter()
+                    .filter(|u| u.state == UnitState::Parked)
+                    .filter_map(|u| u.item.map(|k| Some((&u.value, k.0 as u64))))
+                    .collect(),
+            };
+            for item in items {
+                let mut o = json!({"step": self.def.steps[i].name});
+                if let Some((_, k)) = item {
+                    o["item"] = json!(k);
+                }
+                if let Some(p) = &w.prompt {
+                    o["prompt"] = self.scope_eval(item, |sc| p.resolve(sc));
+                }
+                if let Some(schema) = &w.schema {
+                    o["schema"] = schema.clone();
+                }
+                out.push(o);
             }
-            if let Some(schema) = &w.schema {
-                o["schema"] = schema.clone();
-            }
-            out.push(o);
         }
         out
     }

@@ -176,3 +176,35 @@ async fn a_waiting_run_canceled_notifies_and_keys_go_one_at_a_time() {
     let runs: Vec<String> = fake.tries_of("canceled").iter().map(|d| d.run.to_string()).collect();
     assert_eq!(runs, [a.to_string(), b.to_string()], "in the order written");
 }
+
+#[tokio::test]
+async fn each_wait_that_opens_asks_again_and_a_bad_ref_is_kept_failed_and_logged() {
+    let h = harness();
+    let fake = Arc::new(FakeDeliverer::default());
+    h.engine.set_deliverer(fake.clone());
+    let _outbox = h.engine.start_outbox().unwrap();
+    let d = json!({"name": "two", "notify": [
+            {"on": ["input-required"], "webhook": "ops"},
+            {"on": ["completed"], "webhook": "ops", "input": {"session": "@run.labels.session"}}],
+        "steps": [
+            {"name": "a", "wait": {"prompt": "first?"}},
+            {"name": "b", "after": ["a"], "wait": {"prompt": "then @a.x?"}}]});
+    let id = h.submit(d).await;
+    h.until(&id, |r| r.state == RunState::InputRequired).await;
+    h.engine.signal(&id, "a", json!({"x": 7})).await.unwrap();
+    h.until(&id, |r| r.steps[1].state == StepState::Waiting).await;
+    eventually(&h, "asked twice", || fake.tries_of("input-required").len() == 2).await;
+    let asked = fake.tries_of("input-required");
+    assert_eq!(asked[1].body["waiting"], json!([{"step": "b", "prompt": "then 7?"}]), "the run stayed input-required");
+    assert_ne!(asked[0].id, asked[1].id);
+    h.engine.signal(&id, "b", json!({})).await.unwrap();
+    let r = h.wait(&id).await;
+    // The run has no label `session`: kept failed, not sent as null.
+    let f = DeliveryFilter { run: Some(r.id.clone()), state: Some(DeliveryState::Failed), ..Default::default() };
+    let failed = h.store.deliveries(&f).await.unwrap();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(failed[0].error.as_deref().unwrap().contains("session"), "{:?}", failed[0].error);
+    assert!(fake.tries_of("completed").is_empty(), "never sent");
+    let ev = h.store.all_events(&r.id).into_iter().find(|e| e.kind == "notify.failed").expect("logged");
+    assert_eq!(ev.data["delivery"], failed[0].id.as_str());
+}
