@@ -253,8 +253,9 @@ async function runPage(id) {
   const steps = el("section", { id: "steps" });
   const io = el("section", { id: "io" });
   const arts = el("section", { id: "artifacts" });
+  const sent = el("section", { id: "notifications" });
   const log = el("ol", { class: "events", id: "events" });
-  main.replaceChildren(head, graph, waits, steps, io, arts, el("section", {}, el("h2", {}, "Events"), log));
+  main.replaceChildren(head, graph, waits, steps, io, arts, sent, el("section", {}, el("h2", {}, "Events"), log));
   let openForms = "";
   const load = async () => {
     const [{ body: run }, { body: g }] = await Promise.all([api("/runs/" + id), api("/runs/" + id + "/graph")]);
@@ -298,6 +299,21 @@ async function runPage(id) {
       };
       return el("li", {}, link, ` ${a.mime}, ${a.size} bytes`);
     }))] : []));
+    // Its notifications (the definition's `notify`): where each stands; a
+    // failed one can be sent again.
+    const notes = run.notifications || [];
+    sent.replaceChildren(...(notes.length ? [el("h2", {}, "Notifications"), el("div", { class: "scroll", tabindex: "0" }, el("table", {},
+      el("tr", {}, el("th", {}, "on"), el("th", {}, "to"), el("th", {}, "state"), el("th", {}, "tries"), el("th", {}, "error"), el("th", {}, "send again")),
+      ...notes.map((n) => {
+        const to = n.target.webhook ? "webhook " + n.target.webhook : "tool " + n.target.tool.server + "/" + n.target.tool.name;
+        let again = null;
+        if (n.state === "failed" && n.attempts > 0) {
+          again = el("button", { "data-resend": n.id }, "Resend");
+          again.onclick = async () => { await api("/notifications/" + n.id + "/resend", { method: "POST" }); load(); };
+        }
+        return el("tr", { "data-notification": n.id }, el("td", {}, n.on), el("td", {}, to), el("td", {}, state(n.state)),
+          el("td", {}, `${n.attempts}/${n.max_attempts}`), el("td", {}, n.error || ""), el("td", {}, again));
+      })))] : []));
   };
   await load();
   const again = debounce(load, 50);
