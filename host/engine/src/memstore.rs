@@ -571,6 +571,10 @@ impl RunStore for MemStore {
     async fn delivery(&self, id: &str) -> Result<Option<DeliveryRecord>, StoreError> {
         Ok(self.inner.lock().unwrap().outbox.get(id))
     }
+
+    async fn start_key_of(&self, run: &RunId) -> Result<Option<StartKeyRecord>, StoreError> {
+        Ok(self.inner.lock().unwrap().outbox.start_key_of(run))
+    }
 }
 
 /// One process owns the whole store: it drives every run (the defaults).
@@ -659,6 +663,7 @@ impl ArchiveStore for MemStore {
         inner.events.insert(id.clone(), e.events);
         let arts = e.artifacts.into_iter().map(|(a, d)| (a.name.clone(), (a, std::sync::Arc::from(d)))).collect();
         inner.artifacts.insert(id.clone(), arts);
+        inner.outbox.import(&e.deliveries, e.start_key.as_ref());
         inner.runs.insert(id, e.run);
         Ok(())
     }

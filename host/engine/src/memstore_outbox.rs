@@ -88,6 +88,18 @@ impl Outbox {
         self.keys.get(key).cloned()
     }
 
+    pub(crate) fn start_key_of(&self, run: &RunId) -> Option<StartKeyRecord> {
+        self.keys.values().find(|k| k.run == *run).cloned()
+    }
+
+    /// A run's notifications and key, as another store exported them.
+    pub(crate) fn import(&mut self, deliveries: &[DeliveryRecord], key: Option<&StartKeyRecord>) {
+        self.deliveries.extend(deliveries.iter().cloned());
+        if let Some(k) = key {
+            self.keys.insert(k.key.clone(), k.clone());
+        }
+    }
+
     pub(crate) fn due(&self, now: i64, limit: usize) -> Vec<DeliveryRecord> {
         let mut heads: HashMap<&str, &str> = HashMap::new();
         for d in self.deliveries.iter().filter(|d| d.state == DeliveryState::Pending) {

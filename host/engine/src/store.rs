@@ -481,6 +481,10 @@ pub struct RunExport {
     pub run: RunRecord,
     pub events: Vec<EventRecord>,
     pub artifacts: Vec<(ArtifactRecord, Vec<u8>)>,
+    /// Its notifications, as they stand (oldest first).
+    pub deliveries: Vec<DeliveryRecord>,
+    /// The idempotency key that started it, if one did.
+    pub start_key: Option<StartKeyRecord>,
 }
 
 /// Waits for commits of other processes to the same store (see
@@ -599,6 +603,9 @@ pub trait RunStore: Send + Sync + 'static {
 
     /// One delivery by its id.
     async fn delivery(&self, id: &str) -> Result<Option<DeliveryRecord>, StoreError>;
+
+    /// The idempotency key that started run `run`, if one did.
+    async fn start_key_of(&self, run: &RunId) -> Result<Option<StartKeyRecord>, StoreError>;
 }
 
 /// Who drives which run. A store that one process owns whole (SQLite: its
@@ -705,11 +712,15 @@ pub trait ArchiveStore: RunStore {
                 artifacts.push(x);
             }
         }
-        Ok(Some(RunExport { run, events, artifacts }))
+        let mut deliveries = self.deliveries(&DeliveryFilter { run: Some(id.clone()), ..Default::default() }).await?;
+        deliveries.reverse();
+        let start_key = self.start_key_of(id).await?;
+        Ok(Some(RunExport { run, events, artifacts, deliveries, start_key }))
     }
 
-    /// Stores a run exported from another store as it was (refused when a
-    /// run of its id exists).
+    /// Stores a run exported from another store as it was, with its
+    /// notifications and idempotency key (refused when a run of its id
+    /// exists).
     async fn import_run(&self, run: RunExport) -> Result<(), StoreError>;
 
     /// Stores a template version as it was (refused when it exists).

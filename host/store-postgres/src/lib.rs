@@ -415,6 +415,10 @@ impl RunStore for PgStore {
         outbox::delivery(&self.reader().await?, id).await
     }
 
+    async fn start_key_of(&self, run: &RunId) -> Result<Option<StartKeyRecord>, StoreError> {
+        outbox::start_key_of(&self.reader().await?, run).await
+    }
+
     async fn queue_head(&self, key: &str) -> Result<Option<RunId>, StoreError> {
         read::queue_head(&self.reader().await?, key).await
     }

@@ -196,6 +196,7 @@ async fn import(c: &Conn, e: &RunExport) -> Result<(), StoreError> {
             .await
             .map_err(map_err)?;
     }
+    crate::outbox::import(&c.client, &e.deliveries, e.start_key.as_ref()).await?;
     for (a, data) in &e.artifacts {
         c.client
             .execute("INSERT INTO blobs (sha256, data) VALUES ($1, $2) ON CONFLICT DO NOTHING", &[&a.sha256, data])

@@ -6,8 +6,8 @@
 
 use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
-use weft_engine::StoreError;
 use weft_engine::store::{DeliveryFilter, DeliveryRecord, DeliveryState, StartKeyRecord};
+use weft_engine::{RunId, StoreError};
 
 use crate::read::{id, query};
 
@@ -72,4 +72,47 @@ pub async fn start_key<C: GenericClient>(c: &C, key: &str) -> Result<Option<Star
             Ok(StartKeyRecord { key: key.to_string(), run: id(r.get(0))?, digest: r.get(1), created_at: r.get(2) })
         })
         .transpose()
+}
+
+pub async fn start_key_of<C: GenericClient>(c: &C, run: &RunId) -> Result<Option<StartKeyRecord>, StoreError> {
+    let rows = query(c, "SELECT key, digest, created_at FROM start_keys WHERE run_id = $1", &[&run.as_str()]).await?;
+    Ok(rows.first().map(|r| StartKeyRecord { key: r.get(0), run: run.clone(), digest: r.get(1), created_at: r.get(2) }))
+}
+
+/// A run's notifications as another store exported them (their state,
+/// tries and error kept; no lease) and its idempotency key.
+pub async fn import(
+    c: &tokio_postgres::Client,
+    deliveries: &[DeliveryRecord],
+    key: Option<&StartKeyRecord>,
+) -> Result<(), StoreError> {
+    for d in deliveries {
+        let body = serde_json::to_string(d).unwrap_or_default();
+        c.execute(
+            "INSERT INTO deliveries (id, run_id, fifo_key, state, attempts, next_at, error, updated_at, body)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            &[
+                &d.id,
+                &d.run.as_str(),
+                &d.key,
+                &d.state.as_str(),
+                &(d.attempts as i32),
+                &d.next_at,
+                &d.error,
+                &d.updated_at,
+                &body,
+            ],
+        )
+        .await
+        .map_err(crate::map_err)?;
+    }
+    if let Some(k) = key {
+        c.execute(
+            "INSERT INTO start_keys (key, run_id, digest, created_at) VALUES ($1, $2, $3, $4)",
+            &[&k.key, &k.run.as_str(), &k.digest, &k.created_at],
+        )
+        .await
+        .map_err(crate::map_err)?;
+    }
+    Ok(())
 }

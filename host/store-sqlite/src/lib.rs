@@ -361,6 +361,10 @@ impl RunStore for SqliteStore {
         self.read(|c| outbox::delivery(c, id))
     }
 
+    async fn start_key_of(&self, run: &RunId) -> Result<Option<StartKeyRecord>, StoreError> {
+        self.read(|c| outbox::start_key_of(c, run))
+    }
+
     async fn queue_head(&self, key: &str) -> Result<Option<RunId>, StoreError> {
         self.read(|c| outside::queue_head(c, key))
     }

@@ -178,6 +178,7 @@ pub(crate) fn import_run(c: &Connection, e: &RunExport) -> Result<(), StoreError
     for w in &r.waits {
         crate::outside::apply(c, &Write::OpenWait(w.clone()))?;
     }
+    crate::outbox::import(c, &e.deliveries, e.start_key.as_ref())?;
     for (a, data) in &e.artifacts {
         c.prepare_cached("INSERT OR IGNORE INTO blobs (sha256, data) VALUES (?1, ?2)")
             .and_then(|mut s| s.execute(params![a.sha256, &data[..]]))

@@ -5,8 +5,8 @@
 //! are the truth for those fields.
 
 use rusqlite::{Connection, OptionalExtension, params};
-use weft_engine::StoreError;
 use weft_engine::store::{DeliveryFilter, DeliveryRecord, DeliveryState, StartKeyRecord, Write};
+use weft_engine::{RunId, StoreError};
 
 use crate::map_err;
 
@@ -150,4 +150,49 @@ pub(crate) fn start_key(c: &Connection, key: &str) -> Result<Option<StartKeyReco
         Ok(StartKeyRecord { key: key.to_string(), run, digest, created_at })
     })
     .transpose()
+}
+
+pub(crate) fn start_key_of(c: &Connection, run: &RunId) -> Result<Option<StartKeyRecord>, StoreError> {
+    let key: Option<String> = c
+        .prepare_cached("SELECT key FROM start_keys WHERE run_id = ?1")
+        .and_then(|mut s| s.query_row([run.as_str()], |r| r.get(0)).optional())
+        .map_err(map_err)?;
+    match key {
+        Some(k) => start_key(c, &k),
+        None => Ok(None),
+    }
+}
+
+/// A run's notifications as another store exported them (their state,
+/// tries and error kept; no lease) and its idempotency key.
+pub(crate) fn import(
+    c: &Connection,
+    deliveries: &[DeliveryRecord],
+    key: Option<&StartKeyRecord>,
+) -> Result<(), StoreError> {
+    for d in deliveries {
+        let body = serde_json::to_string(d).unwrap_or_default();
+        c.prepare_cached(
+            "INSERT INTO deliveries (id, run_id, fifo_key, state, attempts, next_at, lease_until, error, updated_at, body)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL, ?7, ?8, ?9)",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                d.id,
+                d.run.as_str(),
+                d.key,
+                d.state.as_str(),
+                d.attempts,
+                d.next_at,
+                d.error,
+                d.updated_at,
+                body
+            ])
+        })
+        .map_err(map_err)?;
+    }
+    if let Some(k) = key {
+        apply(c, &Write::PutStartKey(k.clone()))?;
+    }
+    Ok(())
 }

@@ -118,9 +118,47 @@ pub async fn retention_deletes_finished_runs_only(store: Arc<dyn Store>) {
 pub async fn copies_runs_and_templates(from: Arc<dyn Store>, to: Arc<dyn Store>) {
     let (a, z) = (rid(1), rid(2));
     apply_all(&*from, &life(&a)).await;
-    from.commit(b(vec![create(&z, &["a"]), artifact(&z, "f.bin", &[0, 1, 2, 255]), ended(&z, RunState::Completed, 9)]))
-        .await
-        .unwrap();
+    // z was started by an idempotency key, and one of its notifications failed.
+    let key =
+        crate::delivery::StartKeyRecord { key: "copy-key".into(), run: z.clone(), digest: "d".into(), created_at: 1 };
+    let failed = crate::delivery::DeliveryRecord {
+        id: "dlv_copied".into(),
+        run: z.clone(),
+        on: "completed".into(),
+        target: crate::delivery::DeliveryTarget::Webhook { name: "ops".into() },
+        key: Some("s".into()),
+        body: json!({"run_id": z}),
+        retry: crate::delivery::DeliveryRetry { max_attempts: 2, backoff_ms: 10, max_backoff_ms: 10 },
+        state: crate::delivery::DeliveryState::Pending,
+        attempts: 0,
+        next_at: 9,
+        lease_until: None,
+        error: None,
+        created_at: 9,
+        updated_at: 9,
+    };
+    from.commit(b(vec![
+        create(&z, &["a"]),
+        Write::PutStartKey(key),
+        artifact(&z, "f.bin", &[0, 1, 2, 255]),
+        ended(&z, RunState::Completed, 9),
+        Write::PutDelivery(failed),
+    ]))
+    .await
+    .unwrap();
+    for attempts in 0..2 {
+        let state =
+            [crate::delivery::DeliveryState::Pending, crate::delivery::DeliveryState::Failed][attempts as usize];
+        let tried = Write::DeliveryTried {
+            id: "dlv_copied".into(),
+            attempts,
+            state,
+            next_at: 20,
+            error: Some("503".into()),
+            at: 20,
+        };
+        from.commit(b(vec![tried])).await.unwrap();
+    }
     from.commit(b(vec![Write::OpenWait(WaitRecord {
         run: a.clone(),
         step: "z".into(),
@@ -154,6 +192,13 @@ pub async fn copies_runs_and_templates(from: Arc<dyn Store>, to: Arc<dyn Store>)
         );
     }
     assert_eq!(to.artifact(&z, "f.bin").await.unwrap().unwrap().1, vec![0, 1, 2, 255]);
+    // Its notifications as they stood and its idempotency key went with it.
+    let of_z = crate::delivery::DeliveryFilter { run: Some(z.clone()), ..Default::default() };
+    let copied = to.deliveries(&of_z).await.unwrap();
+    assert_eq!(copied, from.deliveries(&of_z).await.unwrap());
+    assert_eq!((copied[0].attempts, copied[0].error.as_deref()), (2, Some("503")), "{copied:?}");
+    assert_eq!(to.start_key("copy-key").await.unwrap().map(|k| k.run), Some(z.clone()));
+    assert_eq!(to.start_key_of(&z).await.unwrap().map(|k| k.key), Some("copy-key".to_string()));
     assert_eq!(to.template_versions("t").await.unwrap(), from.template_versions("t").await.unwrap());
     assert_eq!(to.template("t", None).await.unwrap().unwrap().version, 2);
     assert_eq!(to.unfinished_runs().await.unwrap(), vec![a.clone()]);
