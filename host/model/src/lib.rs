@@ -10,6 +10,7 @@ pub mod bounds;
 pub mod condition;
 mod decode;
 pub mod definition;
+pub mod early_return;
 pub mod graph;
 pub mod json_schema;
 mod json_text;

@@ -291,6 +291,7 @@ impl Pipeline {
         let doc: Value = weft_model::parse_json_text(&text).expect("validated text is JSON");
         let mut warnings = weft_model::lookalike::check(&doc).warnings;
         warnings.extend(weft_model::unlisted_input_refs(&def));
+        warnings.extend(weft_model::early_return::early_returns(&def));
         sort_problems(&mut warnings);
         Ok(Loaded { doc, def, base_dir, template: None, warnings, online: false, unanswered: false })
     }
@@ -347,6 +348,7 @@ impl Pipeline {
                 warnings.extend(facts.missing);
                 warnings.extend(weft_model::lookalike::check(&doc).warnings);
                 warnings.extend(weft_model::unlisted_input_refs(&def));
+                warnings.extend(weft_model::early_return::early_returns(&def));
                 sort_problems(&mut warnings);
                 Ok(Loaded { doc, def, base_dir, template: None, warnings, online: true, unanswered })
             }

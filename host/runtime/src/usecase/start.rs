@@ -340,7 +340,10 @@ fn per_run_notify(r: Refused, own: usize) -> Result<StartRefused, Refused> {
         (k >= own).then(|| Problem { path: format!("/{}{tail}", k - own), ..p.clone() })
     };
     match problems.iter().map(rebase).collect::<Option<Vec<_>>>() {
-        Some(ps) if !ps.is_empty() => Ok(StartRefused::Notify(ps)),
+        Some(mut ps) if !ps.is_empty() => {
+            ps.sort_by(|a, b| a.path.cmp(&b.path));
+            Ok(StartRefused::Notify(ps))
+        }
         _ => Err(r),
     }
 }
