@@ -178,9 +178,13 @@ async fn the_one_validation_and_the_replay_diff_over_http() {
     assert_eq!((st, v["valid"].clone()), (200, json!(false)), "{v}");
     assert_eq!(v["problems"][0]["path"], "/definition/steps/1/return/m", "{v}");
     assert!(v["problems"][0]["hint"].as_str().unwrap().contains("`@a.x`"), "{v}");
-    // Any other placeholder is a warning; the definition is valid.
+    // Any other placeholder is a warning; the definition is valid. (So is
+    // a return step that waits for no step: it ends the run at once.)
     let (_, v) = validate(pick(json!({"m": "Dear {{name}}"}))).await;
-    assert_eq!((v["valid"].clone(), v["warnings"].as_array().map(Vec::len)), (json!(true), Some(1)), "{v}");
+    assert_eq!((v["valid"].clone(), v["warnings"].as_array().map(Vec::len)), (json!(true), Some(2)), "{v}");
+    assert_eq!(v["warnings"][0]["path"], "/definition/steps/1/return/m", "{v}");
+    assert_eq!(v["warnings"][1]["path"], "/definition/steps/1", "{v}");
+    assert!(v["warnings"][1]["message"].as_str().unwrap().contains("returns as soon as the run starts"), "{v}");
     // Hints name what an API client can use, not MCP tools.
     let (_, v) = validate(json!({"name": "p", "steps": [{"name": "s", "code": {"plugin": "json-selct"}}]})).await;
     let hint = v["problems"][0]["hint"].as_str().unwrap();
