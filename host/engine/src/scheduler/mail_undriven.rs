@@ -119,8 +119,9 @@ async fn resolve_undriven(
         }
         b.push(ev("step.succeeded".into(), None, data));
         // Its notifications on `resolved:STEP`, as the run stands then.
+        let on = crate::model_glue::NotifyOn::Resolved(step.to_string());
         if let Ok(def) = sh.plans.get(rec)
-            && def.notify.iter().any(|n| n.on.iter().any(|o| o.to_string() == format!("resolved:{step}")))
+            && def.notify.iter().any(|n| n.on.contains(&on))
         {
             let mut now_rec = rec.clone();
             if let Some(s) = now_rec.steps.iter_mut().find(|s| s.name == step) {
@@ -132,7 +133,6 @@ async fn resolve_undriven(
             if asks && !now_rec.waits.iter().any(|w| w.kind.is_signal()) {
                 now_rec.state = RunState::Working;
             }
-            let on = crate::model_glue::NotifyOn::Resolved(step.to_string());
             let last = b.writes.iter().rev().find_map(|w| match w {
                 Write::Event(e) => Some(e.seq),
                 _ => None,
