@@ -27,6 +27,17 @@ pub enum DeliveryTarget {
     Webhook { name: String },
     /// A tool of a configured MCP server.
     Tool { server: String, name: String },
+    /// An A2A client's push notification URL, with what its receiver
+    /// checks (`X-A2A-Notification-Token`, `Authorization`).
+    Push {
+        url: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        token: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        authorization: Option<String>,
+    },
 }
 
 impl std::fmt::Display for DeliveryTarget {
@@ -34,6 +45,7 @@ impl std::fmt::Display for DeliveryTarget {
         match self {
             DeliveryTarget::Webhook { name } => write!(f, "webhook {name}"),
             DeliveryTarget::Tool { server, name } => write!(f, "tool {server}/{name}"),
+            DeliveryTarget::Push { url, .. } => write!(f, "push {url}"),
         }
     }
 }

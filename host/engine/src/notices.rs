@@ -144,6 +144,9 @@ pub fn writes(
         let target = match target {
             NotifyTarget::Webhook(name) => DeliveryTarget::Webhook { name },
             NotifyTarget::Tool(t) => DeliveryTarget::Tool { server: t.server, name: t.name },
+            NotifyTarget::Push(p) => {
+                DeliveryTarget::Push { url: p.url, id: p.id, token: p.token, authorization: p.authorization }
+            }
         };
         out.push(Write::PutDelivery(DeliveryRecord {
             id: delivery_id(facts.id, i, seq.0),

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::{D, opt};
 use crate::definition::{Action, Step, ToolRef};
-use crate::notify::{NOTIFY_STATES, Notify, NotifyOn};
+use crate::notify::{NOTIFY_STATES, Notify, NotifyOn, PushTarget};
 use crate::problem::{Problem, did_you_mean, shown, type_name};
 
 const EXAMPLE: &str = r#"{"on": ["completed", "failed"], "webhook": "ops"}"#;
@@ -26,7 +26,7 @@ impl D<'_> {
 
     fn notify(&mut self, v: &Value, at: &str, steps: &[Step]) -> Option<Notify> {
         let m = self.obj(v, at, "a notification")?;
-        self.fields(m, at, &["on", "webhook", "tool", "input", "key", "retry"], "notification");
+        self.fields(m, at, &["on", "webhook", "tool", "push", "input", "key", "retry"], "notification");
         let f = |k: &str| format!("{at}/{k}");
         let on = match self.req(m, "on", at) {
             Some(Value::Array(a)) if !a.is_empty() => {
@@ -44,14 +44,16 @@ impl D<'_> {
         };
         let webhook = opt(m, "webhook").and_then(|x| self.string(x, &f("webhook"), "webhook"));
         let tool = opt(m, "tool").and_then(|x| self.notify_tool(x, &f("tool")));
-        if webhook.is_some() == opt(m, "tool").is_some() {
-            let p = Problem::new(at, "a notification needs exactly one of `webhook` and `tool`");
+        let push = opt(m, "push").and_then(|x| self.notify_push(x, &f("push")));
+        let targets = [opt(m, "webhook"), opt(m, "tool"), opt(m, "push")].iter().filter(|t| t.is_some()).count();
+        if targets != 1 {
+            let p = Problem::new(at, "a notification needs exactly one of `webhook`, `tool` and `push`");
             self.out.push(p.hint(format!("for example: {EXAMPLE}")));
         }
         let input = opt(m, "input").map(|x| self.template(x, &f("input")));
         let key = opt(m, "key").map(|x| self.template(x, &f("key")));
         let retry = opt(m, "retry").and_then(|x| self.retry(x, &f("retry")));
-        Some(Notify { on, webhook, tool, input, key, retry })
+        Some(Notify { on, webhook, tool, push, input, key, retry })
     }
 
     fn notify_on(&mut self, v: &Value, at: &str, steps: &[Step]) -> Option<NotifyOn> {
@@ -94,6 +96,17 @@ impl D<'_> {
         let server = self.req(m, "server", at).and_then(|x| self.string(x, &format!("{at}/server"), "server"));
         let name = self.req(m, "name", at).and_then(|x| self.string(x, &format!("{at}/name"), "name"));
         Some(ToolRef { server: server?, name: name? })
+    }
+}
+
+impl D<'_> {
+    fn notify_push(&mut self, v: &Value, at: &str) -> Option<PushTarget> {
+        let m = self.obj(v, at, "`push`")?;
+        self.fields(m, at, &["url", "id", "token", "authorization"], "push");
+        let url = self.req(m, "url", at).and_then(|x| self.string(x, &format!("{at}/url"), "url"));
+        let mut text = |k: &str| opt(m, k).and_then(|x| self.string(x, &format!("{at}/{k}"), k));
+        let (id, token, authorization) = (text("id"), text("token"), text("authorization"));
+        Some(PushTarget { url: url?, id, token, authorization })
     }
 }
 

@@ -55,13 +55,35 @@ impl Serialize for NotifyOn {
     }
 }
 
-/// Where a notification goes: exactly one of `webhook` and `tool`.
+/// Where a notification goes: exactly one of `webhook`, `tool` and `push`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NotifyTarget {
     /// A webhook configured by the operator (`[webhooks.NAME]` in weft.toml).
     Webhook(String),
     /// A tool of a configured MCP server.
     Tool(ToolRef),
+    /// An A2A client's push notification URL (allowed by weft.toml's
+    /// `[a2a] push_urls`).
+    Push(PushTarget),
+}
+
+/// An A2A push notification configuration: where the task's status
+/// updates are POSTed, and what the receiver checks them with.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PushTarget {
+    /// The receiver's URL; it must start with one of weft.toml's
+    /// `[a2a] push_urls`.
+    pub url: String,
+    /// The configuration's id (A2A `TaskPushNotificationConfig.id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Sent as `X-A2A-Notification-Token`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// Sent as the `Authorization` header (`SCHEME CREDENTIALS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization: Option<String>,
 }
 
 /// One notification of a definition.
@@ -81,6 +103,10 @@ pub struct Notify {
     /// its idempotency key in `_meta`.
     #[schemars(with = "Option<ToolRef>")]
     pub tool: Option<ToolRef>,
+    /// An A2A push notification URL (what an A2A client registers):
+    /// `{"url", "token"?, "authorization"?, "id"?}`, sent A2A status
+    /// updates; the URL must be allowed by weft.toml's `[a2a] push_urls`.
+    pub push: Option<PushTarget>,
     /// What is sent, with refs resolved when it happens (`@run.resume`,
     /// `@run.labels.KEY`, `@input.x`, `@step.field`); default: the run's
     /// resume context.
@@ -98,9 +124,10 @@ pub struct Notify {
 
 impl Notify {
     pub fn target(&self) -> Option<NotifyTarget> {
-        match (&self.webhook, &self.tool) {
-            (Some(w), None) => Some(NotifyTarget::Webhook(w.clone())),
-            (None, Some(t)) => Some(NotifyTarget::Tool(t.clone())),
+        match (&self.webhook, &self.tool, &self.push) {
+            (Some(w), None, None) => Some(NotifyTarget::Webhook(w.clone())),
+            (None, Some(t), None) => Some(NotifyTarget::Tool(t.clone())),
+            (None, None, Some(p)) => Some(NotifyTarget::Push(p.clone())),
             _ => None,
         }
     }
@@ -115,6 +142,9 @@ impl Serialize for Notify {
         }
         if let Some(t) = &self.tool {
             m.insert("tool".into(), serde_json::to_value(t).unwrap_or_default());
+        }
+        if let Some(p) = &self.push {
+            m.insert("push".into(), serde_json::to_value(p).unwrap_or_default());
         }
         if let Some(t) = &self.input {
             m.insert("input".into(), serde_json::to_value(t).unwrap_or_default());

@@ -273,7 +273,12 @@ impl App {
         );
         engine.set_planner(Arc::new(PinCode { registry: crate::guests::registry(&self.settings) }));
         let timeout = self.settings.file.notifications.timeout();
-        let notifier = crate::notify::Notifier::new(&self.settings.webhooks, self.upstreams.clone(), timeout);
+        let notifier = crate::notify::Notifier::new(
+            &self.settings.webhooks,
+            self.settings.file.a2a.push_urls.clone(),
+            self.upstreams.clone(),
+            timeout,
+        );
         engine.set_deliverer(Arc::new(notifier));
         Ok(engine)
     }

@@ -44,6 +44,9 @@ pub struct ConfigFile {
     /// `[notifications]`: how deliveries are retried.
     #[serde(default)]
     pub notifications: crate::webhooks::NotificationsConfig,
+    /// `[a2a]`: the A2A endpoint's settings (docs/a2a.md).
+    #[serde(default)]
+    pub a2a: crate::a2a::A2aConfig,
     /// `[telemetry]`: logs, traces (docs/observability.md).
     #[serde(default)]
     pub telemetry: crate::telemetry::TelemetryConfig,

@@ -7,7 +7,8 @@
 //! | [`config`] | `weft.toml`, `$WEFT_*` and flags resolved into [`config::Settings`] |
 //! | [`servers`] | the `[servers.*]` tables: upstream MCP servers of tool steps |
 //! | [`webhooks`] | the `[webhooks.*]` and `[notifications]` tables: where notifications may go |
-//! | [`notify`] | sending the outbox's notifications: signed webhooks, MCP tool calls |
+//! | [`notify`] | sending the outbox's notifications: signed webhooks, MCP tool calls, A2A push notifications |
+//! | [`a2a`] | the `[a2a]` table (which push URLs clients may register) and the A2A push notification's body |
 //! | [`guests`] | finding a guest (plugin name, file, digest), the process's one sandbox, the registry |
 //! | [`lookup`] | validating a definition against the installed plugins and configured servers |
 //! | [`online`] | asking the upstreams of tool steps for their tools before a run |
@@ -33,6 +34,7 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+pub mod a2a;
 pub mod app;
 pub mod audience;
 pub mod config;

@@ -21,19 +21,22 @@ use crate::webhooks::Webhook;
 /// Sends deliveries to webhooks and MCP tools.
 pub struct Notifier {
     webhooks: HashMap<String, Webhook>,
+    /// `[a2a] push_urls`: checked again at every try (the operator may
+    /// have withdrawn one since the client registered it).
+    push_urls: Vec<String>,
     upstreams: Arc<Upstreams>,
     http: reqwest::Client,
     timeout: Duration,
 }
 
 impl Notifier {
-    pub fn new(webhooks: &[Webhook], upstreams: Arc<Upstreams>, timeout: Duration) -> Notifier {
+    pub fn new(webhooks: &[Webhook], push_urls: Vec<String>, upstreams: Arc<Upstreams>, timeout: Duration) -> Notifier {
         let webhooks = webhooks.iter().map(|w| (w.name.clone(), w.clone())).collect();
         let http = reqwest::Client::builder()
             .user_agent(concat!("weft/", env!("CARGO_PKG_VERSION")))
             .build()
             .unwrap_or_default();
-        Notifier { webhooks, upstreams, http, timeout }
+        Notifier { webhooks, push_urls, upstreams, http, timeout }
     }
 
     async fn webhook(&self, name: &str, d: &DeliveryRecord) -> Result<(), DeliveryFailure> {
@@ -94,12 +97,49 @@ impl Notifier {
     }
 }
 
+impl Notifier {
+    /// An A2A push notification: the task's status update POSTed to the
+    /// URL the client registered, with its token and authorization.
+    async fn push(
+        &self,
+        url: &str,
+        token: Option<&str>,
+        authorization: Option<&str>,
+        d: &DeliveryRecord,
+    ) -> Result<(), DeliveryFailure> {
+        if let Some(why) = crate::a2a::push_refused(url, &self.push_urls) {
+            return Err(fail(format!("push notification: {why}"), false));
+        }
+        let mut req = self
+            .http
+            .post(url)
+            .timeout(self.timeout)
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(&crate::a2a::push_body(d)).unwrap_or_default());
+        if let Some(t) = token {
+            req = req.header("x-a2a-notification-token", t);
+        }
+        if let Some(a) = authorization {
+            req = req.header("authorization", a);
+        }
+        let sent = req.send().await.map_err(|e| fail(format!("push notification: {}", describe(&e)), true))?;
+        let status = sent.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        Err(fail(format!("push notification receiver answered {status}"), true))
+    }
+}
+
 #[async_trait::async_trait]
 impl Deliverer for Notifier {
     async fn deliver(&self, d: &DeliveryRecord) -> Result<(), DeliveryFailure> {
         match &d.target {
             DeliveryTarget::Webhook { name } => self.webhook(name, d).await,
             DeliveryTarget::Tool { server, name } => self.tool(server, name, d).await,
+            DeliveryTarget::Push { url, token, authorization, .. } => {
+                self.push(url, token.as_deref(), authorization.as_deref(), d).await
+            }
         }
     }
 }

@@ -388,6 +388,14 @@ impl Pipeline {
                 let p = Problem::new(format!("/notify/{i}/webhook"), format!("no webhook `{name}` is configured"));
                 out.push(p.hint(self.audience.add_webhook(name, &webhooks)));
             }
+            if let Some(url) = n.pointer("/push/url").and_then(Value::as_str)
+                && let Some(why) = crate::a2a::push_refused(url, &self.settings.file.a2a.push_urls)
+            {
+                let p = Problem::new(format!("/notify/{i}/push/url"), why);
+                out.push(p.hint(
+                    "the operator allows push URLs in weft.toml: [a2a] push_urls = [\"http://host:port/path/\"]",
+                ));
+            }
             if let Some(server) = n.pointer("/tool/server").and_then(Value::as_str)
                 && !self.settings.servers.iter().any(|s| s.name == server)
             {

@@ -261,13 +261,14 @@ pub async fn serve_http(
     sessions.session_config.keep_alive = Some(SESSION_IDLE);
     let sessions = Arc::new(sessions);
     let api = crate::api::router(core.clone()).layer(axum::extract::DefaultBodyLimit::max(body_cap));
+    let a2a = crate::a2a::router(core.clone()).layer(axum::extract::DefaultBodyLimit::max(body_cap));
     let service: StreamableHttpService<WeftServer, LocalSessionManager> =
         StreamableHttpService::new(move || Ok(WeftServer::new(core.clone())), sessions.clone(), config);
     let mcp = axum::Router::new()
         .nest_service("/mcp", service)
         .layer(middleware::from_fn_with_state(body_cap, mcp_body_errors))
         .layer(middleware::from_fn_with_state(sessions, cap_sessions));
-    let mut app = mcp.merge(api);
+    let mut app = mcp.merge(api).merge(a2a);
     if let Some(token) = &opts.token {
         app = app.layer(middleware::from_fn_with_state(Arc::new(Bearer::new(token)), check_bearer));
     }

@@ -14,6 +14,7 @@
 //! |---|---|
 //! | `lib.rs` | [`Core`] (what every session and request shares: the store, the engine, the use cases per reader), owning the store, serving stdio |
 //! | `mcp/` | everything an MCP client meets: sessions, tools by theme, the proxy, recording, elicitation, resources, the guide (see its module table) |
+//! | `a2a/` | the A2A endpoint: every template an agent, every run a task (docs/a2a.md) |
 //! | `api/` | the HTTP JSON API at `/api/v1` (docs/api.md) and its OpenAPI document |
 //! | `web/` | the web view at `/`: one embedded page over the API and its event streams |
 //! | `http.rs` | streamable HTTP with axum (MCP at `/mcp`, the API, the page), the bearer token check |
@@ -26,6 +27,7 @@
 //! 2025-11-25 client session gets its own [`WeftServer`] (and [`Session`]);
 //! 2026-07-28 clients have no sessions, so each request gets a fresh one.
 
+mod a2a;
 pub mod api;
 mod conns;
 mod guard;

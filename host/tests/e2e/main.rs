@@ -5,6 +5,7 @@
 #[macro_use]
 mod common;
 
+mod a2a;
 mod api;
 mod artifacts;
 mod caps;

@@ -139,6 +139,7 @@ async fn try_once(sh: &Shared, deliverer: &dyn Deliverer, d: DeliveryRecord) {
         let target = match &d.target {
             crate::delivery::DeliveryTarget::Webhook { .. } => "webhook",
             crate::delivery::DeliveryTarget::Tool { .. } => "tool",
+            crate::delivery::DeliveryTarget::Push { .. } => "push",
         };
         let outcome = match (&result, state) {
             (Ok(()), _) => "delivered",

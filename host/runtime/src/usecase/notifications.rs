@@ -44,6 +44,7 @@ impl NotificationView {
         let target = match &d.target {
             DeliveryTarget::Webhook { name } => serde_json::json!({"webhook": name}),
             DeliveryTarget::Tool { server, name } => serde_json::json!({"tool": {"server": server, "name": name}}),
+            DeliveryTarget::Push { url, .. } => serde_json::json!({"push": url}),
         };
         NotificationView {
             id: d.id.clone(),
