@@ -6,6 +6,8 @@
 pub const DEFAULT_CODE_TIMEOUT_MS: u64 = 10_000;
 /// Default per-attempt timeout of a tool step (docs/workflow-format.md).
 pub const DEFAULT_TOOL_TIMEOUT_MS: u64 = 30_000;
+/// An agent step's attempt: a remote agent's task may take minutes.
+pub const DEFAULT_AGENT_TIMEOUT_MS: u64 = 600_000;
 /// Largest `limits.memory_mb` (a wasm32 memory is at most 4 GiB).
 pub const MAX_MEMORY_MB: u64 = 4096;
 /// Longest duration a definition may give (`timeout_ms`, retry delays,

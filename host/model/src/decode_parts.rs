@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::{D, StepMeta, opt};
 use crate::condition::{Condition, Operator, Test};
-use crate::definition::{Action, CodeRef, Edge, EdgeOn, Limits, SleepSpec, ToolRef, WaitSpec, WorkflowRef};
+use crate::definition::{Action, AgentRef, CodeRef, Edge, EdgeOn, Limits, SleepSpec, ToolRef, WaitSpec, WorkflowRef};
 use crate::problem::{Problem, did_you_mean, shown, type_name};
 use crate::refs::parse_ref;
 use crate::retry::RetryPolicy;
@@ -42,6 +42,17 @@ impl D<'_> {
                 let name = self.req(m, "name", &a).and_then(|s| self.string(s, &format!("{a}/name"), "name"));
                 Some(Action::Tool(ToolRef { server: server?, name: name? }))
             }
+            "agent" => match v {
+                // `"agent": "NAME"`, short for `{"name": "NAME"}`.
+                Value::String(name) => Some(Action::Agent(AgentRef { name: name.clone(), skill: None })),
+                _ => {
+                    let m = self.obj(v, &a, "`agent`")?;
+                    self.fields(m, &a, &["name", "skill"], "agent");
+                    let name = self.req(m, "name", &a).and_then(|s| self.string(s, &format!("{a}/name"), "name"));
+                    let skill = opt(m, "skill").and_then(|s| self.string(s, &format!("{a}/skill"), "skill"));
+                    Some(Action::Agent(AgentRef { name: name?, skill }))
+                }
+            },
             "return" => match v {
                 Value::Bool(true) => Some(Action::Return),
                 Value::Bool(false) => {

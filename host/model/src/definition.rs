@@ -142,6 +142,7 @@ impl Step {
         self.timeout_ms.or(match self.action {
             Action::Code(_) => Some(DEFAULT_CODE_TIMEOUT_MS),
             Action::Tool(_) => Some(DEFAULT_TOOL_TIMEOUT_MS),
+            Action::Agent(_) => Some(crate::bounds::DEFAULT_AGENT_TIMEOUT_MS),
             _ => None,
         })
     }
@@ -166,7 +167,9 @@ impl Step {
     /// workflow step without `input` receives `{}`; other steps `null`.
     pub fn resolve_input(&self, scope: &dyn crate::scope::Scope) -> Value {
         match (&self.action, self.input.is_null()) {
-            (Action::Code(_) | Action::Tool(_) | Action::Workflow(_), true) => Value::Object(Default::default()),
+            (Action::Code(_) | Action::Tool(_) | Action::Agent(_) | Action::Workflow(_), true) => {
+                Value::Object(Default::default())
+            }
             _ => self.input.resolve(scope),
         }
     }
@@ -186,6 +189,9 @@ pub enum Action {
     Code(CodeRef),
     /// Call a tool on an MCP server.
     Tool(ToolRef),
+    /// Send the input to a remote A2A agent (`[agents.NAME]` in weft.toml)
+    /// and wait for its task to end; its artifacts are the output.
+    Agent(AgentRef),
     /// Finish the run now; the step's resolved `input` is the output.
     /// Written `"return": true` with `input`, or `"return": VALUE` (the
     /// same as `"return": true, "input": VALUE`).
@@ -210,6 +216,7 @@ impl Action {
         match self {
             Action::Code(_) => "code",
             Action::Tool(_) => "tool",
+            Action::Agent(_) => "agent",
             Action::Return => "return",
             Action::Wait(_) => "wait",
             Action::Sleep(_) => "sleep",
@@ -219,7 +226,7 @@ impl Action {
 }
 
 /// The JSON keys of the actions.
-pub const ACTION_KEYS: [&str; 6] = ["code", "tool", "return", "wait", "sleep", "workflow"];
+pub const ACTION_KEYS: [&str; 7] = ["code", "tool", "agent", "return", "wait", "sleep", "workflow"];
 
 /// Which guest a code step runs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -242,7 +249,7 @@ impl CodeRef {
     }
 }
 
-pub use crate::tool_ref::ToolRef;
+pub use crate::tool_ref::{AgentRef, ToolRef};
 
 /// A wait for a signal (`prompt`/`schema`/`reason`) or an event (`event`/`match`).
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]

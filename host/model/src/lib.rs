@@ -35,8 +35,8 @@ use serde_json::Value;
 
 pub use condition::{Condition, Operator, Test, truthy};
 pub use definition::{
-    Action, Backoff, CodeRef, Definition, Edge, EdgeOn, ErrorKind, Join, Limits, NotAnArray, RunLimits, RunState,
-    SleepSpec, Step, StepPart, StepRef, StepState, ToolRef, UnknownState, WaitReason, WaitSpec, WorkflowRef,
+    Action, AgentRef, Backoff, CodeRef, Definition, Edge, EdgeOn, ErrorKind, Join, Limits, NotAnArray, RunLimits,
+    RunState, SleepSpec, Step, StepPart, StepRef, StepState, ToolRef, UnknownState, WaitReason, WaitSpec, WorkflowRef,
 };
 pub use graph::{Graph, GraphEdge};
 pub use json_schema::{NoSchemas, SchemaLookup, schema_type, validate_against, validate_input};

@@ -362,6 +362,12 @@ fn step_rules(s: &Step, m: &StepMeta, out: &mut Vec<Problem>) {
                     out.extend(too_long(format!("{at}/tool/{k}"), &format!("the tool's {k}"), v));
                 }
             }
+            Action::Agent(a) => {
+                if a.name.is_empty() {
+                    out.push(Problem::new(format!("{at}/agent/name"), "`name` must not be empty"));
+                }
+                out.extend(too_long(format!("{at}/agent/name"), "the agent's name", &a.name));
+            }
             Action::Return => {
                 if s.for_each.is_some() {
                     out.push(

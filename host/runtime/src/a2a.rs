@@ -4,6 +4,9 @@
 //! push notification (an A2A `StreamResponse` with the task's status
 //! update, built from the delivery's resume context).
 
+use std::collections::BTreeMap;
+use std::path::Path;
+
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use weft_a2a::wire::{Message, Part, Role, StreamResponse, TaskState, TaskStatus, TaskStatusUpdateEvent};
@@ -21,6 +24,77 @@ pub struct A2aConfig {
     /// a push configuration is refused until the operator allows one.
     #[serde(default)]
     pub push_urls: Vec<String>,
+}
+
+/// One `[agents.NAME]` table as written: a remote A2A agent that agent
+/// steps may send to.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAgent {
+    /// The agent's URL (`http://host:port/path`): its card is at
+    /// `URL/.well-known/agent-card.json`.
+    pub url: String,
+    /// A bearer token for its requests (`${VAR}` allowed; never stored).
+    pub token: Option<String>,
+}
+
+/// A configured remote agent, `${VAR}`s expanded (memory only).
+#[derive(Clone)]
+pub struct RemoteAgent {
+    pub name: String,
+    pub url: String,
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for RemoteAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the token.
+        f.debug_struct("RemoteAgent").field("name", &self.name).field("url", &self.url).finish()
+    }
+}
+
+/// The `[agents.*]` tables, checked (an http URL; names of letters,
+/// digits, `-` and `_`) and with `${VAR}`s expanded.
+pub fn resolve_agents(
+    path: &Path,
+    text: &str,
+    raw: &BTreeMap<String, RawAgent>,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<RemoteAgent>, crate::error::ConfigError> {
+    use crate::servers::{expand_vars, line_of};
+    let mut out = vec![];
+    for (name, a) in raw {
+        let table = format!("[agents.{name}]");
+        let invalid = |message: String| crate::error::ConfigError::Invalid {
+            path: path.to_path_buf(),
+            line: line_of(text, &table).unwrap_or(1),
+            message,
+        };
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            return Err(invalid(format!("agent name `{name}` may hold only letters, digits, `-` and `_`")));
+        }
+        let expand = |v: &str, field: &str| {
+            expand_vars(v, lookup).map_err(|var| {
+                invalid(format!(
+                    "{table} {field}: environment variable `{var}` is not set (referenced as `${{{var}}}`)"
+                ))
+            })
+        };
+        let url = expand(&a.url, "url")?;
+        match reqwest::Url::parse(&url) {
+            Ok(u) if u.scheme() == "http" => {}
+            Ok(u) if u.scheme() == "https" => {
+                return Err(invalid(format!(
+                    "{table} url: this build calls agents over plain HTTP only (it has no TLS); point `url` at an \
+                     http:// address, such as a local TLS-terminating proxy"
+                )));
+            }
+            _ => return Err(invalid(format!("{table} url: `{url}` is not an http:// URL"))),
+        }
+        let token = a.token.as_deref().map(|t| expand(t, "token")).transpose()?;
+        out.push(RemoteAgent { name: name.clone(), url: url.trim_end_matches('/').to_string(), token });
+    }
+    Ok(out)
 }
 
 /// Whether `url` starts with one of `allowed`: the same scheme, host and

@@ -247,6 +247,7 @@ impl App {
         );
         let limits = &self.settings.file.limits;
         let runner = Runners::new(code, ToolRunner::new(self.upstreams.clone()))
+            .with_agents(crate::agent_runner::AgentRunner::new(&self.settings.agents))
             .with_default_timeouts(limits.code_timeout_ms, limits.tool_timeout_ms);
         let engine = Engine::new(
             self.dyn_store(),

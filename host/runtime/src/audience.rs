@@ -46,6 +46,16 @@ impl Audience {
     }
 
     /// How a server that is not configured gets configured.
+    /// What to do about an agent step naming an agent weft.toml lacks.
+    pub fn add_agent(self, agent: &str) -> String {
+        match self {
+            Audience::Cli => format!("add an [agents.{agent}] table to weft.toml with the agent's `url`"),
+            Audience::Mcp | Audience::Http => {
+                format!("no agent `{agent}` is configured; the operator adds A2A agents to weft.toml ([agents.NAME])")
+            }
+        }
+    }
+
     pub fn add_server(self, server: &str) -> String {
         match self {
             Audience::Cli => {

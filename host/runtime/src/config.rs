@@ -44,6 +44,10 @@ pub struct ConfigFile {
     /// `[notifications]`: how deliveries are retried.
     #[serde(default)]
     pub notifications: crate::webhooks::NotificationsConfig,
+    /// `[agents.NAME]`: remote A2A agents that agent steps may call
+    /// (docs/a2a.md).
+    #[serde(default)]
+    pub agents: BTreeMap<String, crate::a2a::RawAgent>,
     /// `[a2a]`: the A2A endpoint's settings (docs/a2a.md).
     #[serde(default)]
     pub a2a: crate::a2a::A2aConfig,
@@ -172,6 +176,8 @@ pub struct Settings {
     pub servers: std::sync::Arc<Vec<weft_mcp_client::ServerConfig>>,
     /// `[webhooks.*]`, checked and with `${VAR}`s expanded (memory only).
     pub webhooks: std::sync::Arc<Vec<crate::webhooks::Webhook>>,
+    /// `[agents.*]`, checked and with `${VAR}`s expanded (memory only).
+    pub agents: std::sync::Arc<Vec<crate::a2a::RemoteAgent>>,
 }
 
 /// The parsed file, shareable.
@@ -189,6 +195,7 @@ impl Settings {
             file: std::sync::Arc::default(),
             servers: std::sync::Arc::default(),
             webhooks: std::sync::Arc::default(),
+            agents: std::sync::Arc::default(),
         }
     }
 
@@ -224,6 +231,12 @@ impl Settings {
             &file.webhooks,
             &|v| std::env::var(v).ok(),
         )?;
+        let agents = crate::a2a::resolve_agents(
+            config_path.as_deref().unwrap_or(Path::new("weft.toml")),
+            &text,
+            &file.agents,
+            &|v| std::env::var(v).ok(),
+        )?;
         let data_dir = data_dir_flag
             .map(Path::to_path_buf)
             .or_else(|| std::env::var_os("WEFT_DATA_DIR").map(PathBuf::from))
@@ -237,6 +250,7 @@ impl Settings {
             file: std::sync::Arc::new(file),
             servers: std::sync::Arc::new(servers),
             webhooks: std::sync::Arc::new(webhooks),
+            agents: std::sync::Arc::new(agents),
         })
     }
 

@@ -17,7 +17,7 @@
 //! | [`usecase`] | THE use-case layer: start (and wait), signal, emit, cancel, as typed requests and refusals every front end calls |
 //! | [`app`] | an open store, its scheduler lock, and an engine over it |
 //! | [`owner`] | the one loop of a store's owner: inbox, runs created elsewhere, cancels |
-//! | [`runner`], [`tool_runner`] | the engine's `StepRunner`s: code (sandbox) and tools (MCP) |
+//! | [`runner`], [`tool_runner`], [`agent_runner`] | the engine's `StepRunner`s: code (sandbox), tools (MCP), remote A2A agents |
 //! | [`logging`] | log lines to stderr with secrets redacted |
 //! | [`telemetry`] | logs (text, JSON), OpenTelemetry traces over OTLP, the Prometheus recorder |
 //! | [`error`] | [`RuntimeError`]: the user's to fix, or not |
@@ -35,6 +35,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 pub mod a2a;
+pub mod agent_runner;
 pub mod app;
 pub mod audience;
 pub mod config;

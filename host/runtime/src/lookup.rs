@@ -41,6 +41,8 @@ pub struct RegistryLookup<'a> {
     known: Mutex<HashMap<CodeRef, Known>>,
     /// Configured MCP server names (`None`: not checked).
     servers: Option<Vec<String>>,
+    /// Configured remote A2A agents (`[agents.*]`; `None`: not checked).
+    agents: Option<Vec<String>>,
     /// Input schemas of tools, by (server, tool), when fetched online.
     tool_schemas: HashMap<(String, String), Value>,
     /// Output schemas of the tools that declare one, by (server, tool).
@@ -60,6 +62,7 @@ impl<'a> RegistryLookup<'a> {
             base_dir: base_dir.into(),
             known: Mutex::default(),
             servers: None,
+            agents: None,
             tool_schemas: HashMap::new(),
             tool_output_schemas: HashMap::new(),
             template_schemas: HashMap::new(),
@@ -84,6 +87,13 @@ impl<'a> RegistryLookup<'a> {
     /// configured `[servers.*]`).
     pub fn with_servers(mut self, servers: impl IntoIterator<Item = String>) -> Self {
         self.servers = Some(servers.into_iter().collect());
+        self
+    }
+
+    /// Also checks that every agent step names one of `agents` (the
+    /// configured `[agents.*]`).
+    pub fn with_agents(mut self, agents: impl IntoIterator<Item = String>) -> Self {
+        self.agents = Some(agents.into_iter().collect());
         self
     }
 
@@ -156,6 +166,21 @@ impl<'a> RegistryLookup<'a> {
                         format!("unknown MCP server `{server}` (configured: {known})"),
                     )
                     .hint(hint),
+                );
+            }
+            let agent = step.get("agent").and_then(|a| a.as_str().or_else(|| a.get("name")?.as_str()));
+            if let (Some(agents), Some(name)) = (&self.agents, agent.filter(|a| !a.is_empty()))
+                && !agents.iter().any(|a| a == name)
+            {
+                let known = if agents.is_empty() { "none is configured".to_string() } else { agents.join(", ") };
+                let hint = match weft_model::closest(name, agents.iter().map(String::as_str)) {
+                    Some(s) => format!("did you mean `{s}`?"),
+                    None => self.audience.add_agent(name),
+                };
+                let at = if step.get("agent").is_some_and(Value::is_string) { "agent" } else { "agent/name" };
+                out.push(
+                    Problem::new(format!("/steps/{i}/{at}"), format!("unknown agent `{name}` (configured: {known})"))
+                        .hint(hint),
                 );
             }
             for field in ["code", "transform"] {

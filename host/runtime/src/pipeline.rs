@@ -527,7 +527,11 @@ impl Pipeline {
 
     fn lookup(&self, base_dir: &Path) -> RegistryLookup<'_> {
         let servers = self.settings.servers.iter().map(|s| s.name.clone());
-        RegistryLookup::new(&self.sandbox, &self.registry, base_dir).with_servers(servers).for_audience(self.audience)
+        let agents = self.settings.agents.iter().map(|a| a.name.clone());
+        RegistryLookup::new(&self.sandbox, &self.registry, base_dir)
+            .with_servers(servers)
+            .with_agents(agents)
+            .for_audience(self.audience)
     }
 
     /// A problem for each `code.path` (or `transform.path`) of a client's

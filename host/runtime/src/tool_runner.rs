@@ -102,6 +102,8 @@ pub fn to_step_error(e: CallError) -> StepError {
 pub struct Runners {
     code: CodeRunner,
     tools: ToolRunner,
+    /// Agent steps' remote A2A agents (none until [`Runners::with_agents`]).
+    agents: std::sync::Arc<crate::agent_runner::AgentRunner>,
     /// `[limits] code_timeout_ms` / `tool_timeout_ms` of weft.toml.
     code_timeout_ms: Option<u64>,
     tool_timeout_ms: Option<u64>,
@@ -110,7 +112,19 @@ pub struct Runners {
 impl Runners {
     /// Both runners.
     pub fn new(code: CodeRunner, tools: ToolRunner) -> Self {
-        Runners { code, tools, code_timeout_ms: None, tool_timeout_ms: None }
+        Runners {
+            code,
+            tools,
+            agents: std::sync::Arc::new(crate::agent_runner::AgentRunner::new(&[])),
+            code_timeout_ms: None,
+            tool_timeout_ms: None,
+        }
+    }
+
+    /// The remote A2A agents agent steps may call (`[agents.*]`).
+    pub fn with_agents(mut self, agents: crate::agent_runner::AgentRunner) -> Self {
+        self.agents = std::sync::Arc::new(agents);
+        self
     }
 
     /// Per-attempt timeouts of steps that set none (`[limits]` of
@@ -174,6 +188,10 @@ impl Runners {
     async fn attempt(&self, req: StepRequest, cancel: CancelToken) -> Result<StepOutput, StepFailure> {
         let tool = match &req.action {
             Action::Tool(t) => t.clone(),
+            Action::Agent(a) => {
+                let a = a.clone();
+                return self.agents.call(&a, &req, &cancel).await.map(StepOutput::Done);
+            }
             _ => return self.code.run(req, cancel).await,
         };
         let value = self.tools.call(&tool, &req, &cancel).await?;

@@ -6,6 +6,7 @@
 mod common;
 
 mod a2a;
+mod a2a_steps;
 mod api;
 mod artifacts;
 mod caps;

@@ -252,6 +252,7 @@ pub fn action_label(action: &Action) -> String {
         Action::Code(CodeRef::Path(p)) => format!("code {p}"),
         Action::Code(CodeRef::Sha256(h)) => format!("code sha256:{}", &h[..h.len().min(12)]),
         Action::Tool(t) => format!("tool {}.{}", t.server, t.name),
+        Action::Agent(a) => format!("agent {}", a.name),
         Action::Return => "return".into(),
         Action::Wait(w) => match &w.event {
             Some(e) => format!("wait event {e}"),

@@ -74,6 +74,7 @@ pub fn step_kind(action: &Action) -> &'static str {
     match action {
         Action::Code(_) => "code",
         Action::Tool(_) => "tool",
+        Action::Agent(_) => "agent",
         _ => "other",
     }
 }

@@ -303,7 +303,7 @@ impl Driver {
                 let err = StepError::canceled(format!("the run returned at step `{}`", self.def.steps[i].name));
                 return self.end_run(RunEvent::Complete, Some(output), err, false);
             }
-            Action::Code(_) | Action::Tool(_) => {}
+            Action::Code(_) | Action::Tool(_) | Action::Agent(_) => {}
             Action::Sleep(spec) => {
                 let now = self.now();
                 let wake_at = match spec {

@@ -1,0 +1,165 @@
+//! Agent steps against a remote A2A agent built with the official Python
+//! SDK (tests/a2a/remote_agent.py: a2a-sdk 1.3's server): the step's input
+//! goes out as a data part and the remote artifacts come back as its
+//! output; a remote failure or question fails the step with the agent's
+//! words; weft SIGKILLed while the remote task runs sends it once (the
+//! restarted worker follows the task it sent); canceling the run, or the
+//! step's timeout, cancels the remote task; an agent weft.toml does not
+//! name is refused at validation.
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::{Weft, repo_root};
+use crate::waits::{Worker, detach, wait_until};
+
+/// The SDK's agent on a free port, its tasks logged; killed when dropped.
+struct Remote {
+    child: Child,
+    log: std::path::PathBuf,
+}
+
+impl Remote {
+    /// Starts the agent and names it `upper` in `w`'s weft.toml.
+    fn start(w: &Weft) -> Remote {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let log = w.dir.path().join("remote.log");
+        let mut child = Command::new(crate::serve_recording::python())
+            .arg(repo_root().join("tests/a2a/remote_agent.py"))
+            .arg(port.to_string())
+            .env("A2A_REMOTE_LOG", &log)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the remote agent");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert!(line.starts_with("listening"), "the remote agent did not start: {line:?}");
+        crate::notify::configure(w, &format!("[agents.upper]\nurl = \"http://127.0.0.1:{port}\"\n"));
+        Remote { child, log }
+    }
+
+    /// What it logged: `{"task", "context", "input"}` per task created,
+    /// `{"canceled"}` per cancel.
+    fn entries(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+
+    fn tasks_of(&self, run: &str) -> Vec<Value> {
+        self.entries()
+            .into_iter()
+            .filter(|e| e["context"].as_str().is_some_and(|c| c.starts_with(&format!("weft-{run}/"))))
+            .collect()
+    }
+
+    fn until(&self, what: &str, done: impl Fn(&[Value]) -> bool) {
+        let t0 = Instant::now();
+        while !done(&self.entries()) {
+            assert!(t0.elapsed() < Duration::from_secs(20), "{what} never happened: {:?}", self.entries());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A workflow sending its input to the remote agent; `timeout_ms` if given.
+fn relay(w: &Weft, timeout_ms: Option<u64>) -> std::path::PathBuf {
+    let mut step = json!({"name": "call", "agent": {"name": "upper", "skill": "upper"}, "input": "@input"});
+    if let Some(t) = timeout_ms {
+        step["timeout_ms"] = json!(t);
+    }
+    w.write_def("relay", &json!({"name": "relay", "steps": [step], "output": {"upper": "@call.data.upper", "text": "@call.text", "task": "@call.task_id"}}))
+}
+
+on_both_stores! { fn an_agent_step_sends_its_input_and_takes_the_remote_artifacts(w) {
+    let remote = Remote::start(&w);
+    let def = relay(&w, None);
+    let out = w.run(&["run", def.to_str().unwrap(), "--input", r#"{"text": "hello"}"#, "--json"]);
+    out.expect_code(0);
+    let run = out.json();
+    assert_eq!(run["state"], "completed", "{run}");
+    assert_eq!(run["output"]["upper"], "HELLO", "{run}");
+    assert_eq!(run["output"]["text"], "HELLO", "{run}");
+    let id = run["id"].as_str().unwrap();
+    let tasks = remote.tasks_of(id);
+    assert_eq!(tasks.len(), 1, "{tasks:?}");
+    assert_eq!(tasks[0]["input"], json!({"text": "hello"}));
+    assert_eq!(run["output"]["task"], tasks[0]["task"], "the step's output names the remote task");
+}}
+
+#[test]
+fn a_remote_failure_or_question_fails_the_step_with_the_agents_words() {
+    let w = Weft::new();
+    let _remote = Remote::start(&w);
+    let def = relay(&w, None);
+    let out = w.run(&["run", def.to_str().unwrap(), "--input", r#"{"fail": "the text is empty"}"#, "--json"]);
+    let run = out.json();
+    assert_eq!(run["state"], "failed", "{run}");
+    let message = run["error"]["message"].as_str().unwrap();
+    assert!(message.contains("ended failed: the text is empty"), "{message}");
+    let out = w.run(&["run", def.to_str().unwrap(), "--input", r#"{"ask": "which language?"}"#, "--json"]);
+    let run = out.json();
+    assert_eq!(run["state"], "failed", "{run}");
+    let message = run["error"]["message"].as_str().unwrap();
+    assert!(message.contains("input-required: which language?"), "{message}");
+}
+
+on_both_stores! { fn weft_killed_while_the_remote_task_runs_sends_it_once(w) {
+    let remote = Remote::start(&w);
+    let def = relay(&w, None);
+    let worker = Worker::start(&w);
+    let id = detach(&w, &def, &json!({"text": "durable", "sleep": 2}), &[]);
+    remote.until("the remote task", |e| !e.is_empty());
+    worker.kill();
+    let _again = Worker::start(&w);
+    let run = wait_until(&w, &id, "the run's end", |r| r["state"] == "completed" || r["state"] == "failed");
+    assert_eq!(run["state"], "completed", "{run}");
+    assert_eq!(run["output"]["upper"], "DURABLE", "{run}");
+    let tasks = remote.tasks_of(&id);
+    assert_eq!(tasks.len(), 1, "one remote task across the kill: {tasks:?}");
+    let events = w.run(&["runs", "events", &id, "--json"]).stdout;
+    let followed = events.contains("following remote task");
+    assert!(followed, "the restarted worker followed the task it had sent: {events}");
+}}
+
+#[test]
+fn canceling_the_run_or_its_timeout_cancels_the_remote_task() {
+    let w = Weft::new();
+    let remote = Remote::start(&w);
+    let def = relay(&w, None);
+    let _worker = Worker::start(&w);
+    let id = detach(&w, &def, &json!({"text": "long", "sleep": 60}), &[]);
+    remote.until("the remote task", |e| !e.is_empty());
+    let task = remote.tasks_of(&id)[0]["task"].clone();
+    w.run(&["runs", "cancel", &id]).expect_code(0);
+    remote.until("the remote cancel", |e| e.iter().any(|x| x["canceled"] == task));
+    // A step's timeout ends its remote task too.
+    let def = relay(&w, Some(500));
+    let out = w.run(&["run", def.to_str().unwrap(), "--input", r#"{"text": "x", "sleep": 60}"#, "--json"]);
+    let run = out.json();
+    assert_eq!(run["state"], "failed", "{run}");
+    assert_eq!(run["error"]["kind"], "timeout", "{run}");
+    let timed = remote.tasks_of(run["id"].as_str().unwrap())[0]["task"].clone();
+    remote.until("the timed-out task's cancel", |e| e.iter().any(|x| x["canceled"] == timed));
+}
+
+#[test]
+fn an_agent_weft_toml_does_not_name_is_refused_at_validation() {
+    let w = Weft::new();
+    let def = w.write_def("x", &json!({"name": "x", "steps": [{"name": "call", "agent": "nope", "input": {}}]}));
+    let out = w.run(&["validate", def.to_str().unwrap(), "--json"]);
+    assert_ne!(out.code, 0, "{}", out.stdout);
+    let text = format!("{}{}", out.stdout, out.stderr);
+    assert!(text.contains("/steps/0/agent") && text.contains("unknown agent `nope`"), "{text}");
+    assert!(text.contains("[agents.nope]"), "the hint says what to add: {text}");
+}
