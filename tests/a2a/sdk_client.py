@@ -156,12 +156,17 @@ async def main():
     req.configuration.return_immediately = True
     [r] = [e async for e in blocking.send_message(req)]
     tid = r.task.id
+    # Subscribing to a waiting task follows it through its answer.
     sub = streaming.subscribe(SubscribeToTaskRequest(id=tid))
     first = await sub.__anext__()
     assert first.HasField("task"), first
-    await sub.aclose()
+    following = asyncio.ensure_future(collect(sub))
+    await asyncio.sleep(0.2)
+    assert not following.done(), "the subscription ended while the task waits"
     await blocking.send_message(SendMessageRequest(
         message=user_data({"approved": True, "by": "cy"}, task_id=tid))).__anext__()
+    followed = await asyncio.wait_for(following, 20)
+    assert followed[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED", followed
     snap = await blocking.get_task(GetTaskRequest(id=tid))
     assert state(snap) == "TASK_STATE_COMPLETED"
     # ... and over SSE, `Last-Event-ID` resumes after the last event seen:

@@ -317,6 +317,9 @@ pub struct ListTasksRequest {
     pub page_size: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_token: Option<String>,
+    /// Tasks come without their artifacts unless this is `true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_artifacts: Option<bool>,
 }
 
 /// A page of tasks, newest first.

@@ -142,6 +142,11 @@ async fn bad_requests_get_a2a_errors_that_name_the_field_and_start_nothing() {
     assert_eq!(r["error"]["code"], -32001, "{r}");
     let r = rpc(&http, &format!("{b}/a2a/nosuch"), send(json!([{"data": {}}]))).await;
     assert!(r["error"]["message"].as_str().unwrap().contains("no agent `nosuch`"), "{r}");
+    // A template's agent runs its own skill only.
+    let mut other = send(json!([{"data": {"name": "x"}}]));
+    other["params"]["metadata"] = json!({"skill": "approval"});
+    let r = rpc(&http, &format!("{b}/a2a/greet"), other).await;
+    assert!(r["error"]["message"].as_str().unwrap().contains("runs skill `greet`, not `approval`"), "{r}");
     // The server's agent needs the skill named.
     let r = rpc(&http, &format!("{b}/a2a"), send(json!([{"data": {"name": "x"}}]))).await;
     assert_eq!(r["error"]["data"][0]["metadata"]["path"], "/metadata/skill", "{r}");

@@ -74,12 +74,14 @@ fn capabilities(templates: &[TemplateRecord]) -> AgentCapabilities {
         .iter()
         .map(|t| {
             let d = &t.definition;
-            (
-                t.name.clone(),
-                json!({"inputSchema": d.get("input_schema").cloned().unwrap_or(json!({})),
-                       "outputSchema": d.get("output_schema").cloned().unwrap_or(json!({})),
-                       "version": t.version}),
-            )
+            (t.name.clone(), {
+                let mut s = json!({"inputSchema": d.get("input_schema").cloned().unwrap_or(json!({})),
+                                       "version": t.version});
+                if let Some(o) = d.get("output_schema") {
+                    s["outputSchema"] = o.clone();
+                }
+                s
+            })
         })
         .collect();
     let mut params = Map::new();

@@ -22,7 +22,7 @@ use weft_a2a::wire::{
 };
 use weft_engine::Seq;
 
-use super::ops::{Agent, MAX_BLOCK, Sent, decode, to_value};
+use super::ops::{Agent, MAX_BLOCK, Sent, Until, decode, to_value};
 use super::push;
 
 /// A2A 0.3's method names, answered with the version this server speaks.
@@ -169,12 +169,21 @@ pub async fn stream_send(agent: &Agent, params: Value) -> Result<Events, A2aErro
                 timestamp: Some(weft_engine::clock::rfc3339(rec.created_at)),
             };
             first.artifacts.clear();
-            agent.follow(id, Seq::ZERO, Some(first), false).boxed()
+            agent.follow(id, Seq::ZERO, Some(first), false, Until::Interrupted).boxed()
         }
-        Sent::Answered { id, after, waits } => {
+        Sent::Answered { id, waits: true, .. } => {
+            // Other waits remain: the task as it is (still input-required).
             let rec = agent.task_run(&id.to_string(), "/message/taskId").await?;
-            let from = if waits { rec.last_seq } else { after };
-            agent.follow(id, from, Some(agent.task(&rec)), waits).boxed()
+            agent.follow(id, rec.last_seq, Some(agent.task(&rec)), true, Until::Interrupted).boxed()
+        }
+        Sent::Answered { id, after, .. } => {
+            // The task as the answer left it (working again), then every
+            // event since the answer: never a later state before an earlier.
+            let rec = agent.task_run(&id.to_string(), "/message/taskId").await?;
+            let mut first = agent.task(&rec);
+            first.status = TaskStatus { state: TaskState::Working, message: None, timestamp: None };
+            first.artifacts.clear();
+            agent.follow(id, after, Some(first), false, Until::Interrupted).boxed()
         }
     })
 }
@@ -187,18 +196,18 @@ pub async fn get(agent: &Agent, params: Value) -> Result<Value, A2aError> {
 }
 
 /// `SubscribeToTask` (both bindings): the task as it is, then its events
-/// until it ends or asks for input; resumed after event `resume` (the
+/// until it ends (a waiting task is followed through its answer); resumed after event `resume` (the
 /// last SSE id the client saw), with no snapshot.
 pub async fn subscribe(agent: &Agent, params: Value, resume: Option<u64>) -> Result<Events, A2aError> {
     let req: TaskIdRequest = decode(params)?;
     let rec = agent.task_run(&req.id, "/id").await?;
-    let settled = weft_runtime::usecase::settles(rec.state);
+    let ended = rec.state.is_terminal();
     Ok(match resume {
         Some(after) => {
-            let caught_up = settled && rec.last_seq.0 <= after;
-            agent.follow(rec.id.clone(), Seq(after), None, caught_up).boxed()
+            let caught_up = ended && rec.last_seq.0 <= after;
+            agent.follow(rec.id.clone(), Seq(after), None, caught_up, Until::Ended).boxed()
         }
-        None => agent.follow(rec.id.clone(), rec.last_seq, Some(agent.task(&rec)), settled).boxed(),
+        None => agent.follow(rec.id.clone(), rec.last_seq, Some(agent.task(&rec)), ended, Until::Ended).boxed(),
     })
 }
 

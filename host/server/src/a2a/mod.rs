@@ -67,13 +67,22 @@ async fn server_rpc(State(core): State<Arc<Core>>, headers: HeaderMap, body: axu
 async fn agent_of(core: Arc<Core>, name: &str, headers: &HeaderMap) -> Result<Agent, A2aError> {
     match core.store.template(name, None).await {
         Ok(Some(_)) => Ok(Agent { core, links: links(headers), template: Some(name.to_string()) }),
-        Ok(None) => Err(A2aError::new(
-            ErrorKind::MethodNotFound,
-            format!("no agent `{name}`: no template of that name is saved"),
-        )
-        .hint("/.well-known/agent-card.json lists the agents as skills")),
+        Ok(None) => Err(no_agent(name)),
         Err(e) => Err(A2aError::internal(e)),
     }
+}
+
+/// No template `name`: its agent does not exist.
+fn no_agent(name: &str) -> A2aError {
+    if name.contains(':') {
+        return A2aError::new(
+            ErrorKind::MethodNotFound,
+            format!("`/a2a/{name}`: the server's agent at /a2a speaks JSON-RPC only"),
+        )
+        .hint("HTTP+JSON is each skill's: /a2a/{skill}/message:send; or POST JSON-RPC to /a2a");
+    }
+    A2aError::new(ErrorKind::MethodNotFound, format!("no agent `{name}`: no template of that name is saved"))
+        .hint("/.well-known/agent-card.json lists the agents as skills")
 }
 
 async fn template_rpc(
@@ -108,10 +117,7 @@ async fn template_rest(
     let t = match core.store.template(&name, None).await {
         Ok(Some(t)) => t,
         Ok(None) => {
-            return rest::refuse(
-                A2aError::new(ErrorKind::TaskNotFound, format!("no agent `{name}`: no template of that name is saved"))
-                    .hint("/.well-known/agent-card.json lists the agents as skills"),
-            );
+            return rest::refuse(no_agent(&name));
         }
         Err(e) => return rest::refuse(A2aError::internal(e)),
     };

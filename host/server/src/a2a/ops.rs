@@ -87,10 +87,15 @@ impl Agent {
     /// The template `req` asks for: this agent's, or (the server's agent)
     /// the `skill` of the request's or message's metadata.
     fn skill(&self, req: &SendMessageRequest) -> Result<String, A2aError> {
+        let named = |m: &Option<Map<String, Value>>| m.as_ref()?.get("skill")?.as_str().map(str::to_string);
         if let Some(t) = &self.template {
+            if let Some(other) = named(&req.metadata).or_else(|| named(&req.message.metadata)).filter(|s| s != t) {
+                return Err(A2aError::invalid(format!("this agent runs skill `{t}`, not `{other}`"))
+                    .at("/metadata/skill")
+                    .hint(format!("send to /a2a/{other}, or to /a2a with `metadata.skill`; or leave the skill out")));
+            }
             return Ok(t.clone());
         }
-        let named = |m: &Option<Map<String, Value>>| m.as_ref()?.get("skill")?.as_str().map(str::to_string);
         named(&req.metadata).or_else(|| named(&req.message.metadata)).ok_or_else(|| {
             A2aError::invalid("the server's agent runs several skills: name one in `metadata.skill`")
                 .at("/metadata/skill")
@@ -101,6 +106,12 @@ impl Agent {
     /// Answers the signal wait task `task`'s run is parked on.
     async fn answer(&self, task: &str, message: &Message) -> Result<Sent, A2aError> {
         let rec = self.task_run(task, "/message/taskId").await?;
+        let context = task::context_of(&rec);
+        if let Some(c) = message.context_id.as_deref().filter(|c| !c.is_empty() && *c != context) {
+            return Err(A2aError::invalid(format!("task {task} is in context `{context}`, not `{c}`"))
+                .at("/message/contextId")
+                .hint("leave `contextId` out of an answer, or give the task's"));
+        }
         if !settles(rec.state) || rec.state.is_terminal() {
             let what = if rec.state.is_terminal() {
                 format!("task {task} is {} and takes no more messages", task::task_state(rec.state).as_str())
@@ -281,13 +292,23 @@ impl Agent {
         page.truncate(size as usize);
         let ids: Vec<RunId> = page.into_iter().map(|r| r.id).collect();
         let runs = self.core.store.runs(&ids).await.map_err(A2aError::internal)?;
-        let tasks = runs.iter().map(|r| self.task(r)).collect();
+        let tasks = runs
+            .iter()
+            .map(|r| {
+                let mut t = self.task(r);
+                if !req.include_artifacts.unwrap_or(false) {
+                    t.artifacts.clear();
+                }
+                t
+            })
+            .collect();
         Ok(ListTasksResponse { tasks, next_page_token: next, page_size: size, total_size: total as i32 })
     }
 
     /// The task's stream: `first` (a snapshot) if given, then a stream
-    /// event for each logged event after `after`, until the task has
-    /// ended or asks for input (`ended`: it already had, as of `first`).
+    /// event for each logged event after `after`, until the task has ended
+    /// (or, with `until` [`Until::Interrupted`], asks for input); `ended`:
+    /// it already had, as of `first`.
     /// Each item carries the `seq` of its event (the SSE id), when it is
     /// the last one sent for that event.
     pub fn follow(
@@ -296,6 +317,7 @@ impl Agent {
         after: Seq,
         first: Option<Task>,
         ended: bool,
+        until: Until,
     ) -> impl futures::Stream<Item = (Option<u64>, StreamResponse)> + Send + 'static {
         let follow = Follow {
             agent: self.clone(),
@@ -304,12 +326,33 @@ impl Agent {
             changes: self.core.engine.subscribe(),
             pending: first.map(|t| vec![(None, StreamResponse::Task(t))]).unwrap_or_default(),
             settled: ended,
+            until,
             done: false,
         };
         futures::stream::unfold(follow, |mut f| async move {
             let e = f.next().await?;
             Some((e, f))
         })
+    }
+}
+
+/// Where a task's stream ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Until {
+    /// At an end or a question (`SendStreamingMessage`: A2A ends a
+    /// message's stream at an interrupted state).
+    Interrupted,
+    /// At an end only (`SubscribeToTask`: a client subscribing to a
+    /// waiting task watches it get answered or canceled).
+    Ended,
+}
+
+impl Until {
+    fn stops(self, s: RunState) -> bool {
+        match self {
+            Until::Interrupted => settles(s),
+            Until::Ended => s.is_terminal(),
+        }
     }
 }
 
@@ -321,9 +364,9 @@ struct Follow {
     changes: weft_engine::Changes,
     /// Ready to send, in reverse order.
     pending: Vec<(Option<u64>, StreamResponse)>,
-    /// The last run state sent ends a stream (completed, failed, ...,
-    /// input-required).
+    /// The last run state sent ends the stream (see `until`).
     settled: bool,
+    until: Until,
     done: bool,
 }
 
@@ -349,7 +392,7 @@ impl Follow {
             for e in &page {
                 self.after = e.seq.0;
                 if let Some(state) = e.kind.strip_prefix("run.").and_then(task::parse_state) {
-                    self.settled = settles(state);
+                    self.settled = self.until.stops(state);
                 }
                 let mut out = task::stream_events(e, &rec, &self.agent.links);
                 let n = out.len();
@@ -359,7 +402,7 @@ impl Follow {
             }
             ready.reverse();
             self.pending = ready;
-            if !full && self.settled && settles(rec.state) && rec.last_seq.0 <= self.after {
+            if !full && self.settled && self.until.stops(rec.state) && rec.last_seq.0 <= self.after {
                 self.done = true;
             }
             if !self.pending.is_empty() || self.done {
@@ -475,16 +518,15 @@ fn problems(e: A2aError, base: &str, ps: &[Problem]) -> A2aError {
         .collect();
     let first = ps.first().map(|p| format!("{base}{}", p.path)).unwrap_or_else(|| base.to_string());
     let message = match ps.first() {
-        Some(p) => {
-            format!("{} — {}: {}", e.message, if p.path.is_empty() { "(the value)" } else { &p.path }, p.message)
-        }
+        Some(p) if p.path.is_empty() => format!("{}: {}", e.message, p.message),
+        Some(p) => format!("{}: at {}, {}", e.message, p.path, p.message),
         None => e.message.clone(),
     };
     A2aError { message, ..e }.at(first).with("problems", Value::Array(list))
 }
 
 fn no_skill(name: &str) -> A2aError {
-    A2aError::new(ErrorKind::InvalidRequest, format!("no agent `{name}`: no template of that name is saved"))
+    A2aError::invalid(format!("no skill `{name}`: no template of that name is saved"))
         .at("/metadata/skill")
         .hint("the agents are listed as skills in /.well-known/agent-card.json")
 }
@@ -493,7 +535,7 @@ fn lookup_refused(e: LookupRefused, task: &str) -> A2aError {
     match e {
         LookupRefused::NotAnId(_) | LookupRefused::NotFound(_) => {
             A2aError::new(ErrorKind::TaskNotFound, format!("no task {task:?}"))
-                .hint("ListTasks lists this agent's tasks; a task id looks like r_01k…")
+                .hint("ListTasks lists this agent's tasks; a task id looks like r_…")
         }
         LookupRefused::Failed(e) => A2aError::internal(e),
     }

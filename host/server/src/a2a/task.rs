@@ -64,6 +64,11 @@ pub fn task_of(rec: &RunRecord, links: &Links) -> Task {
         metadata.insert("version".into(), json!(v));
     }
     metadata.insert("run".into(), json!(format!("{}/api/v1/runs/{}", links.base, rec.id)));
+    if let Some(p) = &rec.parent {
+        // A child run (a `workflow` step's) is a task of its template too.
+        metadata.insert("parent".into(), json!(p.to_string()));
+        metadata.insert("depth".into(), json!(rec.depth));
+    }
     Task {
         id: rec.id.to_string(),
         context_id,
@@ -236,6 +241,10 @@ pub fn stream_events(e: &EventRecord, rec: &RunRecord, links: &Links) -> Vec<Str
         }
         kind => {
             let Some(state) = kind.strip_prefix("run.").and_then(parse_state) else { return vec![] };
+            if state == RunState::Submitted {
+                // Every stream starts with the task, which says so.
+                return vec![];
+            }
             let mut out = vec![];
             // The status of a state the run is still in carries its message
             // (the waits it asks about); an earlier one, only its state.
