@@ -113,10 +113,13 @@ async def main():
     assert state(again) == "TASK_STATE_INPUT_REQUIRED", again
 
     # 3. A valid answer completes it; the output is the final artifact.
-    [r] = [e async for e in blocking.send_message(SendMessageRequest(
-        message=user_data({"approved": True, "by": "ana"}, task_id=task.id, context_id=task.context_id)))]
+    answer = user_data({"approved": True, "by": "ana"}, task_id=task.id, context_id=task.context_id)
+    [r] = [e async for e in blocking.send_message(SendMessageRequest(message=answer))]
     done = r.task
     assert state(done) == "TASK_STATE_COMPLETED", done
+    # The same answer again (as after a lost reply) is the task, not an error.
+    [r] = [e async for e in blocking.send_message(SendMessageRequest(message=answer))]
+    assert state(r.task) == "TASK_STATE_COMPLETED" and r.task.id == task.id, r
     output = MessageToDict(done.artifacts[-1])
     assert output["artifactId"] == "output", output
     assert output["parts"][0]["data"]["refunded"] == "Refunded 12.5 for order A-1, approved by ana", output

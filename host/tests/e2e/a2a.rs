@@ -137,6 +137,12 @@ async fn bad_requests_get_a2a_errors_that_name_the_field_and_start_nothing() {
     .await;
     assert_eq!(r["error"]["code"], -32602, "{r}");
     assert_eq!(r["error"]["data"][0]["metadata"]["path"], "/message/role", "{r}");
+    let r = rpc(&http, &url, json!({"jsonrpc": "2.0", "id": 4, "method": "SendMessage",
+        "params": {"message": {"messageId": "m2", "role": "ROLE_AGENT", "parts": [{"data": {"order": "A", "amount": 1}}]}}})).await;
+    assert_eq!(r["error"]["data"][0]["metadata"]["path"], "/message/role", "{r}");
+    // HTTP+JSON sent to the server's agent (JSON-RPC only) is told so, as HTTP.
+    let r = http.post(format!("{b}/a2a/message:send")).json(&json!({})).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 404);
     // A task that does not exist; an agent that does not exist.
     let r = rpc(&http, &url, json!({"jsonrpc": "2.0", "id": 5, "method": "GetTask", "params": {"id": "r_nope"}})).await;
     assert_eq!(r["error"]["code"], -32001, "{r}");

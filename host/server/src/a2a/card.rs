@@ -92,8 +92,8 @@ fn capabilities(templates: &[TemplateRecord]) -> AgentCapabilities {
         extended_agent_card: false,
         extensions: vec![AgentExtension {
             uri: SCHEMAS_EXTENSION.into(),
-            description: "each skill's input and output JSON Schemas (params.skills.{id}.inputSchema, outputSchema): \
-                          send the input as one data part"
+            description: "each skill's input JSON Schema (params.skills.{id}.inputSchema) and, when its template \
+                          declares one, its output schema (outputSchema): send the input as one data part"
                 .into(),
             required: false,
             params: Some(params),

@@ -91,6 +91,10 @@ async fn template_rpc(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
+    if name.contains(':') {
+        // `POST /a2a/message:send`: an HTTP+JSON call, answered as one.
+        return rest::refuse(no_agent(&name));
+    }
     match agent_of(core, &name, &headers).await {
         Ok(agent) => jsonrpc::handle(agent, headers, &body).await,
         Err(e) => {

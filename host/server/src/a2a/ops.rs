@@ -59,6 +59,9 @@ impl Agent {
         if let Some(task) = req.message.task_id.as_deref().filter(|t| !t.is_empty()) {
             return self.answer(task, &req.message).await;
         }
+        if req.message.role == weft_a2a::wire::Role::Agent {
+            return Err(A2aError::invalid("a client's message has role ROLE_USER, not ROLE_AGENT").at("/message/role"));
+        }
         let template = self.skill(req)?;
         let saved = self.core.store.template(&template, None).await.map_err(A2aError::internal)?;
         let saved = saved.ok_or_else(|| no_skill(&template))?;
@@ -112,7 +115,13 @@ impl Agent {
                 .at("/message/contextId")
                 .hint("leave `contextId` out of an answer, or give the task's"));
         }
+        let meta = message.metadata.clone().unwrap_or_default();
+        let step = meta.get("step").and_then(Value::as_str);
         if !settles(rec.state) || rec.state.is_terminal() {
+            if answered_before(&rec, message, step) {
+                // The same answer again (its reply was lost): the task as it is.
+                return Ok(Sent::Answered { id: rec.id.clone(), after: rec.last_seq, waits: !rec.state.is_terminal() });
+            }
             let what = if rec.state.is_terminal() {
                 format!("task {task} is {} and takes no more messages", task::task_state(rec.state).as_str())
             } else {
@@ -123,13 +132,14 @@ impl Agent {
                 .hint("send the message without `taskId` to start a new task; GetTask shows this one"));
         }
         let waits: Vec<WaitView> = WaitView::all(&rec).into_iter().filter(|w| w.kind == WaitOn::Signal).collect();
-        let meta = message.metadata.clone().unwrap_or_default();
-        let step = meta.get("step").and_then(Value::as_str);
         let item = meta.get("item").and_then(Value::as_u64).map(|i| i as u32);
         let chosen: Vec<&WaitView> =
             waits.iter().filter(|w| step.is_none_or(|s| s == w.step) && (item.is_none() || w.item == item)).collect();
         let wait = match chosen.as_slice() {
             [one] => *one,
+            [] if answered_before(&rec, message, step) => {
+                return Ok(Sent::Answered { id: rec.id.clone(), after: rec.last_seq, waits: true });
+            }
             [] => {
                 return Err(A2aError::invalid(format!(
                     "task {task} waits for no step `{}`{}",
@@ -256,7 +266,8 @@ impl Agent {
 
     /// `ListTasks`: this agent's tasks, newest first.
     pub async fn list(&self, req: &ListTasksRequest) -> Result<ListTasksResponse, A2aError> {
-        let size = req.page_size.unwrap_or(50);
+        // 0 is proto3's "not set".
+        let size = req.page_size.filter(|s| *s != 0).unwrap_or(50);
         if !(1..=100).contains(&size) {
             return Err(A2aError::invalid(format!("`pageSize` is {size}; give 1 to 100")).at("/pageSize"));
         }
@@ -416,6 +427,27 @@ impl Follow {
     }
 }
 
+/// Whether `message` is an answer `rec` already took: its data part is
+/// the output of a signal wait step that is no longer waiting (`step`, if
+/// named). Only asked when the message could not answer an open wait, so
+/// an answer that could is never swallowed.
+fn answered_before(rec: &RunRecord, message: &Message, step: Option<&str>) -> bool {
+    let Some(data) = message.parts.iter().find_map(|p| p.data.as_ref()) else { return false };
+    let waits_for_signal = |name: &str| {
+        rec.definition
+            .get("steps")
+            .and_then(Value::as_array)
+            .and_then(|s| s.iter().find(|x| x.get("name").and_then(Value::as_str) == Some(name)))
+            .is_some_and(|x| x.pointer("/wait/prompt").is_some() || x.pointer("/wait/schema").is_some())
+    };
+    rec.steps.iter().any(|s| {
+        step.is_none_or(|n| n == s.name)
+            && s.state == weft_engine::StepState::Succeeded
+            && s.output.as_ref() == Some(data)
+            && waits_for_signal(&s.name)
+    })
+}
+
 /// The value a message's parts carry for a run's input or a wait's
 /// answer, checked against `schema` by whoever takes it: its one data
 /// part; or its one text part when `schema` takes a string (`{"type":
@@ -550,7 +582,7 @@ fn start_refused(e: StartRefused) -> A2aError {
             &ps,
         ),
         StartRefused::KeyConflict { run, differs, .. } => A2aError::invalid(format!(
-            "message id already started task {run} with another message (its {} differ); nothing was started",
+            "message id already started task {run} with another message (different: {}); nothing was started",
             differs.join(", ")
         ))
         .at("/message/messageId")
