@@ -209,3 +209,24 @@ async fn the_token_guards_the_cards_and_the_agents() {
     assert_eq!(card["skills"][0]["id"], "greet", "{card}");
     assert_eq!(card["supportedInterfaces"][0]["url"], format!("{b}/a2a/greet"), "{card}");
 }
+
+/// A guest's `reject(reason)` ends the task `rejected`, the reason as its
+/// status message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guests_reject_ends_the_task_rejected_with_its_reason() {
+    let w = Weft::new();
+    w.run(&["plugin", "add", weft_test_artifacts::HOSTILE]).expect_code(0);
+    let def = w.write_def(
+        "refuse",
+        &json!({"name": "refuse", "steps": [
+        {"name": "judge", "code": {"plugin": "hostile"}, "input": {"mode": "reject"}}]}),
+    );
+    w.run(&["templates", "save", def.to_str().unwrap()]).expect_code(0);
+    let server = Server::start(&w, &["--http", "127.0.0.1:0"]);
+    let r = rpc(&reqwest::Client::new(), &format!("{}/a2a/refuse", base(&server)), json!({"jsonrpc": "2.0", "id": 1,
+        "method": "SendMessage", "params": {"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"data": {}}]}}}))
+    .await;
+    let status = &r["result"]["task"]["status"];
+    assert_eq!(status["state"], "TASK_STATE_REJECTED", "{r}");
+    assert!(status["message"]["parts"][0]["text"].as_str().unwrap().contains("rejected on purpose"), "{r}");
+}
