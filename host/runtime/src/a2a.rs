@@ -61,37 +61,16 @@ pub fn resolve_agents(
     raw: &BTreeMap<String, RawAgent>,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<RemoteAgent>, crate::error::ConfigError> {
-    use crate::servers::{expand_vars, line_of};
     let mut out = vec![];
     for (name, a) in raw {
-        let table = format!("[agents.{name}]");
-        let invalid = |message: String| crate::error::ConfigError::Invalid {
-            path: path.to_path_buf(),
-            line: line_of(text, &table).unwrap_or(1),
-            message,
-        };
-        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-            return Err(invalid(format!("agent name `{name}` may hold only letters, digits, `-` and `_`")));
+        let check = crate::servers::TableCheck::new(path, text, "agents", name, lookup);
+        check.name("agent", name)?;
+        let url = check.expand(&a.url, "url")?;
+        check.http_url(&url, "calls agents")?;
+        if reqwest::Url::parse(&url).is_err() {
+            return Err(check.invalid(format!("{} url: `{url}` is not an http:// URL", check.table), "url"));
         }
-        let expand = |v: &str, field: &str| {
-            expand_vars(v, lookup).map_err(|var| {
-                invalid(format!(
-                    "{table} {field}: environment variable `{var}` is not set (referenced as `${{{var}}}`)"
-                ))
-            })
-        };
-        let url = expand(&a.url, "url")?;
-        match reqwest::Url::parse(&url) {
-            Ok(u) if u.scheme() == "http" => {}
-            Ok(u) if u.scheme() == "https" => {
-                return Err(invalid(format!(
-                    "{table} url: this build calls agents over plain HTTP only (it has no TLS); point `url` at an \
-                     http:// address, such as a local TLS-terminating proxy"
-                )));
-            }
-            _ => return Err(invalid(format!("{table} url: `{url}` is not an http:// URL"))),
-        }
-        let token = a.token.as_deref().map(|t| expand(t, "token")).transpose()?;
+        let token = a.token.as_deref().map(|t| check.expand(t, "token")).transpose()?;
         out.push(RemoteAgent { name: name.clone(), url: url.trim_end_matches('/').to_string(), token });
     }
     Ok(out)
@@ -184,6 +163,23 @@ pub fn push_body(d: &DeliveryRecord) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn agent_tables_are_checked_and_their_tokens_expanded() {
+        let text = "[agents.up]\nurl = \"http://127.0.0.1:9000/\"\ntoken = \"${TOK}\"\n";
+        let raw = |url: &str, token: Option<&str>| {
+            BTreeMap::from([("up".to_string(), RawAgent { url: url.into(), token: token.map(String::from) })])
+        };
+        let env = |v: &str| (v == "TOK").then(|| "s3cret".to_string());
+        let path = Path::new("weft.toml");
+        let ok = resolve_agents(path, text, &raw("http://127.0.0.1:9000/", Some("${TOK}")), &env).unwrap();
+        assert_eq!((ok[0].url.as_str(), ok[0].token.as_deref()), ("http://127.0.0.1:9000", Some("s3cret")));
+        assert!(!format!("{:?}", ok[0]).contains("s3cret"), "Debug never shows the token");
+        let e = resolve_agents(path, text, &raw("https://x", None), &env).unwrap_err().to_string();
+        assert!(e.contains("plain HTTP only") && e.contains("weft.toml:2"), "{e}");
+        let e = resolve_agents(path, text, &raw("http://x", Some("${NOPE}")), &env).unwrap_err().to_string();
+        assert!(e.contains("`NOPE` is not set"), "{e}");
+    }
 
     #[test]
     fn only_urls_under_an_allowed_prefix_are_allowed() {

@@ -190,6 +190,72 @@ pub(crate) fn line_of(text: &str, needle: &str) -> Option<usize> {
     text.find(needle).map(|at| text[..at].matches('\n').count() + 1)
 }
 
+/// One `[KIND.NAME]` table of weft.toml being checked (webhooks, agents):
+/// each refusal names the file and the line of what it is about.
+pub(crate) struct TableCheck<'a> {
+    path: &'a Path,
+    text: &'a str,
+    lookup: &'a dyn Fn(&str) -> Option<String>,
+    /// `[webhooks.ops]`.
+    pub table: String,
+}
+
+impl<'a> TableCheck<'a> {
+    pub fn new(
+        path: &'a Path,
+        text: &'a str,
+        kind: &str,
+        name: &str,
+        lookup: &'a dyn Fn(&str) -> Option<String>,
+    ) -> Self {
+        TableCheck { path, text, lookup, table: format!("[{kind}.{name}]") }
+    }
+
+    /// A refusal at the line of `needle` (else of the table).
+    pub fn invalid(&self, message: String, needle: &str) -> ConfigError {
+        let line = line_of(self.text, needle).or_else(|| line_of(self.text, &self.table)).unwrap_or(1);
+        ConfigError::Invalid { path: self.path.to_path_buf(), line, message }
+    }
+
+    /// The table's name is letters, digits, `-` and `_` (`what`: `webhook`).
+    pub fn name(&self, what: &str, name: &str) -> Result<(), ConfigError> {
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            let message = format!("{what} name `{name}` may hold only letters, digits, `-` and `_`");
+            return Err(self.invalid(message, &self.table));
+        }
+        Ok(())
+    }
+
+    /// `field`'s value with its `${VAR}`s expanded.
+    pub fn expand(&self, v: &str, field: &str) -> Result<String, ConfigError> {
+        expand_vars(v, self.lookup).map_err(|var| {
+            self.invalid(
+                format!("{} {field}: environment variable `{var}` is not set (referenced as `${{{var}}}`)", self.table),
+                &format!("${{{var}}}"),
+            )
+        })
+    }
+
+    /// `url` is a plain `http://` URL (this build has no TLS; `does`: what
+    /// weft does with it, `sends webhooks`).
+    pub fn http_url(&self, url: &str, does: &str) -> Result<(), ConfigError> {
+        if url.starts_with("https://") {
+            return Err(self.invalid(
+                format!(
+                    "{} url: this build {does} over plain HTTP only (it has no TLS); point `url` at an http:// \
+                     address, such as a local TLS-terminating proxy",
+                    self.table
+                ),
+                "url",
+            ));
+        }
+        if !url.starts_with("http://") || url.len() <= "http://".len() {
+            return Err(self.invalid(format!("{} url: `{url}` is not an http:// URL", self.table), "url"));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

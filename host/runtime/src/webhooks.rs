@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::error::ConfigError;
-use crate::servers::{expand_vars, line_of};
+use crate::servers::TableCheck;
 
 /// One `[webhooks.NAME]` table as written.
 #[derive(Debug, Clone, Deserialize)]
@@ -84,40 +84,14 @@ pub fn resolve(
 ) -> Result<Vec<Webhook>, ConfigError> {
     let mut out = vec![];
     for (name, w) in raw {
-        let table = format!("[webhooks.{name}]");
-        let invalid = |message: String, needle: &str| ConfigError::Invalid {
-            path: path.to_path_buf(),
-            line: line_of(text, needle).or_else(|| line_of(text, &table)).unwrap_or(1),
-            message,
-        };
-        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-            return Err(invalid(format!("webhook name `{name}` may hold only letters, digits, `-` and `_`"), &table));
-        }
-        let expand = |v: &str, field: &str| {
-            expand_vars(v, lookup).map_err(|var| {
-                invalid(
-                    format!("{table} {field}: environment variable `{var}` is not set (referenced as `${{{var}}}`)"),
-                    &format!("${{{var}}}"),
-                )
-            })
-        };
-        let url = expand(&w.url, "url")?;
-        if url.starts_with("https://") {
-            return Err(invalid(
-                format!(
-                    "{table} url: this build sends webhooks over plain HTTP only (it has no TLS); \
-                     point `url` at an http:// address, such as a local TLS-terminating proxy"
-                ),
-                "url",
-            ));
-        }
-        if !url.starts_with("http://") || url.len() <= "http://".len() {
-            return Err(invalid(format!("{table} url: `{url}` is not an http:// URL"), "url"));
-        }
-        let secret = expand(&w.secret, "secret")?;
+        let check = TableCheck::new(path, text, "webhooks", name, lookup);
+        check.name("webhook", name)?;
+        let url = check.expand(&w.url, "url")?;
+        check.http_url(&url, "sends webhooks")?;
+        let secret = check.expand(&w.secret, "secret")?;
         if standardwebhooks::Webhook::new(&secret).is_err() {
-            return Err(invalid(
-                format!("{table} secret: not a Standard Webhooks secret (`whsec_` followed by base64)"),
+            return Err(check.invalid(
+                format!("{} secret: not a Standard Webhooks secret (`whsec_` followed by base64)", check.table),
                 "secret",
             ));
         }
