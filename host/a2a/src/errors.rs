@@ -28,6 +28,22 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// Every kind.
+    pub const ALL: [ErrorKind; 12] = [
+        ErrorKind::TaskNotFound,
+        ErrorKind::TaskNotCancelable,
+        ErrorKind::PushNotificationNotSupported,
+        ErrorKind::UnsupportedOperation,
+        ErrorKind::ContentTypeNotSupported,
+        ErrorKind::InvalidAgentResponse,
+        ErrorKind::VersionNotSupported,
+        ErrorKind::InvalidParams,
+        ErrorKind::InvalidRequest,
+        ErrorKind::MethodNotFound,
+        ErrorKind::Internal,
+        ErrorKind::Parse,
+    ];
+
     /// The JSON-RPC error code.
     pub fn code(self) -> i64 {
         match self {
@@ -82,23 +98,7 @@ impl ErrorKind {
 
     /// The kind whose JSON-RPC code is `code`.
     pub fn of_code(code: i64) -> Option<ErrorKind> {
-        use ErrorKind::*;
-        [
-            TaskNotFound,
-            TaskNotCancelable,
-            PushNotificationNotSupported,
-            UnsupportedOperation,
-            ContentTypeNotSupported,
-            InvalidAgentResponse,
-            VersionNotSupported,
-            InvalidParams,
-            InvalidRequest,
-            MethodNotFound,
-            Internal,
-            Parse,
-        ]
-        .into_iter()
-        .find(|k| k.code() == code)
+        ErrorKind::ALL.into_iter().find(|k| k.code() == code)
     }
 }
 

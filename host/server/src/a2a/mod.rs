@@ -66,7 +66,7 @@ async fn server_rpc(State(core): State<Arc<Core>>, headers: HeaderMap, body: axu
 /// The agent of template `name`, if it is saved.
 async fn agent_of(core: Arc<Core>, name: &str, headers: &HeaderMap) -> Result<Agent, A2aError> {
     match core.store.template(name, None).await {
-        Ok(Some(_)) => Ok(Agent { core, links: links(headers), template: Some(name.to_string()) }),
+        Ok(Some(t)) => Ok(Agent { core, links: links(headers), template: Some(t) }),
         Ok(None) => Err(no_agent(name)),
         Err(e) => Err(A2aError::internal(e)),
     }
@@ -128,6 +128,6 @@ async fn template_rest(
     if rest == ".well-known/agent-card.json" && method == Method::GET {
         return axum::Json(card::template_card(&t, &links(&headers))).into_response();
     }
-    let agent = Agent { core, links: links(&headers), template: Some(name) };
+    let agent = Agent { core, links: links(&headers), template: Some(t) };
     rest::handle(agent, method, &rest, query, headers, &body).await
 }

@@ -15,7 +15,7 @@ use weft_a2a::errors::{A2aError, ErrorKind};
 use weft_a2a::wire::{
     ListTasksRequest, ListTasksResponse, Message, Part, SendMessageRequest, StreamResponse, Task, TaskState,
 };
-use weft_engine::store::{RunFilter, RunRecord};
+use weft_engine::store::{RunFilter, RunRecord, TemplateRecord};
 use weft_engine::view::{WaitOn, WaitView};
 use weft_engine::{RunId, RunState, Seq};
 use weft_model::Problem;
@@ -38,8 +38,9 @@ const PAGE: usize = 500;
 pub struct Agent {
     pub core: Arc<Core>,
     pub links: Links,
-    /// The template this agent runs; `None` for the server's agent.
-    pub template: Option<String>,
+    /// The template this agent runs, as read for this request; `None` for
+    /// the server's agent.
+    pub template: Option<TemplateRecord>,
 }
 
 /// What a message did.
@@ -63,8 +64,14 @@ impl Agent {
             return Err(A2aError::invalid("a client's message has role ROLE_USER, not ROLE_AGENT").at("/message/role"));
         }
         let template = self.skill(req)?;
-        let saved = self.core.store.template(&template, None).await.map_err(A2aError::internal)?;
-        let saved = saved.ok_or_else(|| no_skill(&template))?;
+        // A template's agent read its template already (to know it exists).
+        let saved = match &self.template {
+            Some(t) => t.clone(),
+            None => {
+                let read = self.core.store.template(&template, None).await.map_err(A2aError::internal)?;
+                read.ok_or_else(|| no_skill(&template))?
+            }
+        };
         let schema = saved.definition.get("input_schema").cloned();
         let input = input_of(&req.message.parts, schema.as_ref(), "/message/parts")?;
         let mut labels = weft_model::Labels::new();
@@ -91,7 +98,7 @@ impl Agent {
     /// the `skill` of the request's or message's metadata.
     fn skill(&self, req: &SendMessageRequest) -> Result<String, A2aError> {
         let named = |m: &Option<Map<String, Value>>| m.as_ref()?.get("skill")?.as_str().map(str::to_string);
-        if let Some(t) = &self.template {
+        if let Some(t) = self.template.as_ref().map(|t| &t.name) {
             if let Some(other) = named(&req.metadata).or_else(|| named(&req.message.metadata)).filter(|s| s != t) {
                 return Err(A2aError::invalid(format!("this agent runs skill `{t}`, not `{other}`"))
                     .at("/metadata/skill")
@@ -189,7 +196,7 @@ impl Agent {
     /// The run of task `task`, if this agent shows it.
     pub async fn task_run(&self, task: &str, at: &str) -> Result<RunRecord, A2aError> {
         let rec = self.core.for_http.run(task).await.map_err(|e| lookup_refused(e, task).at(at))?;
-        let ours = self.template.as_ref().is_none_or(|t| *t == rec.template) && rec.state != RunState::Recording;
+        let ours = self.template.as_ref().is_none_or(|t| t.name == rec.template) && rec.state != RunState::Recording;
         if !ours {
             return Err(A2aError::new(ErrorKind::TaskNotFound, format!("this agent has no task {task}"))
                 .at(at)
@@ -289,7 +296,7 @@ impl Agent {
         }
         let filter = RunFilter {
             state,
-            template: self.template.clone(),
+            template: self.template.as_ref().map(|t| t.name.clone()),
             limit: Some(size as usize + 1),
             before,
             labels,
