@@ -372,6 +372,7 @@ fn w1_floor(report: &mut Report) {
         transform: None,
         events: Arc::new(weft_engine::runner::NoEvents),
         trace: None,
+        answer: None,
     };
     let us: Vec<f64> = rt.block_on(async {
         let mut out = vec![];

@@ -7,10 +7,16 @@ What it does with a message's data part:
   {"text": T, "sleep": S?}  works S seconds, then completes with an
                             artifact: one text part (T upper-cased) and one
                             data part {"upper": ..., "length": ...}
-  {"ask": Q}                asks for input (Q as its question)
+  {"ask": Q, "then": Q2?}   asks for input: Q as its question, with the
+                            JSON Schema CITY in the part's metadata; the
+                            answer {"city", "sleep"?} works `sleep` seconds,
+                            then asks Q2 (no schema) if given, whose text
+                            answer Y makes the result "CITY Y"; otherwise the
+                            result is the city upper-cased
   {"fail": R}               fails with reason R
 Every task it creates is appended to $A2A_REMOTE_LOG as one JSON line
-{"task", "context", "input"}, and every cancel as {"canceled": task}.
+{"task", "context", "input"}, every answer it takes as {"answer", "task",
+"message"} and every cancel as {"canceled": task}.
 
 Usage: remote_agent.py PORT   (prints "listening PORT" once it serves)
 """
@@ -30,10 +36,17 @@ from a2a.server.tasks.inmemory_task_store import InMemoryTaskStore
 from a2a.server.tasks.task_updater import TaskUpdater
 from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
 from google.protobuf.json_format import MessageToDict
+from google.protobuf.struct_pb2 import Struct
 from starlette.applications import Starlette
 
 PORT = int(sys.argv[1])
 LOG = os.environ.get("A2A_REMOTE_LOG", "/dev/null")
+
+
+CITY = {"type": "object", "required": ["city"], "additionalProperties": False,
+        "properties": {"city": {"type": "string", "minLength": 1}, "sleep": {"type": "number"}}}
+# What each task asked so far: its first input and the answers given.
+ASKED = {}
 
 
 def log(entry):
@@ -49,6 +62,8 @@ class Upper(AgentExecutor):
             if p.HasField("data"):
                 data = MessageToDict(p.data)
         task = context.current_task
+        if task is not None and task.id in ASKED:
+            return await self.answered(context, event_queue, task, msg, data)
         if task is None:
             task = new_task_from_user_message(msg)
             await event_queue.enqueue_event(task)
@@ -56,7 +71,12 @@ class Upper(AgentExecutor):
         up = TaskUpdater(event_queue, task.id, task.context_id)
         await up.start_work()
         if "ask" in data:
-            await up.requires_input(up.new_agent_message([new_text_part(str(data["ask"]))]))
+            ASKED[task.id] = {"input": data, "answers": []}
+            part = new_text_part(str(data["ask"]))
+            schema = Struct()
+            schema.update({"schema": CITY})
+            part.metadata.CopyFrom(schema)
+            await up.requires_input(up.new_agent_message([part]))
             return
         if "fail" in data:
             await up.failed(up.new_agent_message([new_text_part(str(data["fail"]))]))
@@ -65,6 +85,24 @@ class Upper(AgentExecutor):
         text = str(data.get("text", ""))
         await up.add_artifact([new_text_part(text.upper()),
                                new_data_part({"upper": text.upper(), "length": len(text)})], name="result")
+        await up.complete()
+
+    async def answered(self, context, event_queue, task, msg, data):
+        text = "".join(p.text for p in msg.parts if p.HasField("text"))
+        answer = data if data else text
+        log({"answer": answer, "task": task.id, "message": msg.message_id})
+        asked = ASKED[task.id]
+        asked["answers"].append(answer)
+        up = TaskUpdater(event_queue, task.id, task.context_id)
+        await up.start_work()
+        if len(asked["answers"]) == 1:
+            await asyncio.sleep(float(answer.get("sleep") or 0))
+            if asked["input"].get("then"):
+                await up.requires_input(up.new_agent_message([new_text_part(str(asked["input"]["then"]))]))
+                return
+        result = " ".join([asked["answers"][0]["city"]] + [str(a) for a in asked["answers"][1:]]).upper()
+        await up.add_artifact([new_text_part(result), new_data_part({"upper": result, "length": len(result)})],
+                              name="result")
         await up.complete()
 
     async def cancel(self, context, event_queue):

@@ -45,7 +45,7 @@ pub use error::{ErrorKind, StepError};
 pub use ids::{AttemptNo, ItemIndex, RunId, RunIds, Seq};
 pub use memstore::MemStore;
 pub use rng::{Rng, SeededRng};
-pub use runner::{EventSink, StepFailure, StepOutput, StepRequest, StepRunner};
+pub use runner::{Answer, EventSink, Question, StepFailure, StepOutput, StepRequest, StepRunner};
 pub use scheduler::{
     Change, Changes, Delivered, EmitAnswer, Engine, EngineConfig, EngineError, Planner, RunEnd, RunOptions,
     SignalAnswer,

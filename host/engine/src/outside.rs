@@ -27,6 +27,11 @@ pub enum WaitKind {
         schema: Option<Value>,
         /// The run's state while it waits: `input-required` or `auth-required`.
         reason: RunState,
+        /// Set when a running attempt asked ([`crate::runner::Question`]),
+        /// not a `wait` step: what its runner needs to go on, handed back
+        /// with the answer, which runs the attempt again.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resume: Option<Value>,
     },
     /// An event of this name whose data has every `match` field (resolved
     /// when the step parked).

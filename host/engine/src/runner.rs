@@ -10,6 +10,7 @@ pub use crate::cancel::CancelToken;
 use crate::error::{ErrorKind, StepError};
 use crate::ids::{AttemptNo, ItemIndex, RunId};
 use crate::model_glue::{Action, CodeRef, Limits};
+use crate::state::RunState;
 
 /// Progress and log lines of a running attempt, appended to the run's
 /// event log (best effort: they never fail the step).
@@ -68,6 +69,9 @@ pub struct StepRequest {
     pub events: Arc<dyn EventSink>,
     /// The run's stored `traceparent` (see [`crate::trace::RunTrace`]).
     pub trace: Option<Arc<str>>,
+    /// The answer to the question this attempt asked before
+    /// ([`StepOutput::Ask`]): it runs again as itself, with the answer.
+    pub answer: Option<Answer>,
 }
 
 impl std::fmt::Debug for StepRequest {
@@ -88,6 +92,34 @@ pub enum StepOutput {
     Done(Value),
     /// The guest rejects the whole run, with a reason: the run ends `rejected`.
     Reject(String),
+    /// The attempt cannot go on without an answer from outside (a remote
+    /// agent's task asks for input): the step waits for a signal, the run
+    /// is `input-required` (or `auth-required`), and the answer relaunches
+    /// the same attempt, with the same idempotency key, carrying
+    /// [`StepRequest::answer`]. A `for_each` item cannot ask: it fails.
+    Ask(Question),
+}
+
+/// What an attempt asks ([`StepOutput::Ask`]), as its signal wait shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Question {
+    pub prompt: Option<String>,
+    /// The answer must validate against this JSON Schema, when given.
+    pub schema: Option<Value>,
+    /// `input-required` or `auth-required`.
+    pub reason: RunState,
+    /// What the runner needs to go on (a remote task id and the question's
+    /// id): kept with the wait and handed back with the answer.
+    pub resume: Value,
+}
+
+/// The answer to a [`Question`], handed to the attempt that asked it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// The question's [`Question::resume`].
+    pub resume: Value,
+    /// The signal's data, valid against the question's schema.
+    pub data: Value,
 }
 
 /// A failed attempt.
@@ -129,6 +161,12 @@ pub trait StepRunner: Send + Sync + 'static {
     fn finishes_in_place(&self, _action: &Action) -> bool {
         false
     }
+
+    /// A step that asked ([`StepOutput::Ask`]) ended without its answer
+    /// (its run was canceled or failed, a race lost it): whatever waits on
+    /// the other side for the answer is told (a remote task is canceled).
+    /// Best effort, after the step's end is committed.
+    async fn abandon(&self, _action: &Action, _resume: &Value) {}
 }
 
 /// The text of a caught panic's payload (a runner's panic becomes an

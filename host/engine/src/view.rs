@@ -285,7 +285,8 @@ pub fn resume_of(r: &RunRecord) -> Value {
             scope.run_id = r.id.to_string();
             scope.labels = serde_json::to_value(&r.labels).unwrap_or_default();
             for s in &r.steps {
-                scope.steps.insert(s.name.clone(), (s.state, s.output.clone().unwrap_or(Value::Null)));
+                let output = s.output.clone().filter(|_| s.state.is_terminal());
+                scope.steps.insert(s.name.clone(), (s.state, output.unwrap_or(Value::Null)));
             }
             t.resolve(&scope)
         }
@@ -295,7 +296,7 @@ pub fn resume_of(r: &RunRecord) -> Value {
         name: &s.name,
         description: crate::resume::description(&r.definition, &s.name),
         state: s.state,
-        output: s.output.as_ref().unwrap_or(&Value::Null),
+        output: s.output.as_ref().filter(|_| s.state.is_terminal()).unwrap_or(&Value::Null),
         error: s.error.as_ref().map(|e| e.message.as_str()),
     });
     crate::resume::build(summary, steps)
@@ -348,7 +349,9 @@ impl StepView {
             state: s.state,
             attempts: s.attempts,
             items,
-            output: s.output.clone(),
+            // A step not ended has no output (one that asked keeps its
+            // answer there until its attempt ends: not an output).
+            output: s.output.clone().filter(|_| s.state.is_terminal()),
             error: s.error.clone(),
             started_at: s.started_at.map(rfc3339),
             ended_at: s.ended_at.map(rfc3339),
@@ -393,7 +396,7 @@ impl WaitView {
     /// This view waiting on `kind`.
     fn on(mut self, kind: &WaitKind) -> WaitView {
         match kind {
-            WaitKind::Signal { prompt, schema, reason } => {
+            WaitKind::Signal { prompt, schema, reason, .. } => {
                 self.kind = WaitOn::Signal;
                 self.prompt = prompt.clone();
                 self.schema = schema.clone();

@@ -17,9 +17,17 @@
 //! The task is followed by `GetTask`, polling with backoff (50 ms doubling
 //! to 2 s). Canceling the run (or the attempt's timeout) cancels the
 //! remote task (`CancelTask`). A remote `failed`, `canceled` or `rejected`
-//! task fails the attempt (retried as the step's retry policy says); one
-//! that asks for input or authorization fails it too, with the question,
-//! since an agent step cannot answer it (docs/a2a.md, "Agent steps").
+//! task fails the attempt (retried as the step's retry policy says).
+//!
+//! **Questions are forwarded.** A remote task that asks for input (or
+//! authorization) is this run's question: the attempt ends asking
+//! ([`StepOutput::Ask`]) with the agent's words as the prompt and the JSON
+//! Schema of its question's part metadata (`schema`), if any; the engine
+//! parks the step and runs the attempt again, as itself, with the answer.
+//! It then sends the answer to the remote task (a text part for a string,
+//! a data part otherwise) with the message id `weft-{key}-{question id}`,
+//! and only while the task still asks that question: after a crash, a
+//! task that moved on got the answer already, and is followed.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -31,7 +39,8 @@ use weft_a2a::wire::{
     AgentCard, ListTasksRequest, ListTasksResponse, Message, Part, Role, SendMessageConfiguration, SendMessageRequest,
     SendMessageResponse, Task, TaskIdRequest, TaskState,
 };
-use weft_engine::runner::{CancelToken, StepFailure, StepRequest};
+use weft_engine::RunState;
+use weft_engine::runner::{Answer, CancelToken, Question, StepFailure, StepOutput, StepRequest};
 use weft_model::{AgentRef, ErrorKind};
 
 use crate::a2a::RemoteAgent;
@@ -62,34 +71,27 @@ impl AgentRunner {
         AgentRunner { agents, http, endpoints: Mutex::default() }
     }
 
-    /// One attempt of an agent step: the remote task's outcome.
-    pub async fn call(&self, a: &AgentRef, req: &StepRequest, cancel: &CancelToken) -> Result<Value, StepFailure> {
-        let agent = self.agents.get(&a.name).ok_or_else(|| {
+    /// The calls to agent `name`.
+    async fn rpc(&self, name: &str) -> Result<Rpc<'_>, StepFailure> {
+        let agent = self.agents.get(name).ok_or_else(|| {
             StepFailure::new(
                 ErrorKind::Validation,
-                format!("no agent `{}` is configured (any more) in weft.toml ([agents.{}])", a.name, a.name),
+                format!("no agent `{name}` is configured (any more) in weft.toml ([agents.{name}])"),
                 false,
             )
         })?;
         let endpoint = self.endpoint(agent).await?;
-        let rpc = Rpc { runner: self, agent, endpoint };
+        Ok(Rpc { runner: self, agent, endpoint })
+    }
+
+    /// One attempt of an agent step: the remote task's outcome, or its
+    /// question.
+    pub async fn call(&self, a: &AgentRef, req: &StepRequest, cancel: &CancelToken) -> Result<StepOutput, StepFailure> {
+        let rpc = self.rpc(&a.name).await?;
         let context = format!("weft-{}", req.idempotency_key);
-        let task = match rpc.find(&context).await {
-            Ok(Some(t)) => {
-                req.events.log(format!("[weft: following remote task {} of agent `{}`, sent before]", t.id, a.name));
-                t
-            }
-            found => {
-                if let Err(e) = found {
-                    req.events.log(format!(
-                        "[weft: agent `{}` cannot list its tasks ({}); a crash while its task runs sends it again]",
-                        a.name, e.message
-                    ));
-                }
-                let t = rpc.send(&context, a, req).await?;
-                req.events.log(format!("[weft: sent to agent `{}`: remote task {}]", a.name, t.id));
-                t
-            }
+        let task = match &req.answer {
+            Some(answer) => rpc.reply(answer, req).await?,
+            None => self.start(&rpc, &context, a, req).await?,
         };
         req.events.progress(json!({"message": format!("remote task {} is {}", task.id, short(task.status.state)),
                                    "remote_task": task.id, "agent": a.name}));
@@ -102,7 +104,43 @@ impl AgentRunner {
                 return Err(StepFailure::canceled(format!("canceled; remote task {} was canceled too", task.id)));
             }
         };
-        outcome(&a.name, ended)
+        if ended.status.state.is_interrupted() {
+            return Ok(StepOutput::Ask(question(&a.name, &ended)));
+        }
+        outcome(&a.name, ended).map(StepOutput::Done)
+    }
+
+    /// A question asked and left unanswered (the run ended): the remote
+    /// task is canceled, best effort.
+    pub async fn abandon(&self, a: &AgentRef, resume: &Value) {
+        let Some(task) = resume.get("task").and_then(Value::as_str) else { return };
+        if let Ok(rpc) = self.rpc(&a.name).await
+            && let Err(e) = rpc.call::<Task>("CancelTask", json!({"id": task})).await
+        {
+            tracing::info!(agent = %a.name, task, error = %e.message, "cannot cancel an abandoned remote task");
+        }
+    }
+
+    /// The attempt's remote task: the one it sent before a crash, or a
+    /// new one.
+    async fn start(&self, rpc: &Rpc<'_>, context: &str, a: &AgentRef, req: &StepRequest) -> Result<Task, StepFailure> {
+        Ok(match rpc.find(context).await {
+            Ok(Some(t)) => {
+                req.events.log(format!("[weft: following remote task {} of agent `{}`, sent before]", t.id, a.name));
+                t
+            }
+            found => {
+                if let Err(e) = found {
+                    req.events.log(format!(
+                        "[weft: agent `{}` cannot list its tasks ({}); a crash while its task runs sends it again]",
+                        a.name, e.message
+                    ));
+                }
+                let t = rpc.send(context, a, req).await?;
+                req.events.log(format!("[weft: sent to agent `{}`: remote task {}]", a.name, t.id));
+                t
+            }
+        })
     }
 
     /// The agent's JSON-RPC URL: from its card's interfaces, on the
@@ -236,6 +274,47 @@ impl Rpc<'_> {
         }
     }
 
+    /// Sends `answer` to the remote task that asked, while it still asks
+    /// that question; the task as it stands then.
+    async fn reply(&self, answer: &Answer, req: &StepRequest) -> Result<Task, StepFailure> {
+        let id = answer.resume.get("task").and_then(Value::as_str).unwrap_or_default();
+        let asked = answer.resume.get("question").and_then(Value::as_str);
+        let task: Task =
+            self.call("GetTask", json!({"id": id})).await.map_err(|e| failure(&self.agent.name, "GetTask", e))?;
+        let still_asks =
+            task.status.state.is_interrupted() && task.status.message.as_ref().map(|m| m.message_id.as_str()) == asked;
+        if !still_asks {
+            req.events.log(format!("[weft: remote task {id} has the answer already; following it]"));
+            return Ok(task);
+        }
+        let part = match &answer.data {
+            Value::String(s) => Part::text(s.clone()),
+            v => Part::data(v.clone()),
+        };
+        let message = Message {
+            message_id: format!("weft-{}-{}", req.idempotency_key, asked.unwrap_or("answer")),
+            context_id: Some(task.context_id.clone()),
+            task_id: Some(task.id.clone()),
+            role: Role::User,
+            parts: vec![part],
+            ..Message::default()
+        };
+        let send = SendMessageRequest {
+            message,
+            configuration: Some(SendMessageConfiguration { return_immediately: true, ..Default::default() }),
+            metadata: None,
+        };
+        let sent: SendMessageResponse = self
+            .call("SendMessage", serde_json::to_value(send).unwrap_or_default())
+            .await
+            .map_err(|e| failure(&self.agent.name, "SendMessage", e))?;
+        req.events.log(format!("[weft: answered remote task {id} of agent `{}`]", self.agent.name));
+        Ok(match sent {
+            SendMessageResponse::Task(t) => t,
+            SendMessageResponse::Message(_) => task,
+        })
+    }
+
     /// `task` once it ended or is interrupted, polled with backoff.
     async fn follow(&self, mut task: Task) -> Result<Task, StepFailure> {
         let mut wait = FIRST_POLL;
@@ -267,6 +346,34 @@ fn failure(agent: &str, method: &str, e: A2aError) -> StepFailure {
     StepFailure::new(kind, format!("agent `{agent}` {method}: {} ({})", e.message, e.kind.reason()), retryable)
 }
 
+/// A remote task that asks, as this attempt's question: the agent's words
+/// (its status message's text), the JSON Schema in a part's metadata
+/// (`schema`) if one has it, and the task and question ids to go on with.
+fn question(agent: &str, t: &Task) -> Question {
+    let said = t.status.message.as_ref().map(|m| texts(&m.parts)).unwrap_or_default();
+    let schema = t
+        .status
+        .message
+        .iter()
+        .flat_map(|m| &m.parts)
+        .find_map(|p| p.metadata.as_ref().and_then(|m| m.get("schema")).filter(|s| s.is_object()).cloned());
+    let what = if t.status.state == TaskState::AuthRequired { "needs authorization" } else { "asks" };
+    Question {
+        prompt: Some(if said.is_empty() {
+            format!("agent `{agent}` {what} (it gave no words)")
+        } else {
+            format!("agent `{agent}` {what}: {said}")
+        }),
+        schema,
+        reason: if t.status.state == TaskState::AuthRequired {
+            RunState::AuthRequired
+        } else {
+            RunState::InputRequired
+        },
+        resume: json!({"task": t.id, "question": t.status.message.as_ref().map(|m| &m.message_id)}),
+    }
+}
+
 /// The step's output from the remote task's end: `{"task_id",
 /// "context_id", "state", "data", "text", "artifacts"}`, `data` being the
 /// first data part of its last artifact (or of its final message), `text`
@@ -275,19 +382,6 @@ fn outcome(agent: &str, t: Task) -> Result<Value, StepFailure> {
     let said = t.status.message.as_ref().map(|m| texts(&m.parts)).unwrap_or_default();
     match t.status.state {
         TaskState::Completed => {}
-        TaskState::InputRequired | TaskState::AuthRequired => {
-            return Err(StepFailure::new(
-                ErrorKind::ToolError,
-                format!(
-                    "agent `{agent}`'s task {} is {}: {}; an agent step cannot answer it (send it what it needs in \
-                     the step's input)",
-                    t.id,
-                    short(t.status.state),
-                    if said.is_empty() { "(no question given)" } else { &said }
-                ),
-                false,
-            ));
-        }
         other => {
             return Err(StepFailure::new(
                 ErrorKind::ToolError,
@@ -325,7 +419,7 @@ fn outcome(agent: &str, t: Task) -> Result<Value, StepFailure> {
 }
 
 fn texts(parts: &[Part]) -> String {
-    parts.iter().filter_map(|p| p.text.as_deref()).collect::<Vec<_>>().join("\n")
+    parts.iter().filter_map(|p| p.text.as_deref()).filter(|t| !t.is_empty()).collect::<Vec<_>>().join("\n")
 }
 
 /// `TASK_STATE_INPUT_REQUIRED` as `input-required`.
@@ -378,10 +472,24 @@ mod tests {
     }
 
     #[test]
+    fn a_question_carries_the_agents_words_its_schema_and_ids() {
+        let mut t = task(TaskState::InputRequired, vec![], Some("which city?"));
+        let m = t.status.message.as_mut().unwrap();
+        m.message_id = "q1".into();
+        let schema = json!({"type": "object", "required": ["city"]});
+        m.parts.push(Part { metadata: Some(json!({"schema": schema}).as_object().unwrap().clone()), ..Part::text("") });
+        let q = question("x", &t);
+        assert_eq!(q.prompt.as_deref(), Some("agent `x` asks: which city?"));
+        assert_eq!(q.schema, Some(schema));
+        assert_eq!(q.reason, RunState::InputRequired);
+        assert_eq!(q.resume, json!({"task": "t1", "question": "q1"}));
+        let q = question("x", &task(TaskState::AuthRequired, vec![], None));
+        assert_eq!(q.reason, RunState::AuthRequired);
+        assert_eq!(q.prompt.as_deref(), Some("agent `x` needs authorization (it gave no words)"));
+    }
+
+    #[test]
     fn other_ends_fail_with_what_the_agent_said() {
-        let e = outcome("x", task(TaskState::InputRequired, vec![], Some("which city?"))).unwrap_err();
-        assert!(e.message.contains("input-required: which city?"), "{}", e.message);
-        assert!(!e.retryable);
         let e = outcome("x", task(TaskState::Failed, vec![], Some("boom"))).unwrap_err();
         assert!(e.message.contains("ended failed: boom") && e.retryable, "{}", e.message);
     }

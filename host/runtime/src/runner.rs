@@ -438,6 +438,7 @@ mod tests {
             transform: None,
             events,
             trace: None,
+            answer: None,
         }
     }
 

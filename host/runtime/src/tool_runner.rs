@@ -161,6 +161,12 @@ impl StepRunner for Runners {
         matches!(action, Action::Code(_)) && self.code.finishes_in_place(action)
     }
 
+    async fn abandon(&self, action: &Action, resume: &serde_json::Value) {
+        if let Action::Agent(a) = action {
+            self.agents.abandon(a, resume).await;
+        }
+    }
+
     async fn run(&self, req: StepRequest, cancel: CancelToken) -> Result<StepOutput, StepFailure> {
         let span = crate::telemetry::attempt_span(&req);
         let measured = weft_engine::trace::metrics_on()
@@ -172,6 +178,7 @@ impl StepRunner for Runners {
         let (outcome, error) = match &r {
             Ok(StepOutput::Done(_)) => ("succeeded", None),
             Ok(StepOutput::Reject(_)) => ("rejected", None),
+            Ok(StepOutput::Ask(_)) => ("asked", None),
             Err(e) => (e.kind.as_str(), Some(e.message.as_str())),
         };
         crate::telemetry::attempt_ended(&span, outcome, error);
@@ -190,7 +197,7 @@ impl Runners {
             Action::Tool(t) => t.clone(),
             Action::Agent(a) => {
                 let a = a.clone();
-                return self.agents.call(&a, &req, &cancel).await.map(StepOutput::Done);
+                return self.agents.call(&a, &req, &cancel).await;
             }
             _ => return self.code.run(req, cancel).await,
         };

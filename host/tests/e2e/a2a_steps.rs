@@ -1,11 +1,13 @@
 //! Agent steps against a remote A2A agent built with the official Python
 //! SDK (tests/a2a/remote_agent.py: a2a-sdk 1.3's server): the step's input
 //! goes out as a data part and the remote artifacts come back as its
-//! output; a remote failure or question fails the step with the agent's
-//! words; weft SIGKILLed while the remote task runs sends it once (the
-//! restarted worker follows the task it sent); canceling the run, or the
-//! step's timeout, cancels the remote task; an agent weft.toml does not
-//! name is refused at validation.
+//! output; a remote failure fails the step with the agent's words; a
+//! remote question is the run's (prompt and schema), and each answer,
+//! given through weft, reaches the remote task once, across a kill; weft
+//! SIGKILLed while the remote task runs sends it once (the restarted
+//! worker follows the task it sent); canceling the run, while the remote
+//! task runs or asks, or the step's timeout, cancels the remote task; an
+//! agent weft.toml does not name is refused at validation.
 
 use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -14,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common::{Weft, repo_root};
-use crate::waits::{Worker, detach, wait_until};
+use crate::waits::{Worker, detach, signal, wait_until};
 
 /// The SDK's agent on a free port, its tasks logged; killed when dropped.
 struct Remote {
@@ -98,7 +100,7 @@ on_both_stores! { fn an_agent_step_sends_its_input_and_takes_the_remote_artifact
 }}
 
 #[test]
-fn a_remote_failure_or_question_fails_the_step_with_the_agents_words() {
+fn a_remote_failure_fails_the_step_with_the_agents_words() {
     let w = Weft::new();
     let _remote = Remote::start(&w);
     let def = relay(&w, None);
@@ -107,11 +109,90 @@ fn a_remote_failure_or_question_fails_the_step_with_the_agents_words() {
     assert_eq!(run["state"], "failed", "{run}");
     let message = run["error"]["message"].as_str().unwrap();
     assert!(message.contains("ended failed: the text is empty"), "{message}");
-    let out = w.run(&["run", def.to_str().unwrap(), "--input", r#"{"ask": "which language?"}"#, "--json"]);
-    let run = out.json();
-    assert_eq!(run["state"], "failed", "{run}");
-    let message = run["error"]["message"].as_str().unwrap();
-    assert!(message.contains("input-required: which language?"), "{message}");
+}
+
+/// The one open wait of run `id`, once it asks.
+fn asking(w: &Weft, id: &str) -> Value {
+    let run = wait_until(w, id, "the question", |r| r["state"] == "input-required");
+    let waits = run["waits"].as_array().unwrap();
+    assert_eq!(waits.len(), 1, "{run}");
+    waits[0].clone()
+}
+
+on_both_stores! { fn a_remote_question_is_the_runs_question_and_each_answer_reaches_the_remote_task(w) {
+    let remote = Remote::start(&w);
+    let def = relay(&w, None);
+    let input = r#"{"ask": "which city?", "then": "which year?"}"#;
+    // Nobody runs the workflow once the foreground run asks (exit 3).
+    w.run(&["run", def.to_str().unwrap(), "--input", input]).expect_code(3);
+    let id = w.run(&["runs", "list", "--json"]).json()[0]["id"].as_str().unwrap().to_string();
+    let wait = asking(&w, &id);
+    assert_eq!(wait["step"], "call", "{wait}");
+    assert_eq!(wait["prompt"], "agent `upper` asks: which city?", "{wait}");
+    assert_eq!(wait["schema"]["required"], json!(["city"]), "the remote question's schema: {wait}");
+
+    // An answer its schema refuses changes nothing.
+    let bad = signal(&w, &id, "call", &json!({"town": "x"}));
+    bad.expect_code(2);
+    assert!(bad.stderr.contains("city"), "{}", bad.stderr);
+    assert_eq!(w.show(&id)["state"], "input-required");
+    assert!(remote.entries().iter().all(|e| e.get("answer").is_none()), "nothing reached the remote task");
+
+    // Answered with no worker: kept, and forwarded by the next one.
+    signal(&w, &id, "call", &json!({"city": "paris"})).expect_code(0);
+    w.run(&["worker", "--until-idle"]).expect_code(0);
+    let wait = asking(&w, &id);
+    assert_eq!(wait["prompt"], "agent `upper` asks: which year?", "its second question: {wait}");
+    assert_eq!(wait["schema"], Value::Null, "{wait}");
+    signal(&w, &id, "call", &json!("1999")).expect_code(0);
+    w.run(&["worker", "--until-idle"]).expect_code(0);
+    let run = wait_until(&w, &id, "the run's end", |r| r["state"] == "completed" || r["state"] == "failed");
+    assert_eq!(run["state"], "completed", "{run}");
+    assert_eq!(run["output"]["upper"], "PARIS 1999", "{run}");
+
+    let tasks = remote.tasks_of(&id);
+    assert_eq!(tasks.len(), 1, "one remote task for the whole conversation: {tasks:?}");
+    let answers: Vec<Value> = remote.entries().into_iter().filter(|e| e.get("answer").is_some()).collect();
+    assert_eq!(answers.len(), 2, "each answer sent once: {answers:?}");
+    assert_eq!(answers[0]["answer"], json!({"city": "paris"}));
+    assert_eq!(answers[1]["answer"], "1999", "a string answer goes as text");
+    assert!(answers.iter().all(|a| a["task"] == tasks[0]["task"]), "{answers:?}");
+    assert_ne!(answers[0]["message"], answers[1]["message"]);
+}}
+
+on_both_stores! { fn weft_killed_after_the_answer_forwards_it_once(w) {
+    let remote = Remote::start(&w);
+    let def = relay(&w, None);
+    let worker = Worker::start(&w);
+    let id = detach(&w, &def, &json!({"ask": "which city?"}), &[]);
+    asking(&w, &id);
+    // The remote agent works 2 s on the answer: weft dies meanwhile.
+    signal(&w, &id, "call", &json!({"city": "rome", "sleep": 2})).expect_code(0);
+    remote.until("the answer", |e| e.iter().any(|x| x.get("answer").is_some()));
+    worker.kill();
+    let _again = Worker::start(&w);
+    let run = wait_until(&w, &id, "the run's end", |r| r["state"] == "completed" || r["state"] == "failed");
+    assert_eq!(run["state"], "completed", "{run}");
+    assert_eq!(run["output"]["upper"], "ROME", "{run}");
+    let answers: Vec<Value> = remote.entries().into_iter().filter(|e| e.get("answer").is_some()).collect();
+    assert_eq!(answers.len(), 1, "the answer was not sent again: {answers:?}");
+    assert_eq!(remote.tasks_of(&id).len(), 1);
+    let events = w.run(&["runs", "events", &id, "--json"]).stdout;
+    assert!(events.contains("has the answer already"), "the restarted worker followed the task: {events}");
+}}
+
+#[test]
+fn canceling_a_run_while_its_agent_asks_cancels_the_remote_task() {
+    let w = Weft::new();
+    let remote = Remote::start(&w);
+    let def = relay(&w, None);
+    let _worker = Worker::start(&w);
+    let id = detach(&w, &def, &json!({"ask": "which city?"}), &[]);
+    asking(&w, &id);
+    let task = remote.tasks_of(&id)[0]["task"].clone();
+    w.run(&["runs", "cancel", &id]).expect_code(0);
+    remote.until("the remote cancel", |e| e.iter().any(|x| x["canceled"] == task));
+    assert_eq!(w.show(&id)["state"], "canceled");
 }
 
 on_both_stores! { fn weft_killed_while_the_remote_task_runs_sends_it_once(w) {
@@ -162,4 +243,41 @@ fn an_agent_weft_toml_does_not_name_is_refused_at_validation() {
     let text = format!("{}{}", out.stdout, out.stderr);
     assert!(text.contains("/steps/0/agent") && text.contains("unknown agent `nope`"), "{text}");
     assert!(text.contains("[agents.nope]"), "the hint says what to add: {text}");
+}
+
+/// Agents in a chain: an A2A client of weft answers the question weft's
+/// agent step forwards from the remote agent, in A2A's own terms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_a2a_client_of_weft_answers_the_remote_agents_question_through_weft() {
+    let w = Weft::new();
+    let remote = Remote::start(&w);
+    let def = relay(&w, None);
+    w.run(&["templates", "save", def.to_str().unwrap()]).expect_code(0);
+    let server = crate::serve::Server::start(&w, &["--http", "127.0.0.1:0"]);
+    let url = format!("http://127.0.0.1:{}/a2a/relay", server.port());
+    let http = reqwest::Client::new();
+    let send = |id: &str, message: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "SendMessage", "params": {"message": message}});
+        let post = http.post(&url).json(&body).send();
+        async move { post.await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let r =
+        send("1", json!({"messageId": "m1", "role": "ROLE_USER", "parts": [{"data": {"ask": "which city?"}}]})).await;
+    let task = &r["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
+    let part = &task["status"]["message"]["parts"][0];
+    assert_eq!(part["text"], "agent `upper` asks: which city?", "{r}");
+    assert_eq!(part["metadata"]["schema"]["required"], json!(["city"]), "the remote schema, forwarded: {r}");
+    let (id, context) = (task["id"].as_str().unwrap(), task["contextId"].as_str().unwrap());
+
+    let answer = |mid: &str, data: Value| json!({"messageId": mid, "role": "ROLE_USER", "taskId": id, "contextId": context, "parts": [{"data": data}]});
+    let bad = send("2", answer("m2", json!({"town": "x"}))).await;
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    assert!(remote.entries().iter().all(|e| e.get("answer").is_none()), "a refused answer goes nowhere");
+    let done = send("3", answer("m3", json!({"city": "lyon"}))).await;
+    let task = &done["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    let output = task["artifacts"].as_array().unwrap().iter().find(|a| a["name"] == "output").expect("the output");
+    assert_eq!(output["parts"][0]["data"]["upper"], "LYON", "{done}");
+    assert_eq!(remote.tasks_of(id).len(), 1);
 }

@@ -155,6 +155,7 @@ pub fn run(rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
             transform: None,
             events: Arc::new(weft_engine::runner::NoEvents),
             trace: None,
+            answer: None,
         };
         let mut out = vec![];
         for _ in 0..rounds {

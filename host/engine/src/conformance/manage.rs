@@ -166,6 +166,7 @@ pub async fn copies_runs_and_templates(from: Arc<dyn Store>, to: Arc<dyn Store>)
             prompt: Some("ok?".into()),
             schema: Some(json!({"type": "object"})),
             reason: RunState::InputRequired,
+            resume: Some(json!({"task": "t1"})),
         },
         until: None,
         since: 3,

@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 use super::{EngineError, Shared};
 use crate::ids::{ItemIndex, RunId};
 use crate::model_glue::{Action, Problem, Step};
-use crate::outside::{InboxKind, InboxRecord};
+use crate::outside::{InboxKind, InboxRecord, WaitKind};
 use crate::state::StepState;
 use crate::store::{Batch, StoreError, Write};
 
@@ -138,11 +138,30 @@ pub(crate) fn check_signal(
     item: Option<ItemIndex>,
     items: &ItemsOpen,
     data: &Value,
+    asked: Option<&WaitKind>,
 ) -> Result<Take, SignalAnswer> {
+    // An attempt that asked (an agent step's remote task wants input).
+    if let Some(WaitKind::Signal { schema, .. }) = asked {
+        if item.is_some() {
+            return Err(SignalAnswer::NotWaiting {
+                message: format!("step `{}` has no `for_each`: signal it without `item`", step.name),
+            });
+        }
+        if let Some(schema) = schema {
+            weft_model::validate_against(schema, data).map_err(|errors| SignalAnswer::Invalid { errors })?;
+        }
+        return Ok(Take::Now);
+    }
     let Action::Wait(w) = &step.action else {
-        return Err(SignalAnswer::NotWaiting {
-            message: format!("step `{}` is a `{}` step, not a `wait`", step.name, step.action.key()),
-        });
+        let message = match (&step.action, state) {
+            (Action::Agent(_), s) if !s.is_terminal() => format!(
+                "step `{}` is an `agent` step: it takes a signal only while its remote agent asks for input, and it \
+                 does not ask now",
+                step.name
+            ),
+            _ => format!("step `{}` is a `{}` step, not a `wait`", step.name, step.action.key()),
+        };
+        return Err(SignalAnswer::NotWaiting { message });
     };
     if let Some(e) = &w.event {
         return Err(SignalAnswer::NotWaiting {

@@ -141,24 +141,76 @@ async fn resolve_undriven(
             let seq = last.unwrap_or(rec.last_seq);
             b.writes.extend(crate::notices::for_record(&def.notify, &on, &now_rec, seq, now, retry));
         }
-        let signals_left = rec.waits.iter().any(|w| w.step != step && w.kind.is_signal());
-        if matches!(rec.state, RunState::InputRequired | RunState::AuthRequired) && !signals_left {
-            let to = rec.state.apply(RunEvent::Resume)?;
-            b.push(Write::RunState { run: run.clone(), from: rec.state, to, output: None, error: None, at: now });
-            seq = Seq(seq.0 + 1);
-            let data = json!({"state": to});
-            b.push(Write::Event(NewEvent {
-                run: run.clone(),
-                seq,
-                at: now,
-                kind: format!("run.{to}"),
-                step: None,
-                item: None,
-                data,
-            }));
-        }
+        resume_run(rec, step, seq, now, &mut b)?;
     }
     b.writes.append(&mut extra);
+    sh.commit(b).await?;
+    Ok(())
+}
+
+/// The run of `step`'s wait, which closes, is `working` again when no
+/// other signal wait is left (its events after `seq`).
+fn resume_run(rec: &RunRecord, step: &str, seq: Seq, now: i64, b: &mut Batch) -> Result<(), EngineError> {
+    let signals_left = rec.waits.iter().any(|w| w.step != step && w.kind.is_signal());
+    if matches!(rec.state, RunState::InputRequired | RunState::AuthRequired) && !signals_left {
+        let run = &rec.id;
+        let to = rec.state.apply(RunEvent::Resume)?;
+        b.push(Write::RunState { run: run.clone(), from: rec.state, to, output: None, error: None, at: now });
+        let data = json!({"state": to});
+        let (kind, seq) = (format!("run.{to}"), Seq(seq.0 + 1));
+        b.push(Write::Event(NewEvent { run: run.clone(), seq, at: now, kind, step: None, item: None, data }));
+    }
+    Ok(())
+}
+
+/// The question `step` asked (see the driver's `ask`), if it asks.
+fn asked<'r>(rec: &'r RunRecord, step: &str) -> Option<&'r WaitKind> {
+    rec.waits
+        .iter()
+        .find(|w| w.step == step)
+        .map(|w| &w.kind)
+        .filter(|k| matches!(k, WaitKind::Signal { resume: Some(_), .. }))
+}
+
+/// The writes that answer a question `step` asked, as a driver makes
+/// them: the attempt that asked runs again at once with the answer,
+/// carried as the step's output, when a driver next takes the run.
+async fn answer_undriven(
+    sh: &Shared,
+    rec: &RunRecord,
+    step: &str,
+    data: &Value,
+    extra: Vec<Write>,
+) -> Result<(), EngineError> {
+    let Some(WaitKind::Signal { resume: Some(resume), .. }) = asked(rec, step) else { unreachable!("it asks") };
+    let (run, now) = (&rec.id, sh.clock.now_ms());
+    let attempt = rec.attempts.iter().filter(|a| a.step == step && a.item.is_none()).map(|a| a.attempt).max();
+    let mut b = Batch::new();
+    b.push(Write::StepState {
+        run: run.clone(),
+        step: step.to_string(),
+        from: StepState::Waiting,
+        to: StepState::Retrying,
+        output: Some(json!({"answer": data, "resume": resume})),
+        error: None,
+        next_attempt_at: Some(now),
+        at: now,
+    });
+    b.push(Write::CloseWait { run: run.clone(), step: step.to_string() });
+    let seq = Seq(rec.last_seq.0 + 1);
+    let data = json!({"state": "retrying", "by": "signal", "attempt": attempt, "next_attempt_at": now});
+    let kind = "step.retrying".to_string();
+    b.push(Write::Event(NewEvent {
+        run: run.clone(),
+        seq,
+        at: now,
+        kind,
+        step: Some(step.to_string()),
+        item: None,
+        data,
+    }));
+    resume_run(rec, step, seq, now, &mut b)?;
+    b.writes.extend(extra);
     sh.commit(b).await?;
     Ok(())
 }
@@ -183,9 +235,15 @@ pub(super) async fn signal_undriven(
         Some(_) if rec.state.is_terminal() => {
             Err(SignalAnswer::NotWaiting { message: format!("run {run} is {}", rec.state) })
         }
-        Some((s, r)) => check_signal(s, r.state, item, &stored_items(&rec, step).1, data),
+        Some((s, r)) => check_signal(s, r.state, item, &stored_items(&rec, step).1, data, asked(&rec, step)),
     };
     let answer = match decided {
+        Ok(Take::Now) if asked(&rec, step).is_some() => {
+            let answer = SignalAnswer::Accepted { output: data.clone() };
+            let extra = via.answer_write(&answer).into_iter().collect();
+            answer_undriven(sh, &rec, step, data, extra).await?;
+            return Ok(answer);
+        }
         Ok(Take::Now) => {
             let answer = SignalAnswer::Accepted { output: data.clone() };
             let extra = via.answer_write(&answer).into_iter().collect();

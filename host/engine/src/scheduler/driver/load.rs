@@ -60,6 +60,12 @@ impl Driver {
                 if self.def.steps[i].for_each.is_some() {
                     self.load_items(i, rec)?;
                 }
+                // An attempt that asked (see `ask`) waits for its answer.
+                let asked = rec.waits.iter().find(|w| w.step == sr.name).map(|w| &w.kind);
+                if let Some(k @ WaitKind::Signal { resume: Some(_), .. }) = asked {
+                    self.load_asking(i, k.clone(), rec);
+                    continue;
+                }
                 match &self.def.steps[i].action {
                     Action::Sleep(_) => self.steps[i].wake_at = Some(sr.next_attempt_at.unwrap_or(0)),
                     Action::Wait(_) => {

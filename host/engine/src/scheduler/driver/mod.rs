@@ -27,6 +27,7 @@ use crate::state::{AttemptState, RunEvent, RunState, StepEvent, StepState};
 use crate::store::{AttemptRecord, Batch, NewEvent, RunRecord, Write};
 use weft_model::type_name;
 
+mod ask;
 mod flush;
 mod load;
 mod mirror;
@@ -34,6 +35,7 @@ mod notify;
 mod observe;
 mod outcome;
 mod ready;
+mod transitions;
 mod undriven;
 mod waits;
 
@@ -313,6 +315,8 @@ struct Driver {
     to_spawn: Vec<ChildSpec>,
     /// Children to cancel once the batch that ended their step is durable.
     to_cancel: Vec<RunId>,
+    /// Questions left unanswered, to abandon likewise (see `ask`).
+    to_abandon: Vec<(Action, Value)>,
     /// Wait steps that started waiting (or were loaded waiting): once
     /// that is committed, each looks for what came before it (signals
     /// queued for it, events emitted since its run began).
@@ -512,6 +516,7 @@ impl Driver {
             children: JoinSet::new(),
             to_spawn: vec![],
             to_cancel: vec![],
+            to_abandon: vec![],
             early: vec![],
             deferred: vec![],
             queued,
@@ -678,6 +683,7 @@ impl Driver {
         for i in std::mem::take(&mut self.early) {
             Engine::from_shared(self.sh.clone()).spawn_take_early(&self.id, &self.def.steps[i].name);
         }
+        self.abandon_questions();
         for child in self.to_cancel.drain(..) {
             let engine = Engine::from_shared(self.sh.clone());
             tokio::spawn(async move {
@@ -718,80 +724,5 @@ impl Driver {
         let grace = std::time::Duration::from_millis(self.sh.config.cancel_grace_ms);
         let _ = tokio::time::timeout(grace, async { while self.inflight.join_next().await.is_some() {} }).await;
         self.inflight.abort_all();
-    }
-
-    // ---- recording ------------------------------------------------------
-
-    fn event(&mut self, kind: String, step: Option<usize>, item: Option<ItemIndex>, data: Value) {
-        self.seq = self.seq.next();
-        let step = step.map(|i| self.def.steps[i].name.clone());
-        let at = self.now();
-        self.batch.push(Write::Event(NewEvent { run: self.id.clone(), seq: self.seq, at, kind, step, item, data }));
-    }
-
-    fn run_to(&mut self, ev: RunEvent, output: Option<Value>, error: Option<StepError>) -> Result<(), EngineError> {
-        let to = self.state.apply(ev)?;
-        let at = self.now();
-        self.batch.push(Write::RunState {
-            run: self.id.clone(),
-            from: self.state,
-            to,
-            output: output.clone(),
-            error: error.clone(),
-            at,
-        });
-        self.observe_run(self.state, to);
-        self.state = to;
-        let mut data = json!({"state": to});
-        if let Some(e) = &error {
-            data["error"] = e.to_value();
-        }
-        self.event(format!("run.{to}"), None, None, data);
-        if !self.def.notify.is_empty() {
-            self.notify_run(to, output.as_ref(), error.as_ref());
-        }
-        Ok(())
-    }
-
-    fn step_to(
-        &mut self,
-        i: usize,
-        ev: StepEvent,
-        output: Value,
-        error: Option<StepError>,
-        extra: Value,
-    ) -> Result<(), EngineError> {
-        let from = self.steps[i].state;
-        let to = from.apply(ev)?;
-        let next_attempt_at = extra.get("next_attempt_at").and_then(Value::as_i64);
-        self.batch.push(Write::StepState {
-            run: self.id.clone(),
-            step: self.def.steps[i].name.clone(),
-            from,
-            to,
-            output: (!output.is_null()).then(|| output.clone()),
-            error: error.clone(),
-            next_attempt_at,
-            at: self.now(),
-        });
-        if from == StepState::Waiting && to != StepState::Waiting {
-            self.batch.push(Write::CloseWait { run: self.id.clone(), step: self.def.steps[i].name.clone() });
-            self.steps[i].wake_at = None;
-        }
-        self.steps[i].state = to;
-        self.steps[i].output = output;
-        self.steps[i].error = error.as_ref().map(|e| e.message.clone());
-        let mut data = json!({"state": to});
-        if let (Value::Object(d), Value::Object(x)) = (&mut data, extra) {
-            d.extend(x);
-        }
-        if let Some(e) = error {
-            data["error"] = e.to_value();
-        }
-        self.event(format!("step.{to}"), Some(i), None, data);
-        if !self.def.notify.is_empty() {
-            self.notify_step(i, from, to);
-        }
-        Ok(())
     }
 }

@@ -29,7 +29,8 @@ impl Driver {
                 self.deferred.push((Some(i), self.seq));
             }
         }
-        let signal = matches!(&self.def.steps[i].action, Action::Wait(w) if w.event.is_none());
+        let signal =
+            matches!(&self.def.steps[i].action, Action::Wait(w) if w.event.is_none()) || self.asked(i).is_some();
         if to == StepState::Waiting && signal && !self.deferred.iter().any(|(s, _)| s.is_none()) {
             self.deferred.push((None, self.seq));
         }

@@ -154,6 +154,7 @@ impl Driver {
                 let run_err = StepError::new(ErrorKind::Validation, reason, false);
                 self.end_run(RunEvent::Reject, None, run_err, false)?;
             }
+            Ok(StepOutput::Ask(q)) => self.on_ask(i, u, d.attempt, q)?,
             // A panic in this attempt's runner: the blame is all its own.
             Err(e) if e.kind == ErrorKind::Interrupted => self.attempt_interrupted(i, u, d.attempt, e, 1000)?,
             Err(e) => self.attempt_failed(i, u, d.attempt, e)?,
@@ -214,7 +215,9 @@ impl Driver {
         (unit.retry_at, unit.next_attempt, unit.interruptions) = (now, attempt, n);
         if item.is_none() {
             let extra = json!({"attempt": attempt, "next_attempt_at": now, "interrupted": true});
-            self.step_to(i, StepEvent::ScheduleRetry, Value::Null, Some(err), extra)?;
+            // An answer it carries stays with it (see `ask`).
+            let carried = self.steps[i].output.clone();
+            self.step_to(i, StepEvent::ScheduleRetry, carried, Some(err), extra)?;
         }
         Ok(())
     }

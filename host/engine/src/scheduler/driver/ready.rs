@@ -438,7 +438,9 @@ impl Driver {
             None => now.saturating_add(self.sh.config.default_lease_ms as i64),
         };
         if item.is_none() {
-            self.step_to(i, StepEvent::Claim, Value::Null, None, json!({"attempt": attempt}))?;
+            // An answer it carries stays with it (see `ask`).
+            let carried = self.steps[i].output.clone();
+            self.step_to(i, StepEvent::Claim, carried, None, json!({"attempt": attempt}))?;
         } else {
             self.event("item.running".into(), Some(i), item, json!({"item": item, "attempt": attempt}));
         }
@@ -485,6 +487,7 @@ impl Driver {
             transform: self.def.steps[i].transform.clone(),
             events: Arc::new(Sink { tx: self.sink_tx.clone(), step: i, item, queued: Default::default() }),
             trace: self.info.trace.clone(),
+            answer: self.carried_answer(i),
         };
         self.to_launch.push(Launch {
             step: i,

@@ -103,6 +103,7 @@ pub(in crate::scheduler) async fn cancel_undriven(sh: &Arc<Shared>, id: &RunId) 
     let engine = Engine::from_shared(sh.clone());
     // Signals queued for its steps are answered.
     engine.answer_queued(id, to).await;
+    abandon_questions(sh, &rec).await;
     // Its children go with it.
     for run in rec.waits.iter().flat_map(|w| w.kind.children()) {
         if let Err(e) = Box::pin(engine.cancel(run)).await {
@@ -110,4 +111,21 @@ pub(in crate::scheduler) async fn cancel_undriven(sh: &Arc<Shared>, id: &RunId) 
         }
     }
     Ok(())
+}
+
+/// The questions `rec`'s steps asked and nobody will answer now (see the
+/// driver's `ask`): their runners are told, each for 5 s at most.
+async fn abandon_questions(sh: &Shared, rec: &RunRecord) {
+    let Ok(def) = sh.plans.get(rec) else { return };
+    for w in &rec.waits {
+        let (crate::outside::WaitKind::Signal { resume: Some(resume), .. }, Some(step)) =
+            (&w.kind, def.steps.iter().find(|s| s.name == w.step))
+        else {
+            continue;
+        };
+        let told = sh.runner.abandon(&step.action, resume);
+        if tokio::time::timeout(std::time::Duration::from_secs(5), told).await.is_err() {
+            tracing::warn!(run = %rec.id, step = %w.step, "telling a step's runner its question is abandoned took over 5 s");
+        }
+    }
 }

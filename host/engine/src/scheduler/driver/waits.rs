@@ -101,7 +101,7 @@ impl Driver {
                     WaitReason::InputRequired => RunState::InputRequired,
                     WaitReason::AuthRequired => RunState::AuthRequired,
                 };
-                WaitKind::Signal { prompt, schema: spec.schema.clone(), reason }
+                WaitKind::Signal { prompt, schema: spec.schema.clone(), reason, resume: None }
             }
         })
     }
@@ -368,10 +368,12 @@ impl Driver {
                     }
                     Some(i) => {
                         let items = ItemsOpen { n: self.steps[i].units.len(), open: self.open_items(i) };
-                        match check_signal(&self.def.steps[i], self.steps[i].state, item, &items, &data) {
+                        let asked = self.asked(i);
+                        match check_signal(&self.def.steps[i], self.steps[i].state, item, &items, &data, asked) {
                             Ok(Take::Now) => {
                                 match item.and_then(|k| self.steps[i].units.iter().position(|u| u.item == Some(k))) {
                                     Some(u) => self.item_resolved(i, u, Ok(data.clone()), json!({"by": "signal"}))?,
+                                    None if self.asked(i).is_some() => self.answered(i, data.clone())?,
                                     None => self.step_to(
                                         i,
                                         StepEvent::Succeed,
@@ -499,12 +501,16 @@ impl Driver {
             .steps
             .iter()
             .zip(&self.steps)
-            .find_map(|(d, s)| match (&d.action, s.state) {
+            .enumerate()
+            .find_map(|(i, (d, s))| match (&d.action, s.state) {
                 (Action::Wait(w), StepState::Waiting) if w.event.is_none() => Some(match w.reason {
                     WaitReason::InputRequired => RunState::InputRequired,
                     WaitReason::AuthRequired => RunState::AuthRequired,
                 }),
-                _ => None,
+                _ => match self.asked(i) {
+                    Some(WaitKind::Signal { reason, .. }) => Some(*reason),
+                    _ => None,
+                },
             })
             .unwrap_or(RunState::Working);
         if self.state == want || self.state == RunState::Submitted {
@@ -546,6 +552,7 @@ impl Driver {
             && self.done_now.is_empty()
             && self.to_spawn.is_empty()
             && self.to_cancel.is_empty()
+            && self.to_abandon.is_empty()
             && self.early.is_empty()
             && !self.want_permit
             && self.steps.iter().any(|s| s.state == StepState::Waiting)

@@ -37,6 +37,8 @@ enum Act {
     Burn(u64, Value),
     /// Log this many lines of this many bytes, then succeed with `null`.
     Chatty(usize, usize),
+    /// Ask this (see `asks`).
+    Ask(crate::runner::Question),
 }
 
 type Behave = Arc<dyn Fn(&StepRequest) -> Act + Send + Sync>;
@@ -50,6 +52,8 @@ struct Fake {
     max_running: AtomicUsize,
     /// What `finishes_in_place` says (every attempt polled by its driver).
     in_place: std::sync::atomic::AtomicBool,
+    /// The `resume` of each question abandoned.
+    abandoned: Mutex<Vec<Value>>,
 }
 
 impl Fake {
@@ -71,6 +75,10 @@ impl StepRunner for Fake {
         self.in_place.load(Ordering::SeqCst)
     }
 
+    async fn abandon(&self, _: &crate::model_glue::Action, resume: &Value) {
+        self.abandoned.lock().unwrap().push(resume.clone());
+    }
+
     async fn run(&self, req: StepRequest, cancel: CancelToken) -> Result<StepOutput, StepError> {
         self.calls.lock().unwrap().push(req.clone());
         let n = self.running.fetch_add(1, Ordering::SeqCst) + 1;
@@ -85,6 +93,7 @@ impl StepRunner for Fake {
             Act::Ok(v) => Ok(StepOutput::Done(v)),
             Act::Fail(e) => Err(e),
             Act::Reject(r) => Ok(StepOutput::Reject(r)),
+            Act::Ask(q) => Ok(StepOutput::Ask(q)),
             Act::Panic => panic!("the runner broke"),
             Act::Chatty(lines, size) => {
                 for _ in 0..lines {
@@ -690,6 +699,7 @@ async fn a_guest_can_reject_the_run() {
     assert_eq!(step(&r, "b").state, StepState::Skipped);
 }
 
+mod asks;
 mod changes;
 mod children;
 mod early;

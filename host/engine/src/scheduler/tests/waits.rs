@@ -31,7 +31,7 @@ async fn a_signal_is_validated_and_the_first_valid_one_wins() {
         if r.state == RunState::InputRequired { r } else { h.until(&id, |r| r.state == RunState::InputRequired).await };
     assert_eq!(r.waits.len(), 1, "the wait is stored");
     match &r.waits[0].kind {
-        crate::outside::WaitKind::Signal { prompt, schema, reason } => {
+        crate::outside::WaitKind::Signal { prompt, schema, reason, .. } => {
             assert_eq!(prompt.as_deref(), Some("Approve the refund for ann?"), "the prompt's refs are resolved");
             assert_eq!(schema.as_ref().unwrap()["required"], json!(["approved"]));
             assert_eq!(*reason, RunState::InputRequired);

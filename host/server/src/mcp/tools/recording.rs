@@ -55,10 +55,15 @@ impl Core {
             transform: None,
             events: Arc::new(weft_engine::runner::NoEvents),
             trace: None,
+            answer: None,
         };
         match self.code.run(req, CancelToken::new()).await {
             Ok(StepOutput::Done(v)) => Ok(v),
             Ok(StepOutput::Reject(why)) => Err(ToolError::new(format!("the plugin rejected the input: {why}"))),
+            // A code step never asks; only agent steps do.
+            Ok(StepOutput::Ask(_)) => {
+                Err(ToolError::new("the plugin asked for input, which a recorded call cannot give"))
+            }
             Err(e) => {
                 let fix = match e.kind {
                     weft_engine::ErrorKind::Validation => "plugin_list shows the plugins and their input schemas",
