@@ -7,8 +7,9 @@ What it does with a message's data part:
   {"text": T, "sleep": S?}  works S seconds, then completes with an
                             artifact: one text part (T upper-cased) and one
                             data part {"upper": ..., "length": ...}
-  {"ask": Q, "then": Q2?}   asks for input: Q as its question, with the
-                            JSON Schema CITY in the part's metadata; the
+  {"ask": Q, "then": Q2?,   asks for input: Q as its question, with the
+   "draft": D?}             JSON Schema CITY in the part's metadata (and D
+                            published first as an artifact, if given); the
                             answer {"city", "sleep"?} works `sleep` seconds,
                             then asks Q2 (no schema) if given, whose text
                             answer Y makes the result "CITY Y"; otherwise the
@@ -72,6 +73,8 @@ class Upper(AgentExecutor):
         await up.start_work()
         if "ask" in data:
             ASKED[task.id] = {"input": data, "answers": []}
+            if "draft" in data:
+                await up.add_artifact([new_data_part(data["draft"])], name="draft")
             part = new_text_part(str(data["ask"]))
             schema = Struct()
             schema.update({"schema": CITY})

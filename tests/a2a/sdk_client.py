@@ -99,6 +99,10 @@ async def main():
     meta = MessageToDict(part.metadata)
     assert meta["step"] == "approve" and meta["schema"]["required"] == ["approved", "by"], meta
     seen["asked"] = part.text
+    # What the answer is about: the wait's preview, as an artifact.
+    previews = [MessageToDict(a) for a in task.artifacts if a.artifact_id == meta["preview"]]
+    assert len(previews) == 1, task.artifacts
+    seen["preview"] = previews[0]["parts"][0]["data"]
 
     # 2. An invalid answer is an A2A error naming the field; the task
     #    still waits.
@@ -130,6 +134,8 @@ async def main():
         message=user_data({"order": "B-2", "amount": 3}))))
     assert "task" in events[0], events
     assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", events
+    # The preview comes just before the question.
+    assert events[-2]["artifactUpdate"]["artifact"]["artifactId"] == "preview:approve", events
     streamed = events[0]["task"]["id"]
     # ... and the answer's stream ends with the output and `completed`.
     events2 = await collect(streaming.send_message(SendMessageRequest(

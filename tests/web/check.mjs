@@ -65,6 +65,8 @@ try {
   await page.waitForSelector("form[data-wait=approve]", { timeout: 10000 });
   await page.waitForSelector('svg.dag g[data-step=approve][data-state=waiting]');
   ok("the waiting step is drawn waiting, with its form");
+  const preview = await page.textContent("form[data-wait=approve] .preview pre");
+  check(JSON.parse(preview).order === "A-7", `the wait's preview is shown above its form: ${preview}`);
   await shot("02-waiting");
 
   // An answer that breaks the schema is refused at its field; the step still waits.

@@ -25,6 +25,10 @@ pub enum WaitKind {
         prompt: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         schema: Option<Value>,
+        /// What the answer is about, shown before the question (a wait's
+        /// `preview`, resolved when it started; a remote agent's artifact).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        preview: Option<Value>,
         /// The run's state while it waits: `input-required` or `auth-required`.
         reason: RunState,
         /// Set when a running attempt asked ([`crate::runner::Question`]),

@@ -106,6 +106,8 @@ pub struct Question {
     pub prompt: Option<String>,
     /// The answer must validate against this JSON Schema, when given.
     pub schema: Option<Value>,
+    /// What the question is about, shown before it (a draft to approve).
+    pub preview: Option<Value>,
     /// `input-required` or `auth-required`.
     pub reason: RunState,
     /// What the runner needs to go on (a remote task id and the question's

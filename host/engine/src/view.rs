@@ -165,6 +165,10 @@ pub struct WaitView {
     /// Signal: the JSON Schema the data must match.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<Value>,
+    /// Signal: what the answer is about, shown before the question (the
+    /// wait's `preview`; a remote agent's artifact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<Value>,
     /// Signal: the run's state while it waits (input-required or auth-required).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<RunState>,
@@ -374,6 +378,7 @@ impl WaitView {
             until: w.until.map(rfc3339),
             prompt: None,
             schema: None,
+            preview: None,
             reason: None,
             event: None,
             matches: None,
@@ -396,10 +401,11 @@ impl WaitView {
     /// This view waiting on `kind`.
     fn on(mut self, kind: &WaitKind) -> WaitView {
         match kind {
-            WaitKind::Signal { prompt, schema, reason, .. } => {
+            WaitKind::Signal { prompt, schema, preview, reason, .. } => {
                 self.kind = WaitOn::Signal;
                 self.prompt = prompt.clone();
                 self.schema = schema.clone();
+                self.preview = preview.clone();
                 self.reason = Some(*reason);
             }
             WaitKind::Event { event, matches } => {

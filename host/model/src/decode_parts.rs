@@ -138,7 +138,7 @@ impl D<'_> {
 
     pub(super) fn wait(&mut self, v: &Value, a: &str) -> Option<WaitSpec> {
         let m = self.obj(v, a, "`wait`")?;
-        self.fields(m, a, &["prompt", "schema", "reason", "timeout_ms", "event", "match"], "wait");
+        self.fields(m, a, &["prompt", "preview", "schema", "reason", "timeout_ms", "event", "match"], "wait");
         let f = |k: &str| format!("{a}/{k}");
         let prompt = opt(m, "prompt").and_then(|p| match p {
             Value::String(_) => Some(self.template(p, &f("prompt"))),
@@ -160,8 +160,10 @@ impl D<'_> {
                 None
             }
         });
+        let preview = opt(m, "preview").map(|p| self.template(p, &f("preview")));
         Some(WaitSpec {
             prompt,
+            preview,
             schema: opt(m, "schema").and_then(|s| self.schema(s, &f("schema"), "schema")),
             reason: opt(m, "reason")
                 .and_then(|r| self.enum_val(r, &f("reason"), "reason", "\"input-required\", \"auth-required\""))

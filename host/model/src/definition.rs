@@ -180,6 +180,15 @@ impl Step {
 #[error("`for_each` must resolve to an array, got {0}")]
 pub struct NotAnArray(pub &'static str);
 
+/// `"agent"`: the agent's name, or `{"name", "skill"?}`.
+fn agent_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let object = g.subschema_for::<AgentRef>();
+    schemars::json_schema!({"anyOf": [
+        {"type": "string", "maxLength": crate::bounds::MAX_NAME_CHARS, "description": "the agent's name: short for {\"name\": NAME}"},
+        object
+    ]})
+}
+
 /// What a step does: exactly one per step.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -191,6 +200,7 @@ pub enum Action {
     Tool(ToolRef),
     /// Send the input to a remote A2A agent (`[agents.NAME]` in weft.toml)
     /// and wait for its task to end; its artifacts are the output.
+    #[schemars(schema_with = "agent_schema")]
     Agent(AgentRef),
     /// Finish the run now; the step's resolved `input` is the output.
     /// Written `"return": true` with `input`, or `"return": VALUE` (the
@@ -258,6 +268,11 @@ pub struct WaitSpec {
     /// Shown to whoever answers; may hold refs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<Template>,
+    /// What the answer is about, shown before the question (A2A sends it
+    /// as a `preview` artifact first): any JSON, refs allowed (e.g. the
+    /// draft to approve, `"@draft.text"`). Signal waits only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<Template>,
     /// JSON Schema the signal's data must match.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<Value>,
@@ -448,6 +463,7 @@ pub enum StepPart {
     WhereRef,
     WhereOperand(crate::condition::Operator),
     WaitPrompt,
+    WaitPreview,
     WaitMatch,
 }
 
@@ -497,6 +513,9 @@ impl Step {
         if let Action::Wait(w) = &self.action {
             if let Some(p) = &w.prompt {
                 parts.push((StepPart::WaitPrompt, p));
+            }
+            if let Some(p) = &w.preview {
+                parts.push((StepPart::WaitPreview, p));
             }
             if let Some(m) = &w.matches {
                 parts.push((StepPart::WaitMatch, m));

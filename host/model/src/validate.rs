@@ -67,6 +67,7 @@ pub(crate) fn part_base(meta: &StepMeta, part: StepPart) -> String {
         StepPart::WhereRef => format!("{}/where/ref", meta.at),
         StepPart::WhereOperand(op) => format!("{}/where/{}", meta.at, op.as_str()),
         StepPart::WaitPrompt => format!("{}/wait/prompt", meta.at),
+        StepPart::WaitPreview => format!("{}/wait/preview", meta.at),
         StepPart::WaitMatch => format!("{}/wait/match", meta.at),
     }
 }
@@ -241,6 +242,7 @@ pub(crate) fn check(
                             r.part,
                             StepPart::Input
                                 | StepPart::WaitPrompt
+                                | StepPart::WaitPreview
                                 | StepPart::WaitMatch
                                 | StepPart::WhereRef
                                 | StepPart::WhereOperand(_)
@@ -388,7 +390,11 @@ fn step_rules(s: &Step, m: &StepMeta, out: &mut Vec<Problem>) {
                             out.push(Problem::new(format!("{w_at}/event"), "`event` must not be empty"));
                         }
                         out.extend(too_long(format!("{w_at}/event"), "the event name", e));
-                        for (k, set) in [("prompt", w.prompt.is_some()), ("schema", w.schema.is_some())] {
+                        for (k, set) in [
+                            ("prompt", w.prompt.is_some()),
+                            ("preview", w.preview.is_some()),
+                            ("schema", w.schema.is_some()),
+                        ] {
                             if set {
                                 out.push(
                                     Problem::new(

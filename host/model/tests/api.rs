@@ -170,3 +170,20 @@ fn event_waits_match_on_top_level_fields() {
     assert!(!wait(1).matches_event(&scope, &json!({"channel": "C1"})));
     assert!(wait(2).matches_event(&scope, &json!(null)));
 }
+
+#[test]
+fn a_waits_preview_takes_refs_and_goes_with_signals_only() {
+    let ok = r#"{"name": "x", "steps": [
+        {"name": "draft", "code": {"plugin": "p"}},
+        {"name": "approve", "wait": {"prompt": "Send it?", "preview": {"text": "@draft.text"}}}]}"#;
+    let def = parse_and_validate(ok, &NoSchemas).unwrap();
+    assert!(def.steps[1].depends_on("draft"), "a ref in the preview orders the wait after its step");
+    let bad = r#"{"name": "x", "steps": [
+        {"name": "a", "wait": {"preview": "@nope.text"}},
+        {"name": "b", "wait": {"event": "e", "preview": 1}}]}"#;
+    let errs = parse_and_validate(bad, &NoSchemas).unwrap_err();
+    let paths: Vec<&str> = errs.iter().map(|p| p.path.as_str()).collect();
+    assert!(paths.contains(&"/steps/0/wait/preview"), "{errs:#?}");
+    let event = errs.iter().find(|p| p.path == "/steps/1/wait/preview").expect("preview on an event wait");
+    assert!(event.message.contains("applies to signals"), "{event:?}");
+}

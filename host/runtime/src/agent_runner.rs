@@ -348,7 +348,8 @@ fn failure(agent: &str, method: &str, e: A2aError) -> StepFailure {
 
 /// A remote task that asks, as this attempt's question: the agent's words
 /// (its status message's text), the JSON Schema in a part's metadata
-/// (`schema`) if one has it, and the task and question ids to go on with.
+/// (`schema`) if one has it (else a string: words, sent as text), what it published before it asked (see
+/// [`preview`]), and the task and question ids to go on with.
 fn question(agent: &str, t: &Task) -> Question {
     let said = t.status.message.as_ref().map(|m| texts(&m.parts)).unwrap_or_default();
     let schema = t
@@ -356,7 +357,10 @@ fn question(agent: &str, t: &Task) -> Question {
         .message
         .iter()
         .flat_map(|m| &m.parts)
-        .find_map(|p| p.metadata.as_ref().and_then(|m| m.get("schema")).filter(|s| s.is_object()).cloned());
+        .find_map(|p| p.metadata.as_ref().and_then(|m| m.get("schema")).filter(|s| s.is_object()).cloned())
+        // A question without a schema is answered in words: a JSON string,
+        // sent as text (an object would reach the agent as data it may misread).
+        .unwrap_or_else(|| json!({"type": "string", "description": "the answer, in words (sent as text)"}));
     let what = if t.status.state == TaskState::AuthRequired { "needs authorization" } else { "asks" };
     Question {
         prompt: Some(if said.is_empty() {
@@ -364,7 +368,8 @@ fn question(agent: &str, t: &Task) -> Question {
         } else {
             format!("agent `{agent}` {what}: {said}")
         }),
-        schema,
+        schema: Some(schema),
+        preview: preview(t),
         reason: if t.status.state == TaskState::AuthRequired {
             RunState::AuthRequired
         } else {
@@ -372,6 +377,14 @@ fn question(agent: &str, t: &Task) -> Question {
         },
         resume: json!({"task": t.id, "question": t.status.message.as_ref().map(|m| &m.message_id)}),
     }
+}
+
+/// What a remote task that asks published before it asked (a draft to
+/// approve): its last artifact's first data part, or its artifacts' text.
+fn preview(t: &Task) -> Option<Value> {
+    let data = t.artifacts.iter().rev().flat_map(|a| &a.parts).find_map(|p| p.data.clone());
+    let text = texts(&t.artifacts.iter().flat_map(|a| a.parts.clone()).collect::<Vec<_>>());
+    data.or_else(|| (!text.is_empty()).then(|| Value::String(text)))
 }
 
 /// The step's output from the remote task's end: `{"task_id",
@@ -485,6 +498,7 @@ mod tests {
         assert_eq!(q.resume, json!({"task": "t1", "question": "q1"}));
         let q = question("x", &task(TaskState::AuthRequired, vec![], None));
         assert_eq!(q.reason, RunState::AuthRequired);
+        assert_eq!(q.schema.unwrap()["type"], "string", "no schema given: answered in words");
         assert_eq!(q.prompt.as_deref(), Some("agent `x` needs authorization (it gave no words)"));
     }
 

@@ -279,6 +279,9 @@ fn print_waits(r: &RunRecord) {
                 if let Some(p) = &w.prompt {
                     outln!("    prompt: {p}");
                 }
+                if let Some(v) = &w.preview {
+                    outln!("    preview: {}", short(v, 300));
+                }
                 if let Some(s) = &w.schema {
                     outln!("    schema: {}", short(s, 300));
                 }

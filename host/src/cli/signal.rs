@@ -106,7 +106,13 @@ pub fn signal(settings: &Settings, args: SignalArgs) -> anyhow::Result<Exit> {
                     };
                     eprintln!("run {}: step `{}` accepted the signal for item {k}; {left}", s.run, args.step);
                 }
-                None => eprintln!("run {}: step `{}` accepted the signal", s.run, args.step),
+                None => match &s.forwarded {
+                    Some(m) => {
+                        out["message"] = m.clone().into();
+                        eprintln!("run {}: step `{}` accepted the answer; {m}", s.run, args.step);
+                    }
+                    None => eprintln!("run {}: step `{}` accepted the signal", s.run, args.step),
+                },
             }
             output::json(&out);
             return Ok(Exit::Success);

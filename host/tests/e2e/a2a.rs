@@ -47,6 +47,8 @@ on_both_stores! { fn the_python_sdk_discovers_runs_answers_streams_resumes_and_c
     let seen = crate::serve::run_script(&crate::serve_recording::python(), &script, &[base(&server), push.to_string()]);
     assert_eq!(seen["skills"], json!(["approval", "greet"]), "{seen}");
     assert_eq!(seen["asked"], "Approve the refund of 12.5 for order A-1?");
+    let preview = json!({"order": "A-1", "amount": 12.5, "message": "Refund of 12.5 for order A-1 needs your approval"});
+    assert_eq!(seen["preview"], preview, "the wait's preview, an artifact of the task: {seen}");
     let invalid = &seen["invalid"]["data"];
     assert!(invalid["problems"].as_str().unwrap().contains("/message/parts/0/data/approved"), "{seen}");
     assert_eq!(seen["output"]["refunded"], "Refunded 12.5 for order A-1, approved by ana");

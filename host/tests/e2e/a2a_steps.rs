@@ -143,7 +143,10 @@ on_both_stores! { fn a_remote_question_is_the_runs_question_and_each_answer_reac
     w.run(&["worker", "--until-idle"]).expect_code(0);
     let wait = asking(&w, &id);
     assert_eq!(wait["prompt"], "agent `upper` asks: which year?", "its second question: {wait}");
-    assert_eq!(wait["schema"], Value::Null, "{wait}");
+    assert_eq!(wait["schema"]["type"], "string", "no schema given: answered in words: {wait}");
+    let object = signal(&w, &id, "call", &json!({"year": 1999}));
+    object.expect_code(2);
+    assert!(object.stderr.contains("string"), "{}", object.stderr);
     signal(&w, &id, "call", &json!("1999")).expect_code(0);
     w.run(&["worker", "--until-idle"]).expect_code(0);
     let run = wait_until(&w, &id, "the run's end", |r| r["state"] == "completed" || r["state"] == "failed");
@@ -261,13 +264,20 @@ async fn an_a2a_client_of_weft_answers_the_remote_agents_question_through_weft()
         let post = http.post(&url).json(&body).send();
         async move { post.await.unwrap().json::<Value>().await.unwrap() }
     };
-    let r =
-        send("1", json!({"messageId": "m1", "role": "ROLE_USER", "parts": [{"data": {"ask": "which city?"}}]})).await;
+    let draft = json!({"cities": ["lyon", "nice"]});
+    let input = json!({"ask": "which city?", "draft": draft});
+    let r = send("1", json!({"messageId": "m1", "role": "ROLE_USER", "parts": [{"data": input}]})).await;
     let task = &r["result"]["task"];
     assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
     let part = &task["status"]["message"]["parts"][0];
     assert_eq!(part["text"], "agent `upper` asks: which city?", "{r}");
     assert_eq!(part["metadata"]["schema"]["required"], json!(["city"]), "the remote schema, forwarded: {r}");
+    // What the remote agent published before it asked is the preview.
+    let artifacts = task["artifacts"].as_array().unwrap();
+    let previews: Vec<&Value> = artifacts.iter().filter(|a| a["name"] == "preview").collect();
+    assert_eq!(previews.len(), 1, "{r}");
+    assert_eq!(previews[0]["artifactId"], part["metadata"]["preview"], "{r}");
+    assert_eq!(previews[0]["parts"][0]["data"], draft, "{r}");
     let (id, context) = (task["id"].as_str().unwrap(), task["contextId"].as_str().unwrap());
 
     let answer = |mid: &str, data: Value| json!({"messageId": mid, "role": "ROLE_USER", "taskId": id, "contextId": context, "parts": [{"data": data}]});
@@ -280,4 +290,27 @@ async fn an_a2a_client_of_weft_answers_the_remote_agents_question_through_weft()
     let output = task["artifacts"].as_array().unwrap().iter().find(|a| a["name"] == "output").expect("the output");
     assert_eq!(output["parts"][0]["data"]["upper"], "LYON", "{done}");
     assert_eq!(remote.tasks_of(id).len(), 1);
+}
+
+/// What an MCP client (the official Python SDK) meets: the guide names the
+/// configured agents, the question is in `waits`, the answer's reply says
+/// it went on, an answer between two questions is refused with advice.
+#[test]
+fn an_mcp_client_finds_the_agent_and_answers_its_questions() {
+    let w = Weft::new();
+    let _remote = Remote::start(&w);
+    let config = std::fs::read_to_string(w.dir.path().join("weft.toml")).unwrap();
+    let seen = crate::serve_recording::play(&w, &config, "agent_steps_check.py");
+    assert!(seen["guide_agents"].as_str().unwrap().contains("`upper`"), "{seen}");
+    assert!(seen["steps_doc"].as_str().unwrap().contains("agent"), "{seen}");
+    assert_eq!(seen["first_wait"]["prompt"], "agent `upper` asks: which city?", "{seen}");
+    assert_eq!(seen["first_wait"]["schema"]["required"], json!(["city"]), "{seen}");
+    let message = seen["answered"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("goes on to the remote agent"), "{seen}");
+    // Answered while the agent works (1 s) before its second question.
+    assert_eq!(seen["early"]["is_error"], true, "{seen}");
+    let fix = seen["early"]["structured"]["fix"].as_str().unwrap();
+    assert!(fix.contains("answer when the step asks again"), "{seen}");
+    assert_eq!(seen["second_wait"]["prompt"], "agent `upper` asks: which year?", "{seen}");
+    assert_eq!(seen["output"]["upper"], "NICE 2001", "{seen}");
 }

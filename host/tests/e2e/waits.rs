@@ -93,6 +93,8 @@ on_both_stores! { fn the_approval_example_survives_a_kill_and_takes_invalid_then
     assert_eq!(waits[0]["step"], "approve");
     assert_eq!(waits[0]["prompt"], "Approve the refund of 12.5 for order A-7?", "refs in the prompt resolved");
     assert_eq!(waits[0]["schema"]["required"], json!(["approved", "by"]));
+    let preview = json!({"order": "A-7", "amount": 12.5, "message": "Refund of 12.5 for order A-7 needs your approval"});
+    assert_eq!(waits[0]["preview"], preview, "what the answer is about, refs resolved");
     assert!(waits[0]["until"].as_str().unwrap().ends_with('Z'), "the one-day timeout is stored: {run}");
     let human = w.run(&["runs", "show", &id]);
     assert!(human.stdout.contains(&format!("weft signal {id} approve --data JSON")), "{}", human.stdout);

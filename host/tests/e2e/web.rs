@@ -33,7 +33,7 @@ fn templates(w: &Weft) {
         json!({"name": "approval",
         "input_schema": {"type": "object", "required": ["order"], "properties": {"order": {"type": "string"}}},
         "steps": [
-            {"name": "approve", "wait": {"prompt": "Approve @input.order?", "schema": {"type": "object",
+            {"name": "approve", "wait": {"prompt": "Approve @input.order?", "preview": {"order": "@input.order"}, "schema": {"type": "object",
                 "required": ["ok", "by"], "properties": {"ok": {"type": "boolean"}, "by": {"type": "string", "minLength": 2}}}}},
             sleep("pause1", "approve"), pick("record", "pause1"), sleep("pause2", "record"), pick("notify", "pause2"),
             // A status update with data, shown in the event log.

@@ -165,6 +165,7 @@ pub async fn copies_runs_and_templates(from: Arc<dyn Store>, to: Arc<dyn Store>)
         kind: WaitKind::Signal {
             prompt: Some("ok?".into()),
             schema: Some(json!({"type": "object"})),
+            preview: Some(json!({"draft": "hello"})),
             reason: RunState::InputRequired,
             resume: Some(json!({"task": "t1"})),
         },

@@ -19,8 +19,13 @@ pub async fn waits_inbox_schedules_and_queues_agree_with_the_reference(store: Ar
     let ev = |m: serde_json::Map<String, Value>| WaitKind::Event { event: "reply".into(), matches: m };
     let mut m = serde_json::Map::new();
     m.insert("ch".into(), json!("c1"));
-    let signal =
-        WaitKind::Signal { prompt: Some("ok?".into()), schema: None, reason: RunState::InputRequired, resume: None };
+    let signal = WaitKind::Signal {
+        prompt: Some("ok?".into()),
+        schema: None,
+        preview: None,
+        reason: RunState::InputRequired,
+        resume: None,
+    };
     let msg = |id: &str, event_id: &str| InboxRecord {
         id: id.into(),
         kind: InboxKind::Event { event: "reply".into(), id: event_id.into() },

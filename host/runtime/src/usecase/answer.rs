@@ -6,6 +6,7 @@
 
 use serde::Serialize;
 use serde_json::Value;
+use weft_engine::outside::WaitKind;
 use weft_engine::view::WaitView;
 use weft_engine::{EmitAnswer, EngineError, ItemIndex, RunId, RunRecord, RunState, SignalAnswer, StepState};
 use weft_model::Problem;
@@ -28,6 +29,9 @@ pub struct Signaled {
     /// The step did not wait yet: the signal is kept for it (this says
     /// so), and it takes it when it starts waiting.
     pub queued: Option<String>,
+    /// The step is an agent step whose remote agent asked: the answer goes
+    /// on to the remote task, and the step is not done (this says so).
+    pub forwarded: Option<String>,
 }
 
 impl Signaled {
@@ -45,7 +49,15 @@ impl Signaled {
             Taken::Now(v) => (v, None),
             Taken::Queued { data, message } => (data, Some(message)),
         };
-        Signaled { run: rec.id, step: step.to_string(), item, waiting_items, output, state, queued }
+        let asked =
+            rec.waits.iter().any(|w| w.step == step && matches!(w.kind, WaitKind::Signal { resume: Some(_), .. }));
+        let forwarded = asked.then(|| {
+            format!(
+                "the answer goes on to the remote agent of step `{step}`, which is not done: it may ask again (its next \
+                 question shows in the run's `waits`) or end"
+            )
+        });
+        Signaled { run: rec.id, step: step.to_string(), item, waiting_items, output, state, queued, forwarded }
     }
 }
 

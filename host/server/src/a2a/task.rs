@@ -58,6 +58,9 @@ pub fn task_of(rec: &RunRecord, links: &Links) -> Task {
     if rec.state == RunState::Completed {
         artifacts.push(output_artifact(rec.output.clone().unwrap_or(Value::Null)));
     }
+    if matches!(rec.state, RunState::InputRequired | RunState::AuthRequired) {
+        artifacts.extend(previews(rec));
+    }
     let mut metadata = Map::new();
     metadata.insert("template".into(), json!(rec.template));
     if let Some(v) = rec.version {
@@ -119,7 +122,7 @@ fn waits_message(rec: &RunRecord) -> Message {
     agent_message(rec, "input", parts)
 }
 
-/// One open wait as a part.
+/// One open wait as a part (`metadata.preview`: its preview artifact's id).
 pub fn wait_part(w: &WaitView) -> Part {
     let text = w.prompt.clone().unwrap_or_else(|| format!("step `{}` waits for an answer", w.step));
     let mut meta = Map::new();
@@ -128,7 +131,44 @@ pub fn wait_part(w: &WaitView) -> Part {
     if let Some(i) = w.item {
         meta.insert("item".into(), json!(i));
     }
+    if w.preview.is_some() {
+        meta.insert("preview".into(), json!(preview_id(w)));
+    }
     Part { text: Some(text), metadata: Some(meta), ..Part::default() }
+}
+
+/// The open signal waits' previews (what each answer is about), one
+/// artifact each: sent before the status that asks.
+fn previews(rec: &RunRecord) -> Vec<Artifact> {
+    let waits = WaitView::all(rec).into_iter().filter(|w| w.kind == WaitOn::Signal);
+    waits
+        .filter_map(|w| {
+            let value = w.preview.clone()?;
+            let mut meta = Map::new();
+            meta.insert("step".into(), json!(w.step));
+            if let Some(i) = w.item {
+                meta.insert("item".into(), json!(i));
+            }
+            Some(Artifact {
+                artifact_id: preview_id(&w),
+                name: Some("preview".into()),
+                description: Some(format!("what step `{}` asks about", w.step)),
+                parts: vec![match value {
+                    Value::String(t) => Part::text(t),
+                    v => Part::data(v),
+                }],
+                metadata: Some(meta),
+            })
+        })
+        .collect()
+}
+
+/// `preview:STEP` (`preview:STEP/ITEM` for a `for_each` wait's item).
+fn preview_id(w: &WaitView) -> String {
+    match w.item {
+        Some(i) => format!("preview:{}/{i}", w.step),
+        None => format!("preview:{}", w.step),
+    }
 }
 
 /// `run.<state>`'s state.
@@ -255,6 +295,10 @@ pub fn stream_events(e: &EventRecord, rec: &RunRecord, links: &Links) -> Vec<Str
             };
             if state == RunState::Completed {
                 out.push(artifact_update(output_artifact(rec.output.clone().unwrap_or(Value::Null))));
+            }
+            if state == rec.state {
+                // What the questions are about, before they are asked.
+                out.extend(previews(rec).into_iter().map(artifact_update));
             }
             out.push(status_update(status));
             out

@@ -340,7 +340,7 @@ pub(super) async fn signal(
     })?;
     Ok(Json(SignalOut {
         status: if s.queued.is_some() { "queued" } else { "accepted" },
-        message: s.queued,
+        message: s.queued.or(s.forwarded),
         run_id: s.run.to_string(),
         step: s.step,
         item: s.item,

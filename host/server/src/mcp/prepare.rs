@@ -37,7 +37,7 @@ impl schemars::JsonSchema for DefinitionArg {
             "required": ["name", "steps"],
             "properties": {
                 "name": {"type": "string", "description": "[a-z0-9][a-z0-9_-]*"},
-                "steps": {"type": "array", "items": {"type": "object"}, "description": "Each: {\"name\", one action (tool, code, return, wait, sleep, workflow), \"input\"?, \"when\"?, \"for_each\"?, ...}"},
+                "steps": {"type": "array", "items": {"type": "object"}, "description": "Each: {\"name\", one action (tool, code, agent, return, wait, sleep, workflow), \"input\"?, \"when\"?, \"for_each\"?, ...}"},
                 "input_schema": {"type": "object"},
                 "output": {}
             }

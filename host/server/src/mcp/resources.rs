@@ -159,9 +159,25 @@ fn tool_schema(core: &Core, uri_text: &str, tool: &str) -> Result<ReadResourceRe
     Ok(ReadResourceResult::new(vec![ResourceContents::text(text, uri_text).with_mime_type("application/schema+json")]))
 }
 
+/// The guide's last section: what this server's operator configured for
+/// steps to name (the agents of agent steps).
+fn on_this_server(core: &Core) -> String {
+    let agents: Vec<String> = core.settings.agents.iter().map(|a| format!("`{}`", a.name)).collect();
+    let agents = match agents.is_empty() {
+        true => "none (an agent step is refused: the operator adds `[agents.NAME]` to weft.toml)".to_string(),
+        false => agents.join(", "),
+    };
+    format!("\n## On this server\n\nAgents for `\"agent\": NAME` steps: {agents}.\n")
+}
+
 /// Reads the guide, the schema, `weft://runs/{id}` or
 /// `weft://runs/{id}/artifacts/{name}`.
 pub async fn read(core: &Core, uri_text: &str) -> Result<ReadResourceResult, ErrorData> {
+    if uri_text == crate::mcp::guide::GUIDE_URI {
+        let text = format!("{}{}", crate::mcp::guide::GUIDE, on_this_server(core));
+        let contents = ResourceContents::text(text, uri_text).with_mime_type("text/markdown");
+        return Ok(ReadResourceResult::new(vec![contents]));
+    }
     if let Some(r) = crate::mcp::guide::read(uri_text) {
         return Ok(r);
     }

@@ -340,7 +340,10 @@ function waitForm(id, w, reload) {
   const item = w.item ?? null;
   const title = item === null ? `Step ${w.step} waits` : `Step ${w.step}, item ${item}, waits`;
   const form = el("form", { class: "wait", "data-wait": w.step, "data-item": item ?? "" }, el("h2", {}, title),
-    w.prompt ? el("p", {}, w.prompt) : null, f.box, submit, msg);
+    w.prompt ? el("p", {}, w.prompt) : null,
+    w.preview === undefined ? null : el("div", { class: "preview" }, el("h3", {}, "What it is about"),
+      typeof w.preview === "string" ? el("p", {}, w.preview) : json(w.preview)),
+    f.box, submit, msg);
   form.onsubmit = async (e) => {
     e.preventDefault();
     let data;

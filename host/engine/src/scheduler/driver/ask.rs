@@ -54,7 +54,8 @@ impl Driver {
             RunState::AuthRequired => RunState::AuthRequired,
             _ => RunState::InputRequired,
         };
-        let kind = WaitKind::Signal { prompt: q.prompt, schema: q.schema, reason, resume: Some(q.resume) };
+        let kind =
+            WaitKind::Signal { prompt: q.prompt, schema: q.schema, preview: q.preview, reason, resume: Some(q.resume) };
         self.steps[i].parked = vec![kind.clone()];
         let now = self.now();
         self.step_to(i, StepEvent::Park, Value::Null, None, json!({"wait": kind, "attempt": attempt}))?;

@@ -80,9 +80,10 @@ impl Driver {
             Some(t) => self.scope_eval(item, |s| t.try_resolve(s)).map(Some),
             None => Ok(None),
         };
-        let (matches, prompt) = match (resolved(spec.matches.as_ref()), resolved(spec.prompt.as_ref())) {
-            (Ok(m), Ok(p)) => (m, p),
-            (Err(u), _) | (_, Err(u)) => return Err(crate::model_glue::unresolved_error(u)),
+        let parts = (resolved(spec.matches.as_ref()), resolved(spec.prompt.as_ref()), resolved(spec.preview.as_ref()));
+        let (matches, prompt, preview) = match parts {
+            (Ok(m), Ok(p), Ok(v)) => (m, p, v),
+            (Err(u), _, _) | (_, Err(u), _) | (_, _, Err(u)) => return Err(crate::model_glue::unresolved_error(u)),
         };
         Ok(match &spec.event {
             Some(event) => {
@@ -101,7 +102,7 @@ impl Driver {
                     WaitReason::InputRequired => RunState::InputRequired,
                     WaitReason::AuthRequired => RunState::AuthRequired,
                 };
-                WaitKind::Signal { prompt, schema: spec.schema.clone(), reason, resume: None }
+                WaitKind::Signal { prompt, schema: spec.schema.clone(), preview, reason, resume: None }
             }
         })
     }

@@ -13,6 +13,7 @@ fn city() -> Question {
     Question {
         prompt: Some("which city?".into()),
         schema: Some(json!({"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}})),
+        preview: Some(json!({"cities": ["paris", "rome"]})),
         reason: RunState::InputRequired,
         resume: json!({"task": "t1", "question": "q1"}),
     }
@@ -43,8 +44,11 @@ async fn an_attempt_that_asks_parks_its_step_and_the_answer_runs_it_again_as_its
     let id = h.engine.submit(&relay(), json!({}), RunOptions::default()).await.unwrap();
     let r = asking(&h, &id).await;
     assert_eq!(step(&r, "a").state, StepState::Waiting);
-    let WaitKind::Signal { prompt, schema, reason, resume } = &r.waits[0].kind else { panic!("{:?}", r.waits) };
+    let WaitKind::Signal { prompt, schema, preview, reason, resume } = &r.waits[0].kind else {
+        panic!("{:?}", r.waits)
+    };
     assert_eq!(prompt.as_deref(), Some("which city?"));
+    assert_eq!(preview, &city().preview);
     assert_eq!(schema.as_ref().unwrap()["required"], json!(["city"]));
     assert_eq!((*reason, resume.clone()), (RunState::InputRequired, Some(city().resume)));
     let a = &r.attempts[0];

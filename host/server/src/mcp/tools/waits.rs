@@ -49,7 +49,7 @@ pub struct RunSignalOut {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub waiting_items: Vec<u32>,
     /// The data as given (the step's output; for a `for_each` wait, this
-    /// item's).
+    /// item's; for an agent step, the answer passed on: see `message`).
     pub output: Value,
     /// The run's state right after (working, completed, or input-required
     /// when another signal wait is open, ...).
@@ -136,6 +136,13 @@ impl SignalRefused {
                     vec![],
                 )
             }
+            // An agent step between two questions (the engine's message says so).
+            WaitRefused::NotWaiting { message } if message.contains("is an `agent` step") => (
+                "not_waiting",
+                message,
+                format!("answer when the step asks again: run_get {{\"run_id\": \"{run_id}\"}} shows its next question in `waits`, or the step's end"),
+                vec![],
+            ),
             WaitRefused::NotWaiting { message } => (
                 "not_waiting",
                 message,
@@ -217,7 +224,7 @@ impl WeftServer {
         })?;
         Ok(Json(RunSignalOut {
             status: if s.queued.is_some() { "queued" } else { "accepted" }.into(),
-            message: s.queued,
+            message: s.queued.or(s.forwarded),
             run_id: s.run.to_string(),
             step: s.step,
             item: s.item,
