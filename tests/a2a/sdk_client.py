@@ -24,7 +24,9 @@ from a2a.client import ClientConfig, create_client
 from a2a.helpers.proto_helpers import new_data_message, new_text_message
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
     Role,
     SendMessageRequest,
@@ -37,6 +39,7 @@ from a2a.utils.errors import (
     InvalidParamsError,
     PushNotificationNotSupportedError,
     TaskNotCancelableError,
+    UnsupportedOperationError,
 )
 from google.protobuf.json_format import MessageToDict
 
@@ -264,6 +267,38 @@ async def main():
         seen["push_refused"] = e.message
     after = (await blocking.list_tasks(ListTasksRequest())).total_size
     assert after == before, "a refused message started nothing"
+
+    # 9b. A configuration added to a task that runs gets the updates after
+    #     it; one added then deleted gets none; a task that ended takes none.
+    [r] = [e async for e in blocking.send_message(SendMessageRequest(
+        message=user_data({"order": "G-7", "amount": 4})))]
+    late = r.task.id
+    made = await blocking.create_task_push_notification_config(TaskPushNotificationConfig(
+        task_id=late, id="late", url=f"http://127.0.0.1:{PUSH_PORT}/push/late", token="tok-late"))
+    assert made.id == "late" and made.task_id == late and made.token == "tok-late", made
+    await blocking.create_task_push_notification_config(TaskPushNotificationConfig(
+        task_id=late, id="gone", url=f"http://127.0.0.1:{PUSH_PORT}/push/gone", token="tok-gone"))
+    await blocking.delete_task_push_notification_config(
+        DeleteTaskPushNotificationConfigRequest(task_id=late, id="gone"))
+    listed = await blocking.list_task_push_notification_configs(ListTaskPushNotificationConfigsRequest(task_id=late))
+    assert [c.id for c in listed.configs] == ["late"], listed
+    [_ async for _ in blocking.send_message(SendMessageRequest(
+        message=user_data({"approved": True, "by": "eve"}, task_id=late)))]
+    for _ in range(100):
+        late_states = [g["body"]["statusUpdate"]["status"]["state"] for g in Receiver.got if g["path"] == "/push/late"]
+        if "TASK_STATE_COMPLETED" in late_states:
+            break
+        await asyncio.sleep(0.1)
+    assert late_states == ["TASK_STATE_COMPLETED"], Receiver.got
+    assert all(g["token"] == "tok-late" for g in Receiver.got if g["path"] == "/push/late"), Receiver.got
+    assert not [g for g in Receiver.got if g["path"] == "/push/gone"], Receiver.got
+    seen["added_later"] = late_states
+    try:
+        await blocking.create_task_push_notification_config(TaskPushNotificationConfig(
+            task_id=late, id="after", url=f"http://127.0.0.1:{PUSH_PORT}/push/after"))
+        raise AssertionError("a configuration was added to an ended task")
+    except UnsupportedOperationError as e:
+        seen["ended_refused"] = e.message
 
     # 10. An A2A 0.3 method name: told which version this server speaks.
     async with httpx.AsyncClient() as h:

@@ -410,6 +410,13 @@ pub(crate) fn apply_write(slot: &mut Option<RunRecord>, log: &mut impl EventLog,
             *slot = None;
             log.clear();
         }
+        Write::RunDefinition { run, definition } => {
+            let r = slot.as_mut().ok_or_else(|| missing(&format!("run {run}")))?;
+            if r.state.is_terminal() {
+                return Err(StoreError::Conflict(format!("run {run} has ended")));
+            }
+            r.definition = definition.clone();
+        }
         other => unreachable!("not a run's write: {other:?}"),
     }
     Ok(())

@@ -157,6 +157,11 @@ pub enum InboxKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         event_id: Option<String>,
     },
+    /// Replace `run`'s definition (its `notify` changes from `old`; the
+    /// message's data is `{"definition", "old", "what"}`): left for the
+    /// worker that drives it. The answer is `{"changed": "done" | "ended" |
+    /// "moved"}` or `{"error"}`.
+    Redefine { run: RunId },
 }
 
 impl InboxKind {
@@ -165,7 +170,10 @@ impl InboxKind {
     /// drives that run handles the message.
     pub fn run(&self) -> Option<&RunId> {
         match self {
-            InboxKind::Signal { run, .. } | InboxKind::Cancel { run } | InboxKind::Deliver { run, .. } => Some(run),
+            InboxKind::Signal { run, .. }
+            | InboxKind::Cancel { run }
+            | InboxKind::Deliver { run, .. }
+            | InboxKind::Redefine { run } => Some(run),
             InboxKind::Event { .. } => None,
         }
     }
@@ -177,6 +185,7 @@ impl InboxKind {
             InboxKind::Event { .. } => "event",
             InboxKind::Cancel { .. } => "cancel",
             InboxKind::Deliver { .. } => "deliver",
+            InboxKind::Redefine { .. } => "redefine",
         }
     }
 

@@ -119,6 +119,11 @@ pub enum Write {
     /// events, to be stored again whole in the same batch (refused unless
     /// the run is `recording`: saved or discarded meanwhile).
     DeleteRecording { run: RunId },
+    /// A run's stored definition is replaced by one with the same steps:
+    /// only its `notify` changed (an A2A push configuration added to, or
+    /// deleted from, a task that started). Refused unless the run exists
+    /// and has not ended.
+    RunDefinition { run: RunId, definition: Arc<Value> },
     /// A message for the store's owner (refused when its id, or for an
     /// event its event id, is taken); stored with its answer when it has
     /// one (a signal queued for a step that does not wait yet).
@@ -189,7 +194,8 @@ impl Write {
             | Write::StartAttempt { run, .. }
             | Write::FinishAttempt { run, .. }
             | Write::CloseWait { run, .. }
-            | Write::DeleteRecording { run } => Some(run),
+            | Write::DeleteRecording { run }
+            | Write::RunDefinition { run, .. } => Some(run),
             Write::Event(e) => Some(&e.run),
             Write::PutArtifact { artifact, .. } => Some(&artifact.run),
             Write::OpenWait(w) => Some(&w.run),

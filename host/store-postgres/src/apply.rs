@@ -89,6 +89,8 @@ statements! {
                  ON CONFLICT DO NOTHING";
     close_wait = "DELETE FROM waits WHERE run_id = $1 AND step = $2";
     delete_recording = "DELETE FROM runs WHERE id = $1 AND state = 'recording'";
+    run_plan = "UPDATE run_inputs SET plan = $2 WHERE id = $1 AND EXISTS (SELECT 1 FROM runs WHERE id = $1
+                  AND state NOT IN ('completed', 'failed', 'canceled', 'rejected'))";
     delete_recording_input = "DELETE FROM run_inputs WHERE id = $1";
     delete_recording_events = "DELETE FROM events WHERE run_id = $1";
     inbox_put = "INSERT INTO inbox (id, kind, event_id, run, body, at, answer) VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -574,6 +576,12 @@ impl Stmts {
                     ],
                     one(format!("step {}/{} already waits", wr.run, wr.step)),
                 ));
+            }
+            Write::RunDefinition { run, definition } => {
+                let (sha, text) = plan_of(definition);
+                self.push(Stmt::new(Which::plan, vec![p(sha.clone()), p(text)], Expect::Any));
+                let args = vec![p(run.as_str().to_string()), p(sha)];
+                self.push(Stmt::new(Which::run_plan, args, one(format!("run {run} has ended or is not stored"))));
             }
             Write::DeleteRecording { run } => {
                 let id = || vec![p(run.as_str().to_string())];

@@ -342,6 +342,18 @@ fn apply_write<'a>(c: &Connection, w: &'a Write, found: &mut Found<'a>) -> Resul
             }
             found.add(run.as_str());
         }
+        Write::RunDefinition { run, definition } => {
+            let n = c
+                .prepare_cached(
+                    "UPDATE run_plans SET definition = ?2 WHERE id = ?1 AND EXISTS (SELECT 1 FROM runs WHERE id = ?1
+                       AND state NOT IN ('completed', 'failed', 'canceled', 'rejected'))",
+                )
+                .and_then(|mut s| s.execute(params![run.as_str(), definition.to_string()]))
+                .map_err(map_err)?;
+            if n == 0 {
+                return Err(conflict(format!("run {run} has ended or is not stored")));
+            }
+        }
         Write::DeleteRecording { run } => {
             let n = c
                 .prepare_cached("DELETE FROM runs WHERE id = ?1 AND state = 'recording'")

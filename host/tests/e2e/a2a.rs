@@ -62,6 +62,8 @@ on_both_stores! { fn the_python_sdk_discovers_runs_answers_streams_resumes_and_c
     assert_eq!(seen["greeted"], json!({"greeting": "Hello, Ada!"}));
     assert_eq!(seen["pushed"], json!(["TASK_STATE_INPUT_REQUIRED", "TASK_STATE_COMPLETED"]));
     assert!(seen["push_refused"].as_str().unwrap().contains("not under an allowed push URL"), "{seen}");
+    assert_eq!(seen["added_later"], json!(["TASK_STATE_COMPLETED"]), "a configuration added to a running task: {seen}");
+    assert!(seen["ended_refused"].as_str().unwrap().contains("has ended"), "{seen}");
     // Each task is a run, seen by every front end: the canceled one too.
     let runs = w.runs();
     assert!(runs.iter().any(|r| r["state"] == "canceled"), "{runs:?}");

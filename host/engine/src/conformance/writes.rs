@@ -29,6 +29,14 @@ pub async fn every_write_kind_round_trips_like_the_reference(store: Arc<dyn Stor
     assert_eq!(a.attempts[0].error.as_ref().unwrap().kind, ErrorKind::Transport);
     assert_eq!(a.attempts[2].item, Some(ItemIndex(0)));
     assert_eq!(a.last_seq, Seq(4));
+    // A run's definition, replaced while it runs (its `notify` changed).
+    let redefined =
+        Arc::new(json!({"name": "t", "steps": [], "notify": [{"on": ["completed"], "push": {"url": "http://x/"}}]}));
+    let redefine = || b(vec![Write::RunDefinition { run: id.clone(), definition: redefined.clone() }]);
+    sql.commit(redefine()).await.unwrap();
+    mem.commit(redefine()).await.unwrap();
+    assert_eq!(sql.run(&id).await.unwrap().unwrap().definition, redefined);
+    assert_eq!(sql.run(&id).await.unwrap(), mem.run(&id).await.unwrap());
     // events
     let ev = sql.events_after(&id, Seq(1), 10).await.unwrap();
     assert_eq!(ev.iter().map(|e| e.seq.0).collect::<Vec<_>>(), vec![2, 3, 4]);
@@ -54,6 +62,8 @@ pub async fn every_write_kind_round_trips_like_the_reference(store: Arc<dyn Stor
     .unwrap();
     assert!(sql.unfinished_runs().await.unwrap().is_empty());
     assert!(sql.expired_leases(i64::MAX).await.unwrap().is_empty());
+    let ended = sql.commit(redefine()).await.unwrap_err();
+    assert!(matches!(ended, StoreError::Conflict(_)), "an ended run's definition stays: {ended}");
     let r = sql.run(&id).await.unwrap().unwrap();
     assert_eq!(r.error.as_ref().unwrap().kind, ErrorKind::Deadline);
     assert_eq!(r.updated_at, 400);

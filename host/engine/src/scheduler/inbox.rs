@@ -197,6 +197,10 @@ impl Engine {
                     let took = self.deliver_event(run, step, event, &m.data, event_id.as_deref()).await?;
                     answer_once(&self.sh, &m.id, &took).await?;
                 }
+                InboxKind::Redefine { run } => {
+                    let answer = self.redefine_relayed(run, &m.data).await;
+                    answer_once(&self.sh, &m.id, &answer).await?;
+                }
             }
         }
         Ok(n)
@@ -295,7 +299,7 @@ impl Engine {
     /// the mail `mail` builds), else straight to the store (`undriven`),
     /// trying again while the run changes meanwhile (a driver starting or
     /// stopping, a store conflict), up to 20 times: `None` then.
-    async fn to_run<T, F>(
+    pub(super) async fn to_run<T, F>(
         &self,
         run: &RunId,
         mail: impl Fn(oneshot::Sender<T>) -> Mail,

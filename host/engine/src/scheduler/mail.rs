@@ -36,6 +36,24 @@ pub(crate) enum Mail {
         id: Option<String>,
         reply: oneshot::Sender<bool>,
     },
+    /// The run's `notify` changes (see `redefine`), if it is still `old`.
+    Redefine {
+        def: std::sync::Arc<crate::model_glue::Definition>,
+        json: std::sync::Arc<Value>,
+        old: Value,
+        what: Value,
+        reply: oneshot::Sender<Redefined>,
+    },
+}
+
+/// What became of a change of a run's `notify` (see `redefine`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Redefined {
+    Done,
+    /// The run ended: nothing changed.
+    Ended,
+    /// Its `notify` changed meanwhile (another change won): read it again.
+    Moved,
 }
 
 /// Where a signal comes from, and so where its answer goes.

@@ -20,6 +20,7 @@ mod mail;
 mod mail_undriven;
 mod outbox;
 mod plans;
+mod redefine;
 mod schedules;
 
 pub use changes::{Change, Changes};

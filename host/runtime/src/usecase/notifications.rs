@@ -1,12 +1,13 @@
 //! A run's notifications (the outbox): listing them with where each
-//! stands, and sending a failed one again. Every front end shows them
-//! through [`NotificationView`].
+//! stands, sending a failed one again, and changing a started run's
+//! `notify` (an A2A push configuration added or deleted later). Every
+//! front end shows them through [`NotificationView`].
 
 use serde::Serialize;
 use serde_json::Value;
 use weft_engine::clock::rfc3339;
 use weft_engine::delivery::{DeliveryFilter, DeliveryRecord, DeliveryState, DeliveryTarget};
-use weft_engine::{EngineError, StoreError};
+use weft_engine::{EngineError, RunId, StoreError};
 
 use super::UseCases;
 
@@ -80,7 +81,47 @@ pub enum ResendRefused {
     Failed(EngineError),
 }
 
+/// Why a started run's notifications did not change.
+#[derive(Debug, thiserror::Error)]
+pub enum NotifyEditRefused {
+    /// The run has ended: nothing would be sent.
+    #[error("the run has ended: its notifications no longer change")]
+    Ended,
+    /// The edited definition does not hold (or would change its steps).
+    #[error("{0}")]
+    Invalid(String),
+    /// The store failed, or the run is gone.
+    #[error(transparent)]
+    Failed(EngineError),
+}
+
 impl UseCases {
+    /// Changes the `notify` list of run `run`, which started: `edit`
+    /// changes it (applied again to what another change left, if one won
+    /// the race), and the transitions after now follow the new list.
+    pub async fn edit_run_notify(
+        &self,
+        run: &RunId,
+        edit: impl Fn(&mut Vec<Value>),
+        what: Value,
+    ) -> Result<(), NotifyEditRefused> {
+        let edited = |d: &Value| {
+            let mut d = d.clone();
+            if let Some(o) = d.as_object_mut()
+                && let Some(list) = o.entry("notify").or_insert_with(|| Value::Array(vec![])).as_array_mut()
+            {
+                edit(list);
+            }
+            d
+        };
+        match self.engine.redefine(run, edited, what).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(NotifyEditRefused::Ended),
+            Err(EngineError::Plan(m)) => Err(NotifyEditRefused::Invalid(m)),
+            Err(e) => Err(NotifyEditRefused::Failed(e)),
+        }
+    }
+
     /// Notifications matching `filter`, newest first.
     pub async fn notifications(&self, filter: &DeliveryFilter) -> Result<Vec<NotificationView>, StoreError> {
         Ok(self.store.deliveries(filter).await?.iter().map(NotificationView::of).collect())

@@ -397,7 +397,6 @@ impl Follow {
             if self.done {
                 return None;
             }
-            let rec = self.agent.core.store.run(&self.id).await.ok().flatten()?;
             let page = match self.agent.core.store.events_after(&self.id, Seq(self.after), PAGE).await {
                 Ok(p) => p,
                 Err(e) => {
@@ -405,6 +404,10 @@ impl Follow {
                     return None;
                 }
             };
+            // Read after the events, so it is at least as new as the last
+            // of them: the state a run is still in is sent with its message
+            // (the questions and their previews), never without.
+            let rec = self.agent.core.store.run(&self.id).await.ok().flatten()?;
             let full = page.len() == PAGE;
             let mut ready = vec![];
             for e in &page {

@@ -4,11 +4,11 @@
 //! go through the outbox with its retries and ids (docs/notifications.md).
 //! The URL must be under one of weft.toml's `[a2a] push_urls`.
 //!
-//! A run's notifications are committed with its start, so a configuration
-//! cannot be added to (or deleted from) a task that already started:
-//! `CreateTaskPushNotificationConfig` and `DeleteTaskPushNotificationConfig`
-//! answer `UnsupportedOperation`, saying so; `Get` and `List` read the
-//! task's configurations back.
+//! `CreateTaskPushNotificationConfig` on a task that runs adds one (or
+//! replaces the one of the same id), and `DeleteTaskPushNotificationConfig`
+//! removes one: the run's `notify` changes for the transitions after it
+//! (the use-case layer's `edit_run_notify`). A task that ended takes no
+//! new configuration. `Get` and `List` read the task's configurations.
 
 use serde_json::{Value, json};
 use weft_a2a::errors::{A2aError, ErrorKind};
@@ -18,6 +18,7 @@ use weft_a2a::wire::{
 };
 use weft_engine::store::RunRecord;
 use weft_model::notify::NOTIFY_STATES;
+use weft_runtime::usecase::notifications::NotifyEditRefused;
 
 use super::ops::{Agent, Sent, decode, to_value};
 
@@ -39,12 +40,20 @@ pub async fn send_with_push(agent: &Agent, req: &SendMessageRequest) -> Result<S
         .at(at)
         .hint("send the configuration with the message that starts the task"));
     }
+    let entry = entry_of(agent, cfg, &format!("{at}/url"))?;
+    agent.send(req, vec![entry]).await
+}
+
+/// The `notify` entry of push configuration `cfg` (a `push` target on
+/// every state a task settles in), once its URL is allowed (`url_at`:
+/// where the URL is in the request).
+fn entry_of(agent: &Agent, cfg: &TaskPushNotificationConfig, url_at: &str) -> Result<Value, A2aError> {
     if let Some(why) = weft_runtime::a2a::push_refused(&cfg.url, &agent.core.settings.file.a2a.push_urls) {
         return Err(A2aError::new(ErrorKind::PushNotificationNotSupported, why)
-            .at(format!("{at}/url"))
+            .at(url_at)
             .hint("the server's operator allows push URLs in weft.toml: [a2a] push_urls"));
     }
-    let mut push = json!({"url": cfg.url, "id": if cfg.id.is_empty() { DEFAULT_ID } else { &cfg.id }});
+    let mut push = json!({"url": cfg.url, "id": config_id(&cfg.id)});
     if !cfg.token.is_empty() {
         push["token"] = json!(cfg.token);
     }
@@ -52,7 +61,32 @@ pub async fn send_with_push(agent: &Agent, req: &SendMessageRequest) -> Result<S
         push["authorization"] = json!(format!("{} {}", a.scheme, a.credentials).trim().to_string());
     }
     let on: Vec<&str> = NOTIFY_STATES.iter().map(|s| s.as_str()).collect();
-    agent.send(req, vec![json!({"on": on, "push": push})]).await
+    Ok(json!({"on": on, "push": push}))
+}
+
+/// A configuration's id (`default` when the client gave none).
+fn config_id(id: &str) -> &str {
+    if id.is_empty() { DEFAULT_ID } else { id }
+}
+
+/// Whether `notify` entry `n` is push configuration `id`.
+fn is_config(n: &Value, id: &str) -> bool {
+    n.get("push").and_then(|p| p.get("id")).and_then(Value::as_str) == Some(id)
+}
+
+/// A change of a task's configurations refused: the task ended, or the
+/// store failed.
+fn edit_refused(e: NotifyEditRefused, task: &str) -> A2aError {
+    match e {
+        NotifyEditRefused::Ended => A2aError::new(
+            ErrorKind::UnsupportedOperation,
+            format!("task {task} has ended: no notification would be sent"),
+        )
+        .at("/taskId")
+        .hint("GetTask reads how it ended"),
+        NotifyEditRefused::Invalid(m) => A2aError::new(ErrorKind::InvalidParams, m),
+        NotifyEditRefused::Failed(e) => A2aError::internal(e),
+    }
 }
 
 /// The push configurations task `rec` started with.
@@ -78,16 +112,23 @@ fn configs(rec: &RunRecord) -> Vec<TaskPushNotificationConfig> {
         .collect()
 }
 
-/// `CreateTaskPushNotificationConfig`.
+/// `CreateTaskPushNotificationConfig`: the task's notifications after now
+/// go to it too (it replaces the configuration of the same id).
 pub async fn create(agent: &Agent, params: Value) -> Result<Value, A2aError> {
     let cfg: TaskPushNotificationConfig = decode(params)?;
-    agent.task_run(&cfg.task_id, "/taskId").await?;
-    Err(A2aError::new(
-        ErrorKind::UnsupportedOperation,
-        "a task's push notifications are committed with its start; they cannot be added later",
-    )
-    .at("/taskId")
-    .hint("send `configuration.taskPushNotificationConfig` with the SendMessage that starts the task"))
+    let rec = agent.task_run(&cfg.task_id, "/taskId").await?;
+    let entry = entry_of(agent, &cfg, "/url")?;
+    let id = config_id(&cfg.id).to_string();
+    let edit = |list: &mut Vec<Value>| {
+        list.retain(|n| !is_config(n, &id));
+        list.push(entry.clone());
+    };
+    let what = json!({"push": {"added": id, "url": cfg.url}});
+    agent.core.for_http.edit_run_notify(&rec.id, edit, what).await.map_err(|e| edit_refused(e, &cfg.task_id))?;
+    // As the task reads it back: the scheme of its credentials only.
+    let rec = agent.task_run(&cfg.task_id, "/taskId").await?;
+    let made = configs(&rec).into_iter().find(|c| c.id == id);
+    to_value(made.ok_or_else(|| A2aError::internal(format!("configuration `{id}` was not kept")))?)
 }
 
 /// `GetTaskPushNotificationConfig`.
@@ -111,14 +152,21 @@ pub async fn list(agent: &Agent, params: Value) -> Result<Value, A2aError> {
     to_value(ListTaskPushNotificationConfigsResponse { configs: configs(&rec), next_page_token: String::new() })
 }
 
-/// `DeleteTaskPushNotificationConfig`.
+/// `DeleteTaskPushNotificationConfig`: no notification after now goes to it.
 pub async fn delete(agent: &Agent, params: Value) -> Result<Value, A2aError> {
     let req: PushConfigRequest = decode(params)?;
-    agent.task_run(&req.task_id, "/taskId").await?;
-    Err(A2aError::new(
-        ErrorKind::UnsupportedOperation,
-        "a task's push notifications are committed with its start; they cannot be deleted",
-    )
-    .at("/taskId")
-    .hint("CancelTask ends the task (and its notifications after the cancel)"))
+    let rec = agent.task_run(&req.task_id, "/taskId").await?;
+    let id = req.id.clone().unwrap_or_else(|| DEFAULT_ID.to_string());
+    if !configs(&rec).iter().any(|c| c.id == id) {
+        return Err(A2aError::new(
+            ErrorKind::TaskNotFound,
+            format!("task {} has no push configuration `{id}`", rec.id),
+        )
+        .at("/id")
+        .hint("ListTaskPushNotificationConfigs lists them"));
+    }
+    let edit = |list: &mut Vec<Value>| list.retain(|n| !is_config(n, &id));
+    let what = json!({"push": {"deleted": id}});
+    agent.core.for_http.edit_run_notify(&rec.id, edit, what).await.map_err(|e| edit_refused(e, &req.task_id))?;
+    Ok(json!({}))
 }

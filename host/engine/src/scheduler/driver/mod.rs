@@ -258,6 +258,7 @@ enum Wake {
 enum Reply {
     Signal(tokio::sync::oneshot::Sender<SignalAnswer>, SignalAnswer),
     Event(tokio::sync::oneshot::Sender<bool>, bool),
+    Redefine(tokio::sync::oneshot::Sender<super::mail::Redefined>, super::mail::Redefined),
 }
 
 /// What the engine keeps to talk to a run's driver.
@@ -702,6 +703,9 @@ impl Driver {
                 }
                 Reply::Event(tx, ok) => {
                     let _ = tx.send(ok);
+                }
+                Reply::Redefine(tx, r) => {
+                    let _ = tx.send(r);
                 }
             }
         }

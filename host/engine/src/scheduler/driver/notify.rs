@@ -5,6 +5,7 @@
 use super::*;
 use crate::model_glue::NotifyOn;
 use crate::notices::{self, RunFacts};
+use crate::scheduler::mail::Redefined;
 
 impl Driver {
     /// The run entered `to` (its event is the batch's last): the
@@ -34,6 +35,31 @@ impl Driver {
         if to == StepState::Waiting && signal && !self.deferred.iter().any(|(s, _)| s.is_none()) {
             self.deferred.push((None, self.seq));
         }
+    }
+
+    /// The run's `notify` changes from `old` (see `scheduler::redefine`):
+    /// the plan is swapped, and the definition and a `notify.changed` event
+    /// go in this batch; the answer waits for it. An ended run, or one
+    /// whose `notify` is no longer `old`, changes nothing.
+    pub(super) fn on_redefine(
+        &mut self,
+        def: Arc<Definition>,
+        json: Arc<Value>,
+        old: Value,
+        what: Value,
+        reply: tokio::sync::oneshot::Sender<Redefined>,
+    ) {
+        let answer = if self.state.is_terminal() {
+            Redefined::Ended
+        } else if serde_json::to_value(&self.def.notify).ok() != Some(old) {
+            Redefined::Moved
+        } else {
+            self.def = def;
+            self.batch.push(Write::RunDefinition { run: self.id.clone(), definition: json });
+            self.event("notify.changed".into(), None, None, what);
+            Redefined::Done
+        };
+        self.replies.push(Reply::Redefine(reply, answer));
     }
 
     /// The notifications deferred to the flush. They go before the batch's

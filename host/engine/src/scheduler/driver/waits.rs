@@ -357,6 +357,7 @@ impl Driver {
 
     pub(super) fn on_mail(&mut self, m: Mail) -> Result<(), EngineError> {
         match m {
+            Mail::Redefine { def, json, old, what, reply } => self.on_redefine(def, json, old, what, reply),
             Mail::Signal { step, item, data, via, reply } => {
                 let answer = match self.names.get(&step).copied() {
                     None => no_such_step(&self.id, &step, self.def.steps.iter().map(|s| s.name.as_str())),

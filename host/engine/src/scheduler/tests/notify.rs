@@ -208,3 +208,63 @@ async fn each_wait_that_opens_asks_again_and_a_bad_ref_is_kept_failed_and_logged
     let ev = h.store.all_events(&r.id).into_iter().find(|e| e.kind == "notify.failed").expect("logged");
     assert_eq!(ev.data["delivery"], failed[0].id.as_str());
 }
+
+/// A notification added to a run that started (an A2A push config) goes
+/// out with the transitions after it, driven or not; one removed does not;
+/// steps cannot change; an ended run changes nothing.
+#[tokio::test]
+async fn a_runs_notify_changes_after_it_started_for_the_transitions_after() {
+    let store = Arc::new(MemStore::new());
+    let h = harness_with(store.clone(), Arc::new(Fake::default()), 4);
+    let fake = Arc::new(FakeDeliverer::default());
+    h.engine.set_deliverer(fake.clone());
+    let _outbox = h.engine.start_outbox().unwrap();
+    let id = h.engine.submit(&def(approval(json!([]))), json!({}), labelled("s")).await.unwrap();
+    let r = h.until(&id, |r| r.state == RunState::InputRequired).await;
+    assert!(r.definition.get("notify").is_none_or(|n| n == &json!([])));
+    let adding = |name: &'static str| {
+        move |d: &Value| {
+            let mut d = d.clone();
+            let list = d.as_object_mut().unwrap().entry("notify").or_insert(json!([]));
+            list.as_array_mut().unwrap().push(json!({"on": ["completed"], "webhook": name}));
+            d
+        }
+    };
+    let with = adding("late");
+    let what = json!({"added": "late"});
+    // Two changes at once: each applies to what the other left.
+    let (a, b) =
+        tokio::join!(h.engine.redefine(&id, with, what.clone()), h.engine.redefine(&id, adding("later"), what.clone()));
+    assert!(a.unwrap() && b.unwrap());
+    let names: Vec<Value> =
+        h.rec(&id).await.definition["notify"].as_array().unwrap().iter().map(|n| n["webhook"].clone()).collect();
+    assert_eq!(names.len(), 2, "neither change was lost: {names:?}");
+    let moved = |d: &Value| {
+        let mut d = d.clone();
+        d["steps"][1]["name"] = json!("other");
+        d
+    };
+    assert!(h.engine.redefine(&id, moved, what.clone()).await.is_err(), "steps cannot change");
+    h.engine.signal(&id, "approve", json!({})).await.unwrap();
+    assert_eq!(h.wait(&id).await.state, RunState::Completed);
+    eventually(&h, "the added notifications", || fake.tries_of("completed").len() == 2).await;
+    let evs = h.store.all_events(&id);
+    assert_eq!(evs.iter().filter(|e| e.kind == "notify.changed").count(), 2);
+    assert!(!h.engine.redefine(&id, with, what.clone()).await.unwrap(), "an ended run changes nothing");
+
+    // With nobody driving the run: committed to the store with the run's
+    // next event, and the next owner's driver follows it.
+    let id = h.engine.submit(&def(approval(json!([]))), json!({}), labelled("t")).await.unwrap();
+    h.until(&id, |r| r.state == RunState::InputRequired).await;
+    h.engine.abort_all();
+    let h2 = harness_with(store.clone(), Arc::new(Fake::default()), 4);
+    let fake2 = Arc::new(FakeDeliverer::default());
+    h2.engine.set_deliverer(fake2.clone());
+    let _outbox2 = h2.engine.start_outbox().unwrap();
+    assert!(h2.engine.redefine(&id, with, what).await.unwrap());
+    assert_eq!(h2.rec(&id).await.definition["notify"][0]["webhook"], "late");
+    h2.engine.recover().await.unwrap();
+    h2.engine.signal(&id, "approve", json!({})).await.unwrap();
+    assert_eq!(h2.wait(&id).await.state, RunState::Completed);
+    eventually(&h2, "the added notification", || fake2.tries_of("completed").len() == 1).await;
+}
