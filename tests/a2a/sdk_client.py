@@ -37,7 +37,6 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import (
     ContentTypeNotSupportedError,
     InvalidParamsError,
-    PushNotificationNotSupportedError,
     TaskNotCancelableError,
     UnsupportedOperationError,
 )
@@ -263,8 +262,9 @@ async def main():
         [_ async for _ in elsewhere.send_message(SendMessageRequest(
             message=user_data({"order": "F-6", "amount": 2})))]
         raise AssertionError("a push URL the operator did not allow was taken")
-    except PushNotificationNotSupportedError as e:
+    except InvalidParamsError as e:
         seen["push_refused"] = e.message
+        assert e.data["path"].endswith("/url"), e.data
     after = (await blocking.list_tasks(ListTasksRequest())).total_size
     assert after == before, "a refused message started nothing"
 

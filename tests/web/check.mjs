@@ -115,6 +115,14 @@ try {
   await page.waitForSelector("#run-state [data-state=canceled]", { timeout: 10000 });
   ok("cancel works");
   await shot("05-canceled");
+  check(!(await page.textContent("#run-head")).includes("null"), "the run's head shows no stray `null`");
+
+  // Retry it: a new run, linked to the one it retries.
+  await page.click("#retry");
+  await page.waitForFunction((old) => location.hash.startsWith("#/runs/r_") && !location.hash.endsWith(old), gate);
+  await page.waitForSelector(`#retry-of a[href="#/runs/${gate}"]`, { timeout: 10000 });
+  ok("retry started a new run that links to the canceled one");
+  await shot("06-retried");
 
   const leaked = token ? urls.filter((u) => u.includes(token)) : [];
   check(leaked.length === 0, "the token never appears in a URL");

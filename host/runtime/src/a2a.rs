@@ -192,6 +192,9 @@ mod tests {
         assert!(!push_allowed("http://127.0.0.1:9000/other", &allowed));
         assert!(!push_allowed("http://u:p@127.0.0.1:9000/hooks/x", &allowed));
         assert!(!push_allowed("file:///etc/passwd", &allowed));
+        // Dot segments are resolved before the check, as the request would.
+        assert!(!push_allowed("http://127.0.0.1:9000/hooks/../admin", &allowed));
+        assert!(!push_allowed("http://127.0.0.1:9000/hooks/%2e%2e/admin", &allowed));
         assert!(!push_allowed("http://169.254.169.254/hooks/", &allowed));
         assert!(push_refused("http://x/", &[]).unwrap().contains("push_urls"));
     }

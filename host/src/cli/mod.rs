@@ -26,6 +26,7 @@ mod plugin;
 mod prepare;
 mod progress;
 mod prune;
+mod retry;
 mod run;
 mod runs;
 mod schedule;
@@ -130,6 +131,15 @@ pub enum Exit {
     Failed,
     /// 3: the run waits for input.
     Waiting,
+}
+
+/// The exit code a run's state stands for.
+pub fn exit_for(state: weft_engine::RunState) -> Exit {
+    match state {
+        weft_engine::RunState::Completed => Exit::Success,
+        weft_engine::RunState::InputRequired | weft_engine::RunState::AuthRequired => Exit::Waiting,
+        _ => Exit::Failed,
+    }
 }
 
 impl From<Exit> for ExitCode {

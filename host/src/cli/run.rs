@@ -37,8 +37,8 @@ use weft_runtime::owner::Poller;
 use weft_runtime::pipeline::{Prepared, Refused, Source};
 use weft_runtime::usecase::{StartRefused, UseCases};
 
+use super::exit_for;
 use super::progress::Progress;
-use super::runs::exit_for;
 use super::{Exit, bad, output};
 use weft_runtime::app::{self, App};
 use weft_runtime::config::Settings;
@@ -218,8 +218,7 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
     for p in &prepared.warnings {
         eprintln!("warning: {what}: {p}");
     }
-    let Prepared { plan: pinned, input, opts, .. } = prepared;
-    let start_key = opts.start_key.clone();
+    let start_key = prepared.opts.start_key.clone();
     let replay = |e: anyhow::Error| -> anyhow::Result<RunId> {
         // Another start of the same key won the race: its run.
         if let Some((key, digest)) = &start_key
@@ -229,10 +228,26 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
         }
         Err(e)
     };
+    start_prepared(&app, &engine, prepared, args.detach, args.json, replay)
+}
 
-    if args.detach {
-        let id = create(&app, &engine, &pinned, input, opts).or_else(replay)?;
-        if args.json {
+/// Creates the prepared run, then (unless `detach`) executes it here when
+/// this process may own the store, or follows the owner executing it;
+/// prints it as `weft run` does. `replay` finds the run a repeated
+/// idempotency key started, when its creation conflicts.
+pub(super) fn start_prepared(
+    app: &App,
+    engine: &Engine,
+    prepared: Prepared,
+    detach: bool,
+    json: bool,
+    replay: impl Fn(anyhow::Error) -> anyhow::Result<RunId>,
+) -> anyhow::Result<Exit> {
+    let _rt = app.rt.enter();
+    let Prepared { plan: pinned, input, opts, .. } = prepared;
+    if detach {
+        let id = create(app, engine, &pinned, input, opts).or_else(replay)?;
+        if json {
             let rec = app.block_on(app.store.run(&id))?.context("the run just created is missing")?;
             output::json(&view::run_json(&rec));
         } else {
@@ -251,7 +266,7 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
             (id, Some(lock))
         }
         Err(pid) => {
-            let id = create(&app, &engine, &pinned, input, opts).or_else(replay)?;
+            let id = create(app, engine, &pinned, input, opts).or_else(replay)?;
             eprintln!(
                 "the store {} is owned by {}, which executes run {id}; following it here (and taking over if that process ends first)",
                 app.store_name,
@@ -263,12 +278,12 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
     let mut owned = owned;
     // Notifications go out while this process owns the store.
     let outbox = owned.as_ref().and_then(|_| engine.start_outbox());
-    let rec = follow(&app, &engine, &id, &mut owned, Progress::new(false));
+    let rec = follow(app, engine, &id, &mut owned, Progress::new(false));
     let outbox = outbox.or_else(|| owned.as_ref().and_then(|_| engine.start_outbox()));
     if owned.is_some() {
-        hand_over(&app, &engine);
+        hand_over(app, engine);
         if outbox.is_some() {
-            send_before_exit(&app, &id);
+            send_before_exit(app, &id);
         }
     }
     if let Some(o) = owned {
@@ -276,7 +291,7 @@ pub fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<Exit> {
         app.block_on(o.leave());
     }
     app.shutdown_upstreams();
-    Ok(print_result(&rec?, args.json))
+    Ok(print_result(&rec?, json))
 }
 
 /// An idempotency key's refusal, as the CLI says it (exit 2).

@@ -48,6 +48,10 @@ pub enum RunsCommand {
         /// The run's id (r_...).
         run: String,
     },
+    /// Retry an ended run: a new run of the same definition that keeps
+    /// the outputs of the steps that succeeded and runs the others
+    /// (labelled `weft/retry-of=RUN`).
+    Retry(super::retry::RetryArgs),
     /// Compare a run with another, step by step: where their inputs and
     /// outputs differ, and the first step where they depart. Without a
     /// second run: the recording of the run's template (else the run of
@@ -134,6 +138,10 @@ pub fn run(settings: &Settings, cmd: RunsCommand) -> anyhow::Result<Exit> {
         }
         RunsCommand::Events { run, follow, json } => events(&app, &run, follow, json),
         RunsCommand::Cancel { run } => cancel(&app, &run),
+        RunsCommand::Retry(a) => {
+            drop(app);
+            super::retry::retry(settings, a)
+        }
         RunsCommand::Delete { runs, json } => super::prune::delete(&app, &runs, json),
         RunsCommand::Prune(a) => super::prune::prune(&app, a),
         RunsCommand::Diff { run, with, json } => super::diff::diff(&app, &run, with.as_deref(), json),
@@ -141,15 +149,6 @@ pub fn run(settings: &Settings, cmd: RunsCommand) -> anyhow::Result<Exit> {
             let rec = load_run(&app, &run)?;
             super::artifacts::artifacts(&app, &rec, out.as_deref(), json)
         }
-    }
-}
-
-/// The exit code a run's state stands for.
-pub fn exit_for(state: RunState) -> Exit {
-    match state {
-        RunState::Completed => Exit::Success,
-        RunState::InputRequired | RunState::AuthRequired => Exit::Waiting,
-        _ => Exit::Failed,
     }
 }
 

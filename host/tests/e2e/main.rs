@@ -33,6 +33,7 @@ mod postgres;
 mod readme;
 mod recordings;
 mod recovery;
+mod retry;
 mod runs;
 mod schedules;
 mod secrets;

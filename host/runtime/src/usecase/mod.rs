@@ -21,6 +21,7 @@
 pub mod answer;
 pub mod notifications;
 pub mod outside;
+pub mod retry;
 pub mod schedules;
 pub mod settle;
 pub mod start;

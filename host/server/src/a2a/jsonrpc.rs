@@ -69,6 +69,9 @@ pub async fn handle(agent: Agent, headers: HeaderMap, body: &[u8]) -> Response {
         "ListTasks" => reply(
             id,
             async {
+                history_length(
+                    params.get("historyLength").and_then(Value::as_i64).map(|n| n.max(i32::MIN as i64) as i32),
+                )?;
                 let req: ListTasksRequest = decode(params)?;
                 to_value(agent.list(&req).await?)
             }
@@ -191,8 +194,22 @@ pub async fn stream_send(agent: &Agent, params: Value) -> Result<Events, A2aErro
 /// `GetTask` (both bindings).
 pub async fn get(agent: &Agent, params: Value) -> Result<Value, A2aError> {
     let req: TaskIdRequest = decode(params)?;
+    history_length(req.history_length)?;
     let rec = agent.task_run(&req.id, "/id").await?;
     to_value(agent.task(&rec))
+}
+
+/// A `historyLength` must not be negative (tasks carry no history: see
+/// docs/a2a.md, "Choices written down").
+fn history_length(n: Option<i32>) -> Result<(), A2aError> {
+    match n {
+        Some(n) if n < 0 => {
+            Err(A2aError::new(ErrorKind::InvalidParams, format!("`historyLength` is {n}: it must be 0 or more"))
+                .at("/historyLength")
+                .hint("leave it out: tasks carry no history (the input and answers are the run's)"))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// `SubscribeToTask` (both bindings): the task as it is, then its events

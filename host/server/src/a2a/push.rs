@@ -49,7 +49,7 @@ pub async fn send_with_push(agent: &Agent, req: &SendMessageRequest) -> Result<S
 /// where the URL is in the request).
 fn entry_of(agent: &Agent, cfg: &TaskPushNotificationConfig, url_at: &str) -> Result<Value, A2aError> {
     if let Some(why) = weft_runtime::a2a::push_refused(&cfg.url, &agent.core.settings.file.a2a.push_urls) {
-        return Err(A2aError::new(ErrorKind::PushNotificationNotSupported, why)
+        return Err(A2aError::new(ErrorKind::InvalidParams, why)
             .at(url_at)
             .hint("the server's operator allows push URLs in weft.toml: [a2a] push_urls"));
     }
@@ -62,6 +62,15 @@ fn entry_of(agent: &Agent, cfg: &TaskPushNotificationConfig, url_at: &str) -> Re
     }
     let on: Vec<&str> = NOTIFY_STATES.iter().map(|s| s.as_str()).collect();
     Ok(json!({"on": on, "push": push}))
+}
+
+/// Task `rec` has no configuration `id` (the task exists: not TASK_NOT_FOUND).
+fn no_config(rec: &RunRecord, id: &str) -> A2aError {
+    let ids: Vec<String> = configs(rec).into_iter().map(|c| format!("`{}`", c.id)).collect();
+    let has = if ids.is_empty() { "none".to_string() } else { ids.join(", ") };
+    A2aError::new(ErrorKind::InvalidParams, format!("task {} has no push configuration `{id}` (it has {has})", rec.id))
+        .at("/id")
+        .hint("ListTaskPushNotificationConfigs lists them")
 }
 
 /// A configuration's id (`default` when the client gave none).
@@ -115,10 +124,16 @@ fn configs(rec: &RunRecord) -> Vec<TaskPushNotificationConfig> {
 /// `CreateTaskPushNotificationConfig`: the task's notifications after now
 /// go to it too (it replaces the configuration of the same id).
 pub async fn create(agent: &Agent, params: Value) -> Result<Value, A2aError> {
-    let cfg: TaskPushNotificationConfig = decode(params)?;
+    let mut cfg: TaskPushNotificationConfig = decode(params)?;
     let rec = agent.task_run(&cfg.task_id, "/taskId").await?;
+    if cfg.id.is_empty() {
+        // No id: a new configuration, never one that replaces another.
+        let taken: Vec<String> = configs(&rec).into_iter().map(|c| c.id).collect();
+        let fresh = std::iter::once(DEFAULT_ID.to_string()).chain((2..).map(|n| format!("{DEFAULT_ID}-{n}")));
+        cfg.id = fresh.into_iter().find(|id| !taken.contains(id)).unwrap_or_default();
+    }
     let entry = entry_of(agent, &cfg, "/url")?;
-    let id = config_id(&cfg.id).to_string();
+    let id = cfg.id.clone();
     let edit = |list: &mut Vec<Value>| {
         list.retain(|n| !is_config(n, &id));
         list.push(entry.clone());
@@ -137,11 +152,7 @@ pub async fn get(agent: &Agent, params: Value) -> Result<Value, A2aError> {
     let rec = agent.task_run(&req.task_id, "/taskId").await?;
     let id = req.id.clone().unwrap_or_else(|| DEFAULT_ID.to_string());
     let found = configs(&rec).into_iter().find(|c| c.id == id);
-    let cfg = found.ok_or_else(|| {
-        A2aError::new(ErrorKind::TaskNotFound, format!("task {} has no push configuration `{id}`", rec.id))
-            .at("/id")
-            .hint("ListTaskPushNotificationConfigs lists them")
-    })?;
+    let cfg = found.ok_or_else(|| no_config(&rec, &id))?;
     to_value(cfg)
 }
 
@@ -158,12 +169,7 @@ pub async fn delete(agent: &Agent, params: Value) -> Result<Value, A2aError> {
     let rec = agent.task_run(&req.task_id, "/taskId").await?;
     let id = req.id.clone().unwrap_or_else(|| DEFAULT_ID.to_string());
     if !configs(&rec).iter().any(|c| c.id == id) {
-        return Err(A2aError::new(
-            ErrorKind::TaskNotFound,
-            format!("task {} has no push configuration `{id}`", rec.id),
-        )
-        .at("/id")
-        .hint("ListTaskPushNotificationConfigs lists them"));
+        return Err(no_config(&rec, &id));
     }
     let edit = |list: &mut Vec<Value>| list.retain(|n| !is_config(n, &id));
     let what = json!({"push": {"deleted": id}});

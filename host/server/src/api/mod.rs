@@ -9,6 +9,7 @@
 //! |---|---|
 //! | `mod.rs` | the router, [`ApiError`] (`{"kind", "message", "path"?, "hint"?}` with its status) |
 //! | `runs.rs` | `GET /runs`, `GET /runs/{id}`, `POST /runs`, cancel, signal, graph |
+//! | `retry.rs` | `POST /runs/{id}/retry`: retry from failure |
 //! | `stream.rs` | `GET /runs/{id}/events`: JSON pages, or SSE resumable with `Last-Event-ID`; `GET /stream`: every run's state changes, live |
 //! | `catalog.rs` | templates, schedules, `POST /events` |
 //! | `notifications.rs` | `GET /notifications`, `POST /notifications/{id}/resend` (the outbox) |
@@ -19,6 +20,7 @@ mod catalog;
 mod checks;
 mod notifications;
 pub mod openapi;
+mod retry;
 mod runs;
 mod stream;
 
@@ -49,6 +51,7 @@ pub fn router(core: Arc<Core>) -> axum::Router {
         .route("/runs/{id}/artifacts/{name}", get(runs::artifact))
         .route("/stream", get(stream::runs))
         .route("/runs/{id}/cancel", post(runs::cancel))
+        .route("/runs/{id}/retry", post(retry::retry))
         .route("/runs/{id}/steps/{step}/signal", post(runs::signal))
         .route("/events", post(catalog::emit))
         .route("/templates", get(catalog::templates))

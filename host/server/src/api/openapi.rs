@@ -130,6 +130,15 @@ pub fn spec() -> Value {
         },
         Op {
             method: "post",
+            path: "/runs/{id}/retry",
+            summary: "Retry an ended run: 201 with a new run of its definition that keeps the outputs of the steps that succeeded and runs the others (`from`: that step and what follows it run again; `input`: only the steps whose inputs change run again); 409 when the run has not ended.",
+            params: &[ID],
+            body: Some(r(g.subschema_for::<super::retry::RetryBody>())),
+            ok: (201, r(g.subschema_for::<super::retry::RetryOut>())),
+            errors: &[400, 404, 409, 413, 422],
+        },
+        Op {
+            method: "post",
             path: "/runs/{id}/steps/{step}/signal",
             summary: "Answer a waiting step: 200; 422 with the schema's errors (it still waits); 409 when already answered.",
             params: &[ID, ("step", "path", "The waiting step.")],

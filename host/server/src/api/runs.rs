@@ -69,7 +69,7 @@ pub struct RunSummaryView {
 }
 
 /// A run named by a client that cannot be found, in the API's terms.
-fn lookup_refused(e: LookupRefused) -> ApiError {
+pub(super) fn lookup_refused(e: LookupRefused) -> ApiError {
     match e {
         LookupRefused::NotAnId(text) => ApiError::invalid(format!("{text:?} is not a run id"))
             .hint("a run id looks like r_01k…; GET /api/v1/runs lists them"),
@@ -196,7 +196,7 @@ pub(super) async fn start(
 }
 
 /// A run the use-case layer did not start, in the API's terms.
-fn start_refused(e: StartRefused) -> ApiError {
+pub(super) fn start_refused(e: StartRefused) -> ApiError {
     match e {
         StartRefused::NoSource | StartRefused::BothSources => {
             ApiError::invalid("give exactly one of `template` and `definition`")

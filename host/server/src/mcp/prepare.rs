@@ -36,10 +36,8 @@ impl schemars::JsonSchema for DefinitionArg {
             "description": "A workflow definition: {\"name\", \"steps\": [...], \"input_schema\"?, \"output\"?} (or its JSON text). The format, with examples: resource weft://guide; its JSON Schema: weft://schema/definition.",
             "required": ["name", "steps"],
             "properties": {
-                "name": {"type": "string", "description": "[a-z0-9][a-z0-9_-]*"},
-                "steps": {"type": "array", "items": {"type": "object"}, "description": "Each: {\"name\", one action (tool, code, agent, return, wait, sleep, workflow), \"input\"?, \"when\"?, \"for_each\"?, ...}"},
-                "input_schema": {"type": "object"},
-                "output": {}
+                "name": {"type": "string"},
+                "steps": {"type": "array", "items": {"type": "object"}, "description": "Each: {\"name\", one action (tool, code, agent, return, wait, sleep, workflow), \"input\"?, \"when\"?, \"for_each\"?, ...}"}
             }
         })
     }
@@ -49,7 +47,7 @@ impl schemars::JsonSchema for DefinitionArg {
 /// plugin, so it validates on every server).
 macro_rules! definition_example {
     () => {
-        r#"{"name": "pick-name", "input_schema": {"type": "object", "required": ["user"]}, "steps": [{"name": "pick", "code": {"plugin": "json-select"}, "input": {"data": "@input.user", "path": "name"}}, {"name": "greet", "return": {"greeting": "hello @pick"}}]}"#
+        r#"{"name": "pick-name", "steps": [{"name": "pick", "code": {"plugin": "json-select"}, "input": {"data": "@input.user", "path": "name"}}, {"name": "greet", "return": {"greeting": "hello @pick"}}]}"#
     };
 }
 pub(crate) use definition_example;

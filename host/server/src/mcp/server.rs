@@ -41,6 +41,7 @@ impl WeftServer {
             + Self::recording_router()
             + Self::compare_router()
             + Self::notification_router()
+            + Self::retry_router()
             + Self::schedule_router()
             + Self::value_router()
     }

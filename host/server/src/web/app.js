@@ -263,8 +263,20 @@ async function runPage(id) {
     const finished = ["completed", "failed", "canceled", "rejected"].includes(run.state);
     const cancel = el("button", { id: "cancel", disabled: finished }, "Cancel");
     cancel.onclick = async () => { await api("/runs/" + id + "/cancel", { method: "POST" }); load(); };
+    // Retry from failure: a new run that keeps what succeeded.
+    const retryMsg = el("span", { class: "error", id: "retry-message", role: "status" });
+    const retry = finished && run.state !== "completed" ? el("button", { id: "retry" }, "Retry") : null;
+    if (retry) retry.onclick = async () => {
+      retryMsg.textContent = "";
+      let r;
+      try { r = await api("/runs/" + id + "/retry", { method: "POST", body: {} }); } catch (err) { retryMsg.textContent = "the server is unreachable: " + err.message; return; }
+      if (r.status === 201) location.hash = "#/runs/" + r.body.run.id;
+      else retryMsg.textContent = r.body.message || ("HTTP " + r.status);
+    };
+    const of = run.labels && run.labels["weft/retry-of"];
     head.replaceChildren(el("h2", {}, "Run ", el("code", {}, run.id), " of ", el("a", { href: "#/templates/" + run.template }, run.template)),
-      el("p", {}, "State ", el("span", { id: "run-state" }, state(run.state)), " · created ", short(run.created_at), " ", cancel));
+      el("p", {}, "State ", el("span", { id: "run-state" }, state(run.state)), " · created ", short(run.created_at), " ", cancel, " ", retry, " ", retryMsg),
+      ...(of ? [el("p", { id: "retry-of" }, "A retry of ", el("a", { href: "#/runs/" + of }, of))] : []));
     graph.replaceChildren(el("h2", {}, "Graph"), dag(g));
     // Forms for signal waits (kept while the same waits stay open).
     // A for_each wait has one form per item still waiting.

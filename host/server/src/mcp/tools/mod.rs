@@ -4,6 +4,7 @@
 pub mod compare;
 pub mod notifications;
 pub mod recording;
+pub mod retry;
 pub mod runs;
 pub mod schedules;
 pub mod templates;

@@ -66,8 +66,7 @@ pub struct RunStartParams {
     #[schemars(range(min = 1))]
     pub run_fuel: Option<u64>,
     /// The caller's metadata (`{"session": "s-42"}`): shown with the run,
-    /// filtered by run_list, read as `@run.labels.session` (≤ 32, values
-    /// ≤ 256 characters).
+    /// filtered by run_list, read as `@run.labels.session`.
     #[serde(default)]
     pub labels: weft_model::Labels,
     /// One run per key: a repeat returns that run (or `_meta`'s
