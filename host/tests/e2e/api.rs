@@ -116,6 +116,48 @@ async fn templates_runs_graphs_and_pages() {
         assert!(doc["paths"].get(path).is_some(), "no {path} in the OpenAPI document");
     }
     assert!(doc["components"]["schemas"].get("RunView").is_some(), "{}", doc["components"]);
+    // What client generators need: every route, an operationId each (no
+    // two alike), typed parameters, no boolean schema anywhere.
+    let paths = doc["paths"].as_object().unwrap();
+    assert_eq!(paths.len(), 21, "every route is declared: {:?}", paths.keys().collect::<Vec<_>>());
+    let ids: Vec<&str> = paths
+        .values()
+        .flat_map(|p| p.as_object().unwrap().values())
+        .map(|o| o["operationId"].as_str().unwrap())
+        .collect();
+    let unique: std::collections::BTreeSet<&&str> = ids.iter().collect();
+    assert_eq!((ids.len(), unique.len()), (25, 25), "{ids:?}");
+    let params = doc["paths"]["/runs"]["get"]["parameters"].as_array().unwrap();
+    let param = |n: &str| params.iter().find(|p| p["name"] == n).unwrap()["schema"].clone();
+    assert_eq!(param("limit")["type"], "integer");
+    assert!(param("state")["enum"].as_array().unwrap().contains(&json!("input-required")));
+    fn no_booleans(v: &Value, at: &str) {
+        match v {
+            Value::Bool(_)
+                if !["required", "uniqueItems", "readOnly", "writeOnly", "deprecated"]
+                    .iter()
+                    .any(|k| at.ends_with(k)) =>
+            {
+                panic!("a boolean schema at {at}")
+            }
+            // Values, not schemas.
+            Value::Object(m) => m
+                .iter()
+                .filter(|(k, _)| !["default", "const", "enum", "examples", "example"].contains(&k.as_str()))
+                .for_each(|(k, x)| no_booleans(x, &format!("{at}/{k}"))),
+            Value::Array(a) => a.iter().enumerate().for_each(|(i, x)| no_booleans(x, &format!("{at}/{i}"))),
+            _ => {}
+        }
+    }
+    no_booleans(&doc["components"], "/components");
+    let events = &doc["paths"]["/runs/{id}/events"]["get"]["responses"]["200"]["content"];
+    assert!(events.get("text/event-stream").is_some(), "the SSE form is declared: {events}");
+    // A bad query string is answered in JSON, naming the parameter.
+    let r = http.get(format!("{api}/runs?limit=lots")).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["kind"], "invalid", "{e}");
+    assert!(e["message"].as_str().unwrap().contains("limit"), "{e}");
     assert_eq!(reqwest::get(format!("http://127.0.0.1:{}/healthz", server.port())).await.unwrap().status(), 200);
 }
 

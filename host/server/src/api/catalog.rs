@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -15,7 +15,7 @@ use weft_runtime::pipeline::Source;
 use weft_runtime::usecase::answer::EmitRefused;
 use weft_runtime::usecase::{ScheduleRefused, ScheduleRequest};
 
-use super::{ApiError, Body};
+use super::{ApiError, Body, Params};
 pub use crate::schedule_view::ScheduleView;
 use crate::{Change, Core};
 
@@ -72,7 +72,7 @@ pub struct VersionQuery {
 pub(super) async fn template(
     State(core): State<Arc<Core>>,
     Path(name): Path<String>,
-    Query(q): Query<VersionQuery>,
+    Params(q): Params<VersionQuery>,
 ) -> Result<Json<TemplateView>, ApiError> {
     let t = core.store.template(&name, q.version).await.map_err(ApiError::internal)?;
     let t =

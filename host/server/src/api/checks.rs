@@ -7,14 +7,14 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use weft_engine::compare::{Comparison, counterpart};
 use weft_runtime::pipeline::{Refused, Source};
 
-use super::{ApiError, Body, ProblemView};
+use super::{ApiError, Body, Params, ProblemView};
 use crate::Core;
 
 /// `POST /validate`.
@@ -71,7 +71,7 @@ pub struct CompareQuery {
 pub(super) async fn compare(
     State(core): State<Arc<Core>>,
     Path(id): Path<String>,
-    Query(q): Query<CompareQuery>,
+    Params(q): Params<CompareQuery>,
 ) -> Result<Json<Comparison>, ApiError> {
     let run = super::runs::load(&core, &id).await?;
     let with = match q.with {

@@ -222,6 +222,25 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// A query string, its errors answered as [`ApiError`]s (JSON, naming the
+/// parameter) instead of axum's plain-text 400.
+pub struct Params<T>(pub T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequestParts<S> for Params<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let query = parts.uri.query().unwrap_or_default();
+        let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        serde_path_to_error::deserialize(de).map(Params).map_err(|e| {
+            let at = e.path().to_string();
+            let what = if at == "." { String::new() } else { format!(" `{at}`") };
+            ApiError::invalid(format!("the query parameter{what} is not valid: {}", e.inner()))
+                .hint("GET /api/v1/openapi.json lists each operation's parameters and their types")
+        })
+    }
+}
+
 /// A JSON body, its syntax and shape errors answered as [`ApiError`]s with
 /// the JSON path.
 pub struct Body<T>(pub T);

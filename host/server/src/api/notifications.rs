@@ -4,14 +4,14 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use weft_engine::delivery::{DeliveryFilter, DeliveryState};
 use weft_runtime::usecase::{NotificationView, ResendRefused};
 
-use super::ApiError;
+use super::{ApiError, Params};
 use crate::Core;
 
 /// `GET /notifications` query.
@@ -34,7 +34,7 @@ pub struct NotificationList {
 
 pub(super) async fn list(
     State(core): State<Arc<Core>>,
-    Query(q): Query<NotificationQuery>,
+    Params(q): Params<NotificationQuery>,
 ) -> Result<Json<NotificationList>, ApiError> {
     let run = q.run.as_deref().map(|r| super::runs::run_id(r, "/run")).transpose()?;
     let state = q

@@ -24,6 +24,8 @@ const ID: (&str, &str, &str) = ("id", "path", "The run's id (`r_…`).");
 struct Op {
     method: &'static str,
     path: &'static str,
+    /// Its `operationId` (a generated client's method name).
+    id: &'static str,
     summary: &'static str,
     params: &'static [(&'static str, &'static str, &'static str)],
     body: Option<Value>,
@@ -33,6 +35,45 @@ struct Op {
 
 pub(super) async fn document() -> Json<Value> {
     Json(spec())
+}
+
+/// The forms answers take beside JSON (or instead of it): path, media
+/// type, what it holds.
+const OTHER_FORMS: &[(&str, &str, &str)] = &[
+    (
+        "/runs/{id}/events",
+        "text/event-stream",
+        "With `Accept: text/event-stream`: the log as server-sent events, each `id` the event's seq (resume with `Last-Event-ID`).",
+    ),
+    ("/runs/{id}/graph", "text/plain", "With `format=mermaid` or `dot`: the graph as text."),
+    ("/runs/{id}/artifacts/{name}", "application/octet-stream", "The artifact's bytes (its own Content-Type)."),
+    ("/stream", "text/event-stream", "Server-sent events: each run created or changing state."),
+];
+
+/// The component schemas with no boolean subschema (`true` as `{}`):
+/// client generators refuse them.
+fn object_schemas(defs: Map<String, Value>) -> Map<String, Value> {
+    defs.into_iter()
+        .map(|(k, v)| match v {
+            Value::Object(m) => (k, Value::Object(crate::mcp::tool_schemas::object_schemas(m))),
+            Value::Bool(true) => (k, json!({})),
+            other => (k, other),
+        })
+        .collect()
+}
+
+/// The schema of query or path parameter `name` of `path`.
+fn param_schema(path: &str, name: &str) -> Value {
+    match (path, name) {
+        (_, "limit" | "after" | "version") => json!({"type": "integer", "minimum": 0}),
+        ("/runs", "state") => {
+            let states: Vec<&str> = weft_engine::RunState::ALL.iter().map(|s| s.as_str()).collect();
+            json!({"type": "string", "enum": states})
+        }
+        ("/notifications", "state") => json!({"type": "string", "enum": ["pending", "delivered", "failed"]}),
+        (_, "format") => json!({"type": "string", "enum": ["json", "mermaid", "dot"]}),
+        _ => json!({"type": "string"}),
+    }
 }
 
 /// The whole document.
@@ -47,13 +88,49 @@ pub fn spec() -> Value {
     let ops = vec![
         Op {
             method: "get",
+            path: "/runs/{id}/artifacts/{name}",
+            id: "getRunArtifact",
+            summary: "A file a step produced: its bytes, with its own Content-Type (the run's `artifacts` list them).",
+            params: &[ID, ("name", "path", "The artifact's name.")],
+            body: None,
+            ok: (200, Value::Null),
+            errors: &[400, 404],
+        },
+        Op {
+            method: "get",
+            path: "/stream",
+            id: "streamRuns",
+            summary: "Every run's state changes, live, as server-sent events (`missed` when some went by: read `GET /runs` again).",
+            params: &[],
+            body: None,
+            ok: (200, Value::Null),
+            errors: &[503],
+        },
+        Op {
+            method: "get",
+            path: "/openapi.json",
+            id: "getOpenApi",
+            summary: "This document.",
+            params: &[],
+            body: None,
+            ok: (200, json!({"type": "object"})),
+            errors: &[],
+        },
+        Op {
+            method: "get",
             path: "/runs",
+            id: "listRuns",
             summary: "Runs, newest first, a page at a time (`next` is the following page's `cursor`).",
             params: &[
                 ("state", "query", "Only runs in this state."),
                 ("template", "query", "Only runs of this template."),
                 ("parent", "query", "Only the children of this run."),
                 ("key", "query", "Only runs of this concurrency key."),
+                (
+                    "label",
+                    "query",
+                    "Only runs with this label, `KEY:VALUE` (several: comma-separated, every one must match).",
+                ),
                 ("limit", "query", "At most this many (default 50, at most 1000)."),
                 ("cursor", "query", "The `next` of the previous page."),
             ],
@@ -64,6 +141,7 @@ pub fn spec() -> Value {
         Op {
             method: "post",
             path: "/runs",
+            id: "startRun",
             summary: "Start a run of a saved template or of a definition: 201 with the run; with `wait_ms`, once it ended or waits for input.",
             params: &[],
             body: Some(r(g.subschema_for::<StartBody>())),
@@ -73,6 +151,7 @@ pub fn spec() -> Value {
         Op {
             method: "get",
             path: "/runs/{id}",
+            id: "getRun",
             summary: "One run: its steps, waits and artifacts (the `weft runs show --json` object).",
             params: &[ID],
             body: None,
@@ -82,6 +161,7 @@ pub fn spec() -> Value {
         Op {
             method: "get",
             path: "/runs/{id}/events",
+            id: "listRunEvents",
             summary: "The run's event log after `after`; with `Accept: text/event-stream`, a live SSE stream (each event's id is its seq; resume with `Last-Event-ID`) that ends after the run's last event.",
             params: &[
                 ID,
@@ -95,6 +175,7 @@ pub fn spec() -> Value {
         Op {
             method: "get",
             path: "/runs/{id}/graph",
+            id: "getRunGraph",
             summary: "The run's DAG with live step states (`format`: json, mermaid or dot).",
             params: &[ID, ("format", "query", "json (default), mermaid or dot.")],
             body: None,
@@ -104,6 +185,7 @@ pub fn spec() -> Value {
         Op {
             method: "get",
             path: "/runs/{id}/compare",
+            id: "compareRun",
             summary: "The run beside another, step by step: where their inputs and outputs differ, the first diverging step, values side by side. Without `with`: beside the recording of the run's template (else the run of that template before it).",
             params: &[ID, ("with", "query", "The run to compare with (`r_…`).")],
             body: None,
@@ -113,6 +195,7 @@ pub fn spec() -> Value {
         Op {
             method: "post",
             path: "/validate",
+            id: "validateDefinition",
             summary: "Check a definition as a run or a save would (plugins, servers and their live tools, refs, child templates): every problem with its path, and warnings. Stores nothing.",
             params: &[],
             body: Some(r(g.subschema_for::<ValidateBody>())),
@@ -122,6 +205,7 @@ pub fn spec() -> Value {
         Op {
             method: "post",
             path: "/runs/{id}/cancel",
+            id: "cancelRun",
             summary: "Cancel a run (a finished run is left as it is).",
             params: &[ID],
             body: None,
@@ -131,6 +215,7 @@ pub fn spec() -> Value {
         Op {
             method: "post",
             path: "/runs/{id}/retry",
+            id: "retryRun",
             summary: "Retry an ended run: 201 with a new run of its definition that keeps the outputs of the steps that succeeded and runs the others (`from`: that step and what follows it run again; `input`: only the steps whose inputs change run again); 409 when the run has not ended.",
             params: &[ID],
             body: Some(r(g.subschema_for::<super::retry::RetryBody>())),
@@ -140,6 +225,7 @@ pub fn spec() -> Value {
         Op {
             method: "post",
             path: "/runs/{id}/steps/{step}/signal",
+            id: "signalStep",
             summary: "Answer a waiting step: 200; 422 with the schema's errors (it still waits); 409 when already answered.",
             params: &[ID, ("step", "path", "The waiting step.")],
             body: Some(r(g.subschema_for::<SignalBody>())),
@@ -149,6 +235,7 @@ pub fn spec() -> Value {
         Op {
             method: "post",
             path: "/events",
+            id: "emitEvent",
             summary: "Deliver an event to every wait whose `match` holds (idempotent with an `id`).",
             params: &[],
             body: Some(r(g.subschema_for::<EmitBody>())),
@@ -158,6 +245,7 @@ pub fn spec() -> Value {
         Op {
             method: "get",
             path: "/notifications",
+            id: "listNotifications",
             summary: "Notifications (a definition's `notify`), newest first, with where each stands.",
             params: &[
                 ("run", "query", "Only this run's."),
@@ -171,6 +259,7 @@ pub fn spec() -> Value {
         Op {
             method: "post",
             path: "/notifications/{id}/resend",
+            id: "resendNotification",
             summary: "Send a failed notification again, from its first try (same id).",
             params: &[("id", "path", "The notification's id (`dlv_…`).")],
             body: None,
@@ -180,6 +269,7 @@ pub fn spec() -> Value {
         Op {
             method: "get",
             path: "/templates",
+            id: "listTemplates",
             summary: "The latest version of every template.",
             params: &[],
             body: None,
@@ -189,6 +279,7 @@ pub fn spec() -> Value {
         Op {
             method: "get",
             path: "/templates/{name}",
+            id: "getTemplate",
             summary: "A template's definition and graph (the latest version, or `version`).",
             params: &[("name", "path", "The template."), ("version", "query", "A version.")],
             body: None,
@@ -198,6 +289,7 @@ pub fn spec() -> Value {
         Op {
             method: "put",
             path: "/templates/{name}",
+            id: "saveTemplate",
             summary: "Validate a definition and save it as the template's next version.",
             params: &[("name", "path", "The template.")],
             body: Some(r(g.subschema_for::<SaveBody>())),
@@ -207,6 +299,7 @@ pub fn spec() -> Value {
         Op {
             method: "delete",
             path: "/templates/{name}",
+            id: "deleteTemplate",
             summary: "Delete every version of a template.",
             params: &[("name", "path", "The template.")],
             body: None,
@@ -216,6 +309,7 @@ pub fn spec() -> Value {
         Op {
             method: "get",
             path: "/schedules",
+            id: "listSchedules",
             summary: "Every cron schedule.",
             params: &[],
             body: None,
@@ -225,6 +319,7 @@ pub fn spec() -> Value {
         Op {
             method: "post",
             path: "/schedules",
+            id: "addSchedule",
             summary: "Add a cron schedule that starts runs of a template.",
             params: &[],
             body: Some(r(g.subschema_for::<ScheduleBody>())),
@@ -234,6 +329,7 @@ pub fn spec() -> Value {
         Op {
             method: "post",
             path: "/schedules/{name}/pause",
+            id: "pauseSchedule",
             summary: "Pause a schedule: it does not fire until resumed.",
             params: &[("name", "path", "The schedule.")],
             body: None,
@@ -243,6 +339,7 @@ pub fn spec() -> Value {
         Op {
             method: "post",
             path: "/schedules/{name}/resume",
+            id: "resumeSchedule",
             summary: "Resume a schedule: it fires at its next time after now (missed times are not made up).",
             params: &[("name", "path", "The schedule.")],
             body: None,
@@ -252,6 +349,7 @@ pub fn spec() -> Value {
         Op {
             method: "delete",
             path: "/schedules/{name}",
+            id: "removeSchedule",
             summary: "Remove a schedule.",
             params: &[("name", "path", "The schedule.")],
             body: None,
@@ -265,13 +363,20 @@ pub fn spec() -> Value {
         let params: Vec<Value> = op
             .params
             .iter()
-            .map(|(name, at, d)| json!({"name": name, "in": at, "required": *at == "path", "description": d, "schema": {"type": "string"}}))
+            .map(|(name, at, d)| {
+                let schema = param_schema(op.path, name);
+                json!({"name": name, "in": at, "required": *at == "path", "description": d, "schema": schema})
+            })
             .collect();
+        let mut content = Map::new();
+        if !op.ok.1.is_null() {
+            content.insert("application/json".into(), json!({"schema": op.ok.1}));
+        }
+        for (_, media, what) in OTHER_FORMS.iter().filter(|(p, _, _)| *p == op.path) {
+            content.insert(media.to_string(), json!({"schema": {"type": "string", "description": what}}));
+        }
         let mut responses = Map::new();
-        responses.insert(
-            op.ok.0.to_string(),
-            json!({"description": "OK", "content": {"application/json": {"schema": op.ok.1}}}),
-        );
+        responses.insert(op.ok.0.to_string(), json!({"description": "OK", "content": content}));
         // Every route: the token (401), the guard against other sites (403:
         // another Host or Origin; 415: a body that is not JSON), and 500.
         let mutation = op.method != "get";
@@ -290,7 +395,7 @@ pub fn spec() -> Value {
                 json!({"description": description, "content": {"application/json": {"schema": error}}}),
             );
         }
-        let mut o = json!({"summary": op.summary, "parameters": params, "responses": responses});
+        let mut o = json!({"operationId": op.id, "summary": op.summary, "parameters": params, "responses": responses});
         if let Some(b) = op.body {
             o["requestBody"] = json!({"required": true, "content": {"application/json": {"schema": b}}});
         }
@@ -305,7 +410,7 @@ pub fn spec() -> Value {
         "security": [{"bearer": []}],
         "paths": paths,
         "components": {
-            "schemas": g.take_definitions(true),
+            "schemas": object_schemas(g.take_definitions(true)),
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
                 "description": "Needed when `weft serve` listens beyond loopback (--token / WEFT_TOKEN)."}},
         },

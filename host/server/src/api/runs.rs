@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use schemars::JsonSchema;
@@ -19,7 +19,7 @@ use weft_model::EdgeOn;
 use weft_runtime::usecase::answer::{CancelRefused, SignalRefused, WaitRefused};
 use weft_runtime::usecase::{LookupRefused, RunSource, StartRefused, StartRequest};
 
-use super::{ApiError, Body};
+use super::{ApiError, Body, Params};
 use crate::Core;
 
 /// The longest `wait_ms` (5 minutes).
@@ -92,7 +92,10 @@ pub(super) async fn load(core: &Core, id: &str) -> Result<RunRecord, ApiError> {
     core.for_http.run(id).await.map_err(lookup_refused)
 }
 
-pub(super) async fn list(State(core): State<Arc<Core>>, Query(q): Query<ListQuery>) -> Result<Json<RunPage>, ApiError> {
+pub(super) async fn list(
+    State(core): State<Arc<Core>>,
+    Params(q): Params<ListQuery>,
+) -> Result<Json<RunPage>, ApiError> {
     let limit = q.limit.unwrap_or(50).clamp(1, 1000);
     let parent = q.parent.as_deref().map(|p| run_id(p, "/parent")).transpose()?;
     let before = q.cursor.as_deref().map(|c| run_id(c, "/cursor")).transpose()?;
@@ -391,7 +394,7 @@ pub struct EdgeView {
 pub(super) async fn graph(
     State(core): State<Arc<Core>>,
     Path(id): Path<String>,
-    Query(q): Query<GraphQuery>,
+    Params(q): Params<GraphQuery>,
 ) -> Result<Response, ApiError> {
     let rec = load(&core, &id).await?;
     if rec.state == weft_engine::RunState::Recording {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use weft_engine::view::{EventPage, EventView};
 use weft_engine::{Changes, RunId, RunState, Seq};
 
-use super::ApiError;
+use super::{ApiError, Params};
 use crate::Core;
 
 /// Events read from the store at a time.
@@ -38,7 +38,7 @@ pub struct EventsQuery {
 pub(super) async fn events(
     State(core): State<Arc<Core>>,
     Path(id): Path<String>,
-    Query(q): Query<EventsQuery>,
+    Params(q): Params<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let rec = super::runs::load(&core, &id).await?;
