@@ -11,6 +11,8 @@
 #   - the web view's browser tests: Debian's chromium, playwright-core from npm
 #     (pinned) — tests/web/setup.sh
 #   - the PostgreSQL store's tests: Debian's postgresql server — tests/postgres/setup.sh
+#   - the API's generated-client test: openapi-python-client from PyPI (pinned)
+#     — tests/openapi/setup.sh
 #
 # `scripts/setup.sh --demo` installs only what scripts/demo.sh needs: the
 # toolchain, the example guests' toolchains and the npm MCP servers.
@@ -40,4 +42,5 @@ if ! cargo nextest --version >/dev/null 2>&1; then
 fi
 "$root/tests/mcp-peers/setup.sh"
 "$root/tests/web/setup.sh"
+"$root/tests/openapi/setup.sh"
 "$root/tests/postgres/setup.sh"

@@ -8,6 +8,7 @@ mod common;
 mod a2a;
 mod a2a_steps;
 mod api;
+mod api_clients;
 mod artifacts;
 mod caps;
 mod chains;

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Install the OpenAPI client generator the API test uses (openapi-python-client,
+# pinned with its dependencies in requirements.txt) into tests/openapi/.venv.
+# Idempotent; silent when the installed set matches requirements.txt.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+stamp="$here/.venv/.requirements-sha256"
+want=$(sha256sum "$here/requirements.txt" | cut -d' ' -f1)
+if [ -x "$here/.venv/bin/openapi-python-client" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+    exit 0
+fi
+python3 -m venv "$here/.venv"
+if ! out=$("$here/.venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements.txt" 2>&1); then
+    echo "tests/openapi/setup.sh: pip install -r requirements.txt failed:" >&2
+    echo "$out" >&2
+    exit 1
+fi
+echo "$want" > "$stamp"
