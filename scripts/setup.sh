@@ -11,8 +11,8 @@
 #   - the web view's browser tests: Debian's chromium, playwright-core from npm
 #     (pinned) — tests/web/setup.sh
 #   - the PostgreSQL store's tests: Debian's postgresql server — tests/postgres/setup.sh
-#   - the API's generated-client test: openapi-python-client from PyPI (pinned)
-#     — tests/openapi/setup.sh
+#   - the API's generated-client tests: openapi-python-client from PyPI and
+#     @hey-api/openapi-ts + typescript from npm (pinned) — tests/openapi/setup.sh
 #
 # `scripts/setup.sh --demo` installs only what scripts/demo.sh needs: the
 # toolchain, the example guests' toolchains and the npm MCP servers.

@@ -1,8 +1,10 @@
-//! The OpenAPI document generates a working client: openapi-python-client
-//! (pinned in tests/openapi) generates a Python package from the live
-//! `/api/v1/openapi.json`, and tests/openapi/use_client.py makes real calls
-//! with it (start and wait, read, list by state, events, retry, a typed
-//! error).
+//! The OpenAPI document generates working clients in two languages, from
+//! the live `/api/v1/openapi.json`: openapi-python-client (pinned in
+//! tests/openapi) generates a Python package that tests/openapi/use_client.py
+//! makes real calls with (start and wait, read, list by state, events,
+//! retry, a typed error); @hey-api/openapi-ts (pinned in tests/openapi/ts)
+//! generates a TypeScript client that `tsc --strict` compiles and Node runs
+//! the same calls with.
 
 use std::process::Command;
 
@@ -50,4 +52,44 @@ async fn the_openapi_document_generates_a_python_client_that_works() {
     assert_eq!((seen["retried"]["status"].as_i64(), seen["retried"]["state"].as_str()), (Some(201), Some("completed")));
     assert_eq!(seen["error"]["status"], 400, "{seen}");
     assert_eq!(seen["error"]["typed"], true, "an error reads as the typed ApiError: {seen}");
+}
+
+/// And a TypeScript one: @hey-api/openapi-ts (pinned in tests/openapi/ts)
+/// generates it from the live document, `tsc --strict` compiles it with
+/// tests/openapi/ts/use.ts, and Node makes the same calls with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_document_generates_a_typescript_client_that_compiles_and_works() {
+    let ts = repo_root().join("tests/openapi/ts");
+    let bin = ts.join("node_modules/.bin");
+    assert!(bin.join("openapi-ts").exists(), "no {} (run tests/openapi/setup.sh)", bin.display());
+    let w = Weft::new();
+    let server = Server::start(&w, &["--http", "127.0.0.1:0"]);
+    let base = format!("http://127.0.0.1:{}", server.port());
+    let doc = reqwest::get(format!("{base}/api/v1/openapi.json")).await.unwrap().text().await.unwrap();
+    // A folder of its own: the generator reads tsconfig.json (NodeNext:
+    // imports with `.js`), tsc compiles `use.ts` with what it generated.
+    let dir = w.dir.path().join("ts");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("openapi.json"), doc).unwrap();
+    for f in ["tsconfig.json", "use.ts", "package.json"] {
+        std::fs::copy(ts.join(f), dir.join(f)).unwrap();
+    }
+    std::os::unix::fs::symlink(ts.join("node_modules"), dir.join("node_modules")).unwrap();
+    let run = |program: std::path::PathBuf, args: &[&str]| {
+        let out = Command::new(&program).args(args).current_dir(&dir).output().unwrap();
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{} {args:?} failed:\n{said}", program.display());
+        said
+    };
+    run(bin.join("openapi-ts"), &["-i", "openapi.json", "-o", "gen", "-s"]);
+    run(bin.join("tsc"), &["-p", "."]);
+    let said = run("node".into(), &["out/use.js", &base]);
+    let seen: Value = serde_json::from_str(said.trim().lines().last().unwrap()).unwrap();
+    assert_eq!(seen["started"]["status"], 201, "{seen}");
+    assert_eq!(seen["started"]["output"], serde_json::json!({"x": 1}), "{seen}");
+    assert_eq!(seen["steps"], serde_json::json!(["a"]), "{seen}");
+    assert!(seen["listed"].as_array().unwrap().contains(&seen["run_id"]), "{seen}");
+    assert!(seen["events"].as_array().unwrap().contains(&serde_json::json!("run.completed")), "{seen}");
+    assert_eq!(seen["retried"]["again"], serde_json::json!(["a"]), "{seen}");
+    assert_eq!((seen["error"]["status"].as_i64(), seen["error"]["kind"].as_str()), (Some(400), Some("invalid")));
 }
