@@ -21,7 +21,7 @@ use serde_json::Value;
 use weft_engine::store::TemplateRecord;
 use weft_engine::{RunRecord, StepState};
 use weft_model::refs::RefRoot;
-use weft_model::{Graph, MapScope, StepPart};
+use weft_model::{Graph, MapScope};
 
 use super::UseCases;
 use super::start::{RunSource, StartRefused, StartRequest, Started};
@@ -155,18 +155,18 @@ fn kept_steps(def: &weft_model::Definition, rec: &RunRecord, from: Option<&str>,
             }
         }
     }
-    let scope = |input: &Value, kept: Option<&HashSet<usize>>| {
+    let scope = |input: &Value| {
         let mut s = MapScope::new(input.clone());
         s.run_id = rec.id.to_string();
         s.labels = serde_json::to_value(&rec.labels).unwrap_or_default();
-        for (i, r) in rec.steps.iter().enumerate() {
-            if kept.is_none_or(|k| k.contains(&i)) {
-                s.steps.insert(r.name.clone(), (r.state, r.output.clone().unwrap_or(Value::Null)));
-            }
-        }
         s
     };
-    let before = scope(&rec.input, None);
+    let output = |i: usize| (rec.steps[i].state, rec.steps[i].output.clone().unwrap_or(Value::Null));
+    let mut before = scope(&rec.input);
+    before.steps = rec.steps.iter().enumerate().map(|(i, r)| (r.name.clone(), output(i))).collect();
+    // The new run's scope as far as it is known: the steps kept so far (in
+    // topological order, so a step's dependencies are in it when it is looked at).
+    let mut now = scope(input);
     let same_input = input == &rec.input;
     let mut kept = HashSet::new();
     for i in order {
@@ -175,18 +175,16 @@ fn kept_steps(def: &weft_model::Definition, rec: &RunRecord, from: Option<&str>,
         if !succeeded || again.contains(&i) || graph.dependencies(i).any(|e| !kept.contains(&e.from)) {
             continue;
         }
-        if !same_input {
-            // What it reads, as it would read it now, against before.
-            let now = scope(input, Some(&kept));
-            let reads_same = step.refs().iter().filter(|r| !matches!(r.part, StepPart::ForEach)).all(|r| {
+        // What it reads, as it would read it now, against before.
+        let reads_same = same_input
+            || step.refs().iter().all(|r| {
                 matches!(r.reference.root, RefRoot::Item | RefRoot::Index)
                     || r.reference.resolve(&before) == r.reference.resolve(&now)
             });
-            if !reads_same {
-                continue;
-            }
+        if reads_same {
+            kept.insert(i);
+            now.steps.insert(stored.name.clone(), output(i));
         }
-        kept.insert(i);
     }
     kept
 }
