@@ -111,6 +111,12 @@ try {
   // Cancel the waiting `gate` run from its page.
   await page.goto(`${base}/#/runs/${gate}`);
   await page.waitForSelector("#cancel:not([disabled])");
+  // Cancel asks first: declined, nothing happens.
+  page.once("dialog", (d) => d.dismiss());
+  await page.click("#cancel");
+  await page.waitForTimeout(300);
+  check((await api(`/runs/${gate}`)).body.state === "input-required", "a declined cancel leaves the run as it was");
+  page.once("dialog", (d) => d.accept());
   await page.click("#cancel");
   await page.waitForSelector("#run-state [data-state=canceled]", { timeout: 10000 });
   ok("cancel works");

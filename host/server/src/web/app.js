@@ -194,8 +194,14 @@ function colour(s) {
 // object schema (checkbox, number, select, text), else one JSON box.
 // `read()` gives the value; `errors(problems, prefix)` shows each problem
 // at its field.
+let fieldIds = 0;
 function schemaForm(schema, label) {
   const box = el("div", { class: "schema-form" });
+  // Each label names its input (`for`), so a screen reader reads them together.
+  const labelled = (text, input) => {
+    input.id = "field-" + (++fieldIds);
+    return el("label", { htmlFor: input.id }, text);
+  };
   const props = schema && schema.type === "object" && schema.properties;
   const fields = {};
   if (props) {
@@ -209,14 +215,14 @@ function schemaForm(schema, label) {
       const err = el("span", { class: "error", "data-field": name });
       fields[name] = { input, p, err };
       const req = (schema.required || []).includes(name) ? " *" : "";
-      box.append(el("div", { class: "field" }, el("label", {}, name + req), input, err,
+      box.append(el("div", { class: "field" }, labelled(name + req, input), input, err,
         p.description ? el("small", {}, " " + p.description) : null));
     }
   } else {
     const input = el("textarea", { name: "json", rows: 4, cols: 50, value: "{}" });
     const err = el("span", { class: "error", "data-field": "" });
     fields[""] = { input, p: {}, err };
-    box.append(el("div", { class: "field" }, el("label", {}, label || "JSON"), input, err));
+    box.append(el("div", { class: "field" }, labelled(label || "JSON", input), input, err));
   }
   const read = () => {
     if (fields[""]) return JSON.parse(fields[""].input.value || "null");
@@ -262,7 +268,12 @@ async function runPage(id) {
     if (!run.id) { main.replaceChildren(el("p", {}, run.message || "no such run")); return; }
     const finished = ["completed", "failed", "canceled", "rejected"].includes(run.state);
     const cancel = el("button", { id: "cancel", disabled: finished }, "Cancel");
-    cancel.onclick = async () => { await api("/runs/" + id + "/cancel", { method: "POST" }); load(); };
+    cancel.onclick = async () => {
+      // Canceling cannot be undone: asked first.
+      if (!confirm(`Cancel run ${id}? Its running steps are interrupted and it ends canceled.`)) return;
+      await api("/runs/" + id + "/cancel", { method: "POST" });
+      load();
+    };
     // Retry from failure: a new run that keeps what succeeded.
     const retryMsg = el("span", { class: "error", id: "retry-message", role: "status" });
     const retry = finished && run.state !== "completed" ? el("button", { id: "retry" }, "Retry") : null;
