@@ -45,11 +45,10 @@ impl Engine {
         what: Value,
     ) -> Result<bool, EngineError> {
         for _ in 0..20 {
-            let rec = self.sh.store.run(run).await?.ok_or_else(|| EngineError::NotFound(run.clone()))?;
+            let (rec, old) = self.current(run).await?;
             if rec.state.is_terminal() {
                 return Ok(false);
             }
-            let old = self.sh.plans.get(&rec).map_err(|p| EngineError::Plan(p.to_string()))?;
             let json = edit(&rec.definition);
             let def = Arc::new(same_steps(&old, &json)?);
             let (json, was) = (Arc::new(json), serde_json::to_value(&old.notify).unwrap_or_default());
@@ -103,23 +102,22 @@ impl Engine {
         Ok(answered.unwrap_or(Redefined::Moved))
     }
 
+    /// Run `run` as stored, and its plan.
+    async fn current(&self, run: &RunId) -> Result<(crate::store::RunRecord, Arc<Definition>), EngineError> {
+        let rec = self.sh.store.run(run).await?.ok_or_else(|| EngineError::NotFound(run.clone()))?;
+        let plan = self.sh.plans.get(&rec).map_err(|p| EngineError::Plan(p.to_string()))?;
+        Ok((rec, plan))
+    }
+
     /// An inbox message of another worker's `redefine` (see [`InboxKind::Redefine`]).
     pub(super) async fn redefine_relayed(&self, run: &RunId, data: &Value) -> Value {
-        let rec = match self.sh.store.run(run).await {
-            Ok(Some(rec)) => rec,
-            Ok(None) => return serde_json::json!({"error": format!("no run {run}")}),
-            Err(e) => return serde_json::json!({"error": e.to_string()}),
+        let tried = async {
+            let (_, old) = self.current(run).await?;
+            let def = Arc::new(same_steps(&old, &data["definition"])?);
+            let json = Arc::new(data["definition"].clone());
+            self.redefine_once(run, def, json, data["old"].clone(), data["what"].clone()).await
         };
-        let old = match self.sh.plans.get(&rec) {
-            Ok(d) => d,
-            Err(p) => return serde_json::json!({"error": p.to_string()}),
-        };
-        let def = match same_steps(&old, &data["definition"]) {
-            Ok(d) => Arc::new(d),
-            Err(e) => return serde_json::json!({"error": e.to_string()}),
-        };
-        let json = Arc::new(data["definition"].clone());
-        match self.redefine_once(run, def, json, data["old"].clone(), data["what"].clone()).await {
+        match tried.await {
             Ok(Redefined::Done) => serde_json::json!({"changed": "done"}),
             Ok(Redefined::Ended) => serde_json::json!({"changed": "ended"}),
             Ok(Redefined::Moved) => serde_json::json!({"changed": "moved"}),
