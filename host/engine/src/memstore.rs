@@ -439,23 +439,17 @@ impl RunStore for MemStore {
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
         let inner = self.inner.lock().unwrap();
-        let it = inner
-            .runs
-            .values()
-            .rev()
-            .filter(|r| {
-                filter.matches(&r.id, r.state, &r.template, r.parent.as_ref(), r.concurrency_key.as_deref(), &r.labels)
-            })
-            .map(|r| RunSummary {
-                id: r.id.clone(),
-                template: r.template.clone(),
-                version: r.version,
-                state: r.state,
-                parent: r.parent.clone(),
-                created_at: r.created_at,
-                updated_at: r.updated_at,
-                labels: r.labels.clone(),
-            });
+        let it = inner.runs.values().rev().filter(|r| filter.matches(r)).map(|r| RunSummary {
+            id: r.id.clone(),
+            template: r.template.clone(),
+            version: r.version,
+            state: r.state,
+            parent: r.parent.clone(),
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            labels: r.labels.clone(),
+            error: r.error.clone(),
+        });
         Ok(it.take(filter.limit.unwrap_or(usize::MAX)).collect())
     }
 

@@ -383,6 +383,9 @@ pub struct RunSummary {
     pub updated_at: i64,
     #[serde(default)]
     pub labels: weft_model::Labels,
+    /// Why it failed, for a run that did.
+    #[serde(default)]
+    pub error: Option<StepError>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -401,24 +404,29 @@ pub struct RunFilter {
     /// Only runs with every one of these labels.
     #[serde(default)]
     pub labels: weft_model::Labels,
+    /// Only runs whose template's name contains this, ignoring ASCII case
+    /// (the page's search; `template` is the exact name).
+    pub template_contains: Option<String>,
+    /// Only runs created at or after this time (ms since the epoch).
+    pub created_from: Option<i64>,
+    /// Only runs created before this time (ms since the epoch).
+    pub created_until: Option<i64>,
 }
 
 impl RunFilter {
-    pub fn matches(
-        &self,
-        id: &RunId,
-        state: RunState,
-        template: &str,
-        parent: Option<&RunId>,
-        key: Option<&str>,
-        labels: &weft_model::Labels,
-    ) -> bool {
-        self.labels.iter().all(|(k, v)| labels.get(k) == Some(v))
-            && self.before.as_ref().is_none_or(|b| id < b)
-            && self.key.as_deref().is_none_or(|k| Some(k) == key)
-            && self.state.is_none_or(|s| s == state)
-            && self.template.as_deref().is_none_or(|t| t == template)
-            && self.parent.as_ref().is_none_or(|p| Some(p) == parent)
+    /// Whether `run` passes this filter (the reference store's reading;
+    /// the SQL stores say the same in their `WHERE`).
+    pub fn matches(&self, run: &RunRecord) -> bool {
+        let contains = |t: &str| run.template.to_ascii_lowercase().contains(&t.to_ascii_lowercase());
+        self.labels.iter().all(|(k, v)| run.labels.get(k) == Some(v))
+            && self.before.as_ref().is_none_or(|b| &run.id < b)
+            && self.key.as_deref().is_none_or(|k| Some(k) == run.concurrency_key.as_deref())
+            && self.state.is_none_or(|s| s == run.state)
+            && self.template.as_deref().is_none_or(|t| t == run.template)
+            && self.template_contains.as_deref().is_none_or(contains)
+            && self.created_from.is_none_or(|t| run.created_at >= t)
+            && self.created_until.is_none_or(|t| run.created_at < t)
+            && self.parent.as_ref().is_none_or(|p| Some(p) == run.parent.as_ref())
     }
 }
 

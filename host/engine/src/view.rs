@@ -39,6 +39,9 @@ pub struct RunView {
     pub depth: Option<u32>,
     pub created_at: String,
     pub updated_at: String,
+    /// When it times out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<String>,
     pub steps: Vec<StepView>,
     /// The steps parked on something outside the run: signals to answer,
     /// events to emit, child runs, timers.
@@ -271,6 +274,7 @@ impl RunView {
             labels: r.labels.clone(),
             created_at: rfc3339(r.created_at),
             updated_at: rfc3339(r.updated_at),
+            deadline: r.deadline_at.map(rfc3339),
             steps: r.steps.iter().map(|s| StepView::of(r, s)).collect(),
             waits: WaitView::all(r),
             artifacts: r.artifacts.iter().map(ArtifactView::of).collect(),

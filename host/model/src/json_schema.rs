@@ -65,9 +65,20 @@ pub fn validate_input(def: &Definition, input: &Value) -> Result<(), Vec<Problem
 pub fn validate_against(schema: &Value, value: &Value) -> Result<(), Vec<Problem>> {
     let v = jsonschema::validator_for(schema)
         .map_err(|e| vec![Problem::new("", format!("the schema is not usable: {e}"))])?;
-    let problems: Vec<Problem> =
-        v.iter_errors(value).map(|e| Problem::new(e.instance_path().as_str(), e.to_string())).collect();
+    let problems: Vec<Problem> = v.iter_errors(value).map(|e| Problem::new(located(&e), e.to_string())).collect();
     if problems.is_empty() { Ok(()) } else { Err(problems) }
+}
+
+/// Where a value's problem is: a missing required property is reported
+/// at that property (where a form puts the field), not at its object.
+fn located(e: &jsonschema::ValidationError<'_>) -> String {
+    let at = e.instance_path().as_str();
+    match e.kind() {
+        ValidationErrorKind::Required { property: Value::String(name) } => {
+            format!("{at}/{}", name.replace('~', "~0").replace('/', "~1"))
+        }
+        _ => at.to_string(),
+    }
 }
 
 /// Problems with a JSON Schema itself (meta-validation), located under `at`.
@@ -139,6 +150,17 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_missing_property_is_reported_where_it_belongs() {
+        let schema = json!({"type": "object", "required": ["csv", "a/b"],
+                            "properties": {"n": {"type": "object", "required": ["x"]}}});
+        let p = validate_against(&schema, &json!({"n": {}})).unwrap_err();
+        let mut paths: Vec<&str> = p.iter().map(|p| p.path.as_str()).collect();
+        paths.sort();
+        assert_eq!(paths, ["/a~1b", "/csv", "/n/x"]);
+        assert!(p.iter().any(|p| p.message.contains("\"csv\" is a required property")), "{p:?}");
+    }
 
     #[test]
     fn meta_validation_locates_problems() {

@@ -216,7 +216,9 @@ pub async fn run_state<C: GenericClient>(c: &C, run: &RunId) -> Result<Option<Ru
 const FILTER: &str = "($1::text IS NULL OR state = $1) AND ($2::text IS NULL OR template = $2)
     AND ($3::text IS NULL OR parent = $3) AND ($4::text IS NULL OR id < $4)
     AND ($5::text IS NULL OR concurrency_key = $5)
-    AND ($6::text IS NULL OR (SELECT ri.labels FROM run_inputs ri WHERE ri.id = runs.id) @> $6::text::jsonb)";
+    AND ($6::text IS NULL OR (SELECT ri.labels FROM run_inputs ri WHERE ri.id = runs.id) @> $6::text::jsonb)
+    AND ($7::text IS NULL OR strpos(lower(template), lower($7)) > 0)
+    AND ($8::bigint IS NULL OR created_at >= $8) AND ($9::bigint IS NULL OR created_at < $9)";
 
 /// Labels as stored: a JSON object, `NULL` when there are none.
 pub(crate) fn labels_text(labels: &weft_engine::Labels) -> Option<String> {
@@ -239,10 +241,21 @@ pub async fn list_runs<C: GenericClient>(c: &C, f: &RunFilter) -> Result<Vec<Run
             "SELECT id, template, version, state, parent, created_at,
                     GREATEST(updated_at, COALESCE((SELECT at FROM events WHERE run_id = runs.id
                                                    ORDER BY seq DESC LIMIT 1), 0)),
-                    (SELECT ri.labels::text FROM run_inputs ri WHERE ri.id = runs.id)
-             FROM runs WHERE {FILTER} ORDER BY id DESC LIMIT $7"
+                    (SELECT ri.labels::text FROM run_inputs ri WHERE ri.id = runs.id), error
+             FROM runs WHERE {FILTER} ORDER BY id DESC LIMIT $10"
         ),
-        &[&state, &f.template, &parent, &before, &f.key, &labels_text(&f.labels), &limit],
+        &[
+            &state,
+            &f.template,
+            &parent,
+            &before,
+            &f.key,
+            &labels_text(&f.labels),
+            &f.template_contains,
+            &f.created_from,
+            &f.created_until,
+            &limit,
+        ],
     )
     .await?;
     rows.iter()
@@ -256,6 +269,7 @@ pub async fn list_runs<C: GenericClient>(c: &C, f: &RunFilter) -> Result<Vec<Run
                 created_at: r.get(5),
                 updated_at: r.get(6),
                 labels: labels_of(r.get(7))?,
+                error: error(r.get(8))?,
             })
         })
         .collect()
@@ -267,7 +281,17 @@ pub async fn count_runs<C: GenericClient>(c: &C, f: &RunFilter) -> Result<u64, S
     let rows = query(
         c,
         &format!("SELECT COUNT(*) FROM runs WHERE {FILTER}"),
-        &[&state, &f.template, &parent, &before, &f.key, &labels_text(&f.labels)],
+        &[
+            &state,
+            &f.template,
+            &parent,
+            &before,
+            &f.key,
+            &labels_text(&f.labels),
+            &f.template_contains,
+            &f.created_from,
+            &f.created_until,
+        ],
     )
     .await?;
     Ok(rows.first().map(|r| r.get::<_, i64>(0)).unwrap_or(0).max(0) as u64)

@@ -243,10 +243,12 @@ pub fn list_runs(c: &Connection, f: &RunFilter) -> Result<Vec<RunSummary>, Store
         .prepare_cached(
             "SELECT runs.id, template, version, state, parent, created_at,
                     MAX(updated_at, COALESCE((SELECT at FROM events WHERE run_id = runs.id ORDER BY seq DESC LIMIT 1), 0)),
-                    p.labels
+                    p.labels, runs.error
              FROM runs JOIN run_plans p ON p.id = runs.id
              WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR template = ?2) AND (?4 IS NULL OR parent = ?4)
                AND (?5 IS NULL OR runs.id < ?5) AND (?6 IS NULL OR concurrency_key = ?6)
+               AND (?8 IS NULL OR instr(lower(template), lower(?8)) > 0)
+               AND (?9 IS NULL OR created_at >= ?9) AND (?10 IS NULL OR created_at < ?10)
                AND (?7 IS NULL OR NOT EXISTS (
                      SELECT 1 FROM json_each(?7) f
                      WHERE p.labels IS NULL OR json_extract(p.labels, '$.\"' || f.key || '\"') IS NOT f.value))
@@ -256,7 +258,18 @@ pub fn list_runs(c: &Connection, f: &RunFilter) -> Result<Vec<RunSummary>, Store
             let parent = f.parent.as_ref().map(|p| p.as_str());
             let before = f.before.as_ref().map(|b| b.as_str());
             let labels = labels_text(&f.labels);
-            let args = params![f.state.map(|s| s.as_str()), f.template, limit, parent, before, f.key, labels];
+            let args = params![
+                f.state.map(|s| s.as_str()),
+                f.template,
+                limit,
+                parent,
+                before,
+                f.key,
+                labels,
+                f.template_contains,
+                f.created_from,
+                f.created_until
+            ];
             s.query_map(args, |r| {
                 Ok((
                     r.get::<_, String>(0)?,
@@ -267,13 +280,14 @@ pub fn list_runs(c: &Connection, f: &RunFilter) -> Result<Vec<RunSummary>, Store
                     r.get::<_, i64>(5)?,
                     r.get::<_, i64>(6)?,
                     r.get::<_, Option<String>>(7)?,
+                    r.get::<_, Option<String>>(8)?,
                 ))
             })?
             .collect::<Raw<Vec<_>>>()
         })
         .map_err(map_err)?;
     rows.into_iter()
-        .map(|(rid, template, version, state, parent, created_at, updated_at, labels)| {
+        .map(|(rid, template, version, state, parent, created_at, updated_at, labels, err)| {
             Ok(RunSummary {
                 id: id(rid)?,
                 template,
@@ -283,6 +297,7 @@ pub fn list_runs(c: &Connection, f: &RunFilter) -> Result<Vec<RunSummary>, Store
                 created_at,
                 updated_at,
                 labels: labels_of(labels)?,
+                error: error(err)?,
             })
         })
         .collect()

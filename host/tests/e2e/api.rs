@@ -101,6 +101,27 @@ async fn templates_runs_graphs_and_pages() {
         by_key["runs"].as_array().unwrap().iter().map(|r| r["id"].clone()).collect::<Vec<_>>(),
         [keyed["id"].clone()]
     );
+    // The page's search: part of a template's name in any case; a window
+    // of creation times; a time that does not parse is refused at its name.
+    let ids = |page: &Value| page["runs"].as_array().unwrap().iter().map(|r| r["id"].clone()).collect::<Vec<_>>();
+    let (_, part) = send(http.get(format!("{api}/runs?template_contains=HAI"))).await;
+    assert_eq!(ids(&part), [keyed["id"].clone(), json!(id)], "{part}");
+    let created = shown["created_at"].as_str().unwrap();
+    let (_, from) = send(http.get(format!("{api}/runs?created_from={created}&limit=10"))).await;
+    assert_eq!(ids(&from).last(), Some(&json!(id)), "created at the bound is in: {from}");
+    let (_, until) = send(http.get(format!("{api}/runs?created_until={created}"))).await;
+    assert_eq!(until["runs"], json!([]), "created at the bound is out: {until}");
+    let (st, bad) = send(http.get(format!("{api}/runs?created_from=yesterday"))).await;
+    assert_eq!((st, bad["path"].as_str()), (400, Some("/created_from")), "{bad}");
+    let (_, broken) = send(http.post(format!("{api}/runs")).json(
+        &json!({"definition": {"name": "broken", "steps": [{"name": "each", "for_each": "@input.v",
+                "code": {"plugin": "json-select"}, "input": {"data": {}, "path": "a"}}]},
+                "input": {"v": 5}, "wait_ms": 20000}),
+    ))
+    .await;
+    assert_eq!(broken["state"], "failed", "{broken}");
+    let (_, failed) = send(http.get(format!("{api}/runs?state=failed"))).await;
+    assert_eq!(failed["runs"][0]["error"], broken["error"], "a failed run's summary says why: {failed}");
 
     let (st, doc) = send(http.get(format!("{api}/openapi.json"))).await;
     assert_eq!(st, 200);
@@ -119,14 +140,14 @@ async fn templates_runs_graphs_and_pages() {
     // What client generators need: every route, an operationId each (no
     // two alike), typed parameters, no boolean schema anywhere.
     let paths = doc["paths"].as_object().unwrap();
-    assert_eq!(paths.len(), 21, "every route is declared: {:?}", paths.keys().collect::<Vec<_>>());
+    assert_eq!(paths.len(), 26, "every route is declared: {:?}", paths.keys().collect::<Vec<_>>());
     let ids: Vec<&str> = paths
         .values()
         .flat_map(|p| p.as_object().unwrap().values())
         .map(|o| o["operationId"].as_str().unwrap())
         .collect();
     let unique: std::collections::BTreeSet<&&str> = ids.iter().collect();
-    assert_eq!((ids.len(), unique.len()), (25, 25), "{ids:?}");
+    assert_eq!((ids.len(), unique.len()), (30, 30), "{ids:?}");
     let params = doc["paths"]["/runs"]["get"]["parameters"].as_array().unwrap();
     let param = |n: &str| params.iter().find(|p| p["name"] == n).unwrap()["schema"].clone();
     assert_eq!(param("limit")["type"], "integer");
@@ -237,7 +258,7 @@ async fn the_one_validation_and_the_replay_diff_over_http() {
     let (st, e) = send(http.post(format!("{api}/runs")).json(&json!({"definition": bad, "input": {}}))).await;
     assert_eq!(st, 400);
     let paths: Vec<&str> = e["problems"].as_array().unwrap().iter().map(|p| p["path"].as_str().unwrap()).collect();
-    assert_eq!(paths, ["/definition/steps/0/code", "/input"], "{e}");
+    assert_eq!(paths, ["/definition/steps/0/code", "/input/n"], "{e}");
 
     // Two runs of a template, compared step by step.
     let (st, saved) =

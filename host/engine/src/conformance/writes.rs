@@ -314,7 +314,8 @@ pub async fn list_runs_filters(store: Arc<dyn Store>) {
     s.commit(b(vec![create(&a, &["x"])])).await.unwrap();
     let mut w = create(&bb, &["x"]);
     if let Write::CreateRun { run, .. } = &mut w {
-        run.template = "other".into();
+        run.template = "Other-Flow".into();
+        run.created_at = 200;
         run.labels.insert("origin".into(), "email".into());
     }
     s.commit(b(vec![w])).await.unwrap();
@@ -332,8 +333,21 @@ pub async fn list_runs_filters(store: Arc<dyn Store>) {
     assert_eq!(all.iter().map(|r| r.id.clone()).collect::<Vec<_>>(), vec![bb.clone(), a.clone()], "newest first");
     let f = RunFilter { state: Some(RunState::Working), ..Default::default() };
     assert_eq!(s.list_runs(&f).await.unwrap().len(), 1);
-    let f = RunFilter { template: Some("other".into()), ..Default::default() };
+    let f = RunFilter { template: Some("Other-Flow".into()), ..Default::default() };
     assert_eq!(s.list_runs(&f).await.unwrap()[0].id, bb);
+    let f = RunFilter { template: Some("other".into()), ..Default::default() };
+    assert!(s.list_runs(&f).await.unwrap().is_empty(), "`template` is the exact name");
+    // The page's search: a part of the name, any case; a window of creation.
+    let ids = |f: RunFilter| {
+        let s = s.clone();
+        async move { s.list_runs(&f).await.unwrap().into_iter().map(|r| r.id).collect::<Vec<_>>() }
+    };
+    assert_eq!(ids(RunFilter { template_contains: Some("r-fl".into()), ..Default::default() }).await, vec![bb.clone()]);
+    assert_eq!(ids(RunFilter { template_contains: Some("_".into()), ..Default::default() }).await, vec![]);
+    assert_eq!(ids(RunFilter { created_from: Some(150), ..Default::default() }).await, vec![bb.clone()]);
+    assert_eq!(ids(RunFilter { created_until: Some(200), ..Default::default() }).await, vec![a.clone()]);
+    let window = RunFilter { created_from: Some(100), created_until: Some(201), ..Default::default() };
+    assert_eq!(ids(window).await, vec![bb.clone(), a.clone()]);
     let f = RunFilter { limit: Some(1), ..Default::default() };
     assert_eq!(s.list_runs(&f).await.unwrap().len(), 1);
     // The next page: runs older than the cursor.
@@ -354,6 +368,20 @@ pub async fn list_runs_filters(store: Arc<dyn Store>) {
     let f = RunFilter { labels: labels(&[("origin", "sms")]), ..Default::default() };
     assert!(s.list_runs(&f).await.unwrap().is_empty());
     assert_eq!(s.run(&bb).await.unwrap().unwrap().labels.get("origin").map(String::as_str), Some("email"));
+    // A failed run's summary says why.
+    let why = StepError::new(ErrorKind::Validation, "bad input", false);
+    s.commit(b(vec![Write::RunState {
+        run: a.clone(),
+        from: RunState::Working,
+        to: RunState::Failed,
+        output: None,
+        error: Some(why.clone()),
+        at: 6,
+    }]))
+    .await
+    .unwrap();
+    let all = s.list_runs(&RunFilter::default()).await.unwrap();
+    assert_eq!((all[0].error.clone(), all[1].error.clone()), (None, Some(why)));
 }
 
 pub async fn templates_are_versioned(store: Arc<dyn Store>) {

@@ -10,6 +10,7 @@
 //! | `mod.rs` | [`UseCases`] (one per audience, over the engine that owns the store), finding a run ([`LookupRefused`]) |
 //! | [`start`] | starting a run of a saved template or a definition ([`StartRequest`] → [`Started`] or [`StartRefused`]) |
 //! | [`settle`] | waiting for a run to end or to wait for input, reporting progress ([`Progress`]) |
+//! | [`catalog`] | what a definition can name: plugins and the configured servers' tools ([`catalog::PluginView`], [`catalog::ServerView`]) |
 //! | [`answer`] | signal, emit and cancel ([`Signaled`], [`SignalRefused`], [`EmitRefused`], [`Canceled`]) |
 //! | [`notifications`] | a run's notifications (the outbox): list, send a failed one again ([`NotificationView`]) |
 //! | [`schedules`] | cron schedules: add, list, pause or resume, remove ([`ScheduleRequest`], [`ScheduleRefused`]) |
@@ -19,6 +20,7 @@
 //! front end writes them a second time.
 
 pub mod answer;
+pub mod catalog;
 pub mod notifications;
 pub mod outside;
 pub mod retry;

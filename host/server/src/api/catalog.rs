@@ -13,7 +13,7 @@ use weft_engine::clock::{rfc3339, system_now_ms};
 use weft_engine::store::TemplateRecord;
 use weft_runtime::pipeline::Source;
 use weft_runtime::usecase::answer::EmitRefused;
-use weft_runtime::usecase::{ScheduleRefused, ScheduleRequest};
+use weft_runtime::usecase::{ScheduleRefused, ScheduleRequest, catalog};
 
 use super::{ApiError, Body, Params};
 pub use crate::schedule_view::ScheduleView;
@@ -78,6 +78,47 @@ pub(super) async fn template(
     let t =
         t.ok_or_else(|| ApiError::not_found(format!("no template `{name}`")).hint("GET /api/v1/templates lists them"))?;
     Ok(Json(view(t, true)))
+}
+
+/// Every version of a template, newest first.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct VersionList {
+    pub name: String,
+    /// Without their definitions (`GET /templates/{name}?version=N`).
+    pub versions: Vec<TemplateView>,
+}
+
+pub(super) async fn template_versions(
+    State(core): State<Arc<Core>>,
+    Path(name): Path<String>,
+) -> Result<Json<VersionList>, ApiError> {
+    let mut all = core.store.template_versions(&name).await.map_err(ApiError::internal)?;
+    if all.is_empty() {
+        return Err(ApiError::not_found(format!("no template `{name}`")).hint("GET /api/v1/templates lists them"));
+    }
+    all.sort_by_key(|t| std::cmp::Reverse(t.version));
+    Ok(Json(VersionList { name, versions: all.into_iter().map(|t| view(t, false)).collect() }))
+}
+
+/// What a definition can name here.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CatalogView {
+    /// The code plugins (`{"code": {"plugin": NAME}}`) with their schemas.
+    pub plugins: Vec<catalog::PluginView>,
+    /// The configured MCP servers with the tools each allows
+    /// (`{"tool": {"server", "name"}}`).
+    pub servers: Vec<catalog::ServerView>,
+}
+
+pub(super) async fn catalog(State(core): State<Arc<Core>>) -> Result<Json<CatalogView>, ApiError> {
+    let c = core.clone();
+    let plugins =
+        tokio::task::spawn_blocking(move || catalog::plugins(&weft_runtime::guests::registry(&c.settings), &c.sandbox))
+            .await
+            .map_err(ApiError::internal)?
+            .map_err(ApiError::internal)?;
+    let servers = catalog::servers(&core.upstreams).await;
+    Ok(Json(CatalogView { plugins, servers }))
 }
 
 /// `PUT /templates/{name}`.

@@ -11,7 +11,8 @@
 //! | `runs.rs` | `GET /runs`, `GET /runs/{id}`, `POST /runs`, cancel, signal, graph |
 //! | `retry.rs` | `POST /runs/{id}/retry`: retry from failure |
 //! | `stream.rs` | `GET /runs/{id}/events`: JSON pages, or SSE resumable with `Last-Event-ID`; `GET /stream`: every run's state changes, live |
-//! | `catalog.rs` | templates, schedules, `POST /events` |
+//! | `catalog.rs` | templates (and their versions), `GET /catalog` (plugins and tools), schedules, `POST /events` |
+//! | `recordings.rs` | open recordings, one as it stands, and saving one as a template (or a dry run): the page's review |
 //! | `notifications.rs` | `GET /notifications`, `POST /notifications/{id}/resend` (the outbox) |
 //! | `checks.rs` | `POST /validate` (the pipeline's one validation), `GET /runs/{id}/compare` (a run beside another) |
 //! | `openapi.rs` | the OpenAPI 3.1 document at `/api/v1/openapi.json`, from the route table and the types' JSON Schemas |
@@ -20,6 +21,7 @@ mod catalog;
 mod checks;
 mod notifications;
 pub mod openapi;
+mod recordings;
 mod retry;
 mod runs;
 mod stream;
@@ -55,6 +57,11 @@ pub fn router(core: Arc<Core>) -> axum::Router {
         .route("/runs/{id}/steps/{step}/signal", post(runs::signal))
         .route("/events", post(catalog::emit))
         .route("/templates", get(catalog::templates))
+        .route("/templates/{name}/versions", get(catalog::template_versions))
+        .route("/catalog", get(catalog::catalog))
+        .route("/recordings", get(recordings::list))
+        .route("/recordings/{id}", get(recordings::get_one))
+        .route("/recordings/{id}/save", post(recordings::save))
         .route("/templates/{name}", get(catalog::template).put(catalog::save_template).delete(catalog::delete_template))
         .route("/notifications", get(notifications::list))
         .route("/notifications/{id}/resend", post(notifications::resend))

@@ -9,11 +9,15 @@ use weft_engine::view::{EventPage, RunView};
 
 use super::ApiError;
 use super::catalog::{
-    Deleted, EmitBody, Emitted, SaveBody, Saved, ScheduleBody, ScheduleList, ScheduleView, TemplateList, TemplateView,
+    CatalogView, Deleted, EmitBody, Emitted, SaveBody, Saved, ScheduleBody, ScheduleList, ScheduleView, TemplateList,
+    TemplateView, VersionList,
 };
 use super::checks::{ValidateBody, Validated};
 use super::notifications::NotificationList;
+use super::recordings::RecordingView;
 use super::runs::{GraphView, RunPage, SignalBody, SignalOut, StartBody};
+use crate::mcp::recording::journal::ListOut;
+use crate::mcp::recording::save::{SaveOut, SaveParams};
 use weft_engine::compare::Comparison;
 use weft_runtime::usecase::NotificationView;
 
@@ -151,6 +155,9 @@ pub fn spec() -> Value {
                     "query",
                     "Only runs with this label, `KEY:VALUE` (several: comma-separated, every one must match).",
                 ),
+                ("template_contains", "query", "Only runs whose template's name contains this (ignoring case)."),
+                ("created_from", "query", "Only runs created at or after this time (RFC 3339)."),
+                ("created_until", "query", "Only runs created before this time (RFC 3339)."),
                 ("limit", "query", "At most this many (default 50, at most 1000)."),
                 ("cursor", "query", "The `next` of the previous page."),
             ],
@@ -305,6 +312,56 @@ pub fn spec() -> Value {
             body: None,
             ok: (200, r(g.subschema_for::<TemplateView>())),
             errors: &[404],
+        },
+        Op {
+            method: "get",
+            path: "/templates/{name}/versions",
+            id: "listTemplateVersions",
+            summary: "Every version of a template, newest first (without definitions).",
+            params: &[("name", "path", "The template.")],
+            body: None,
+            ok: (200, r(g.subschema_for::<VersionList>())),
+            errors: &[404],
+        },
+        Op {
+            method: "get",
+            path: "/catalog",
+            id: "getCatalog",
+            summary: "What a definition can name here: the code plugins and the configured MCP servers' tools, with their schemas.",
+            params: &[],
+            body: None,
+            ok: (200, r(g.subschema_for::<CatalogView>())),
+            errors: &[],
+        },
+        Op {
+            method: "get",
+            path: "/recordings",
+            id: "listRecordings",
+            summary: "The open recordings (MCP sessions' proxied calls, not saved yet) with their steps.",
+            params: &[],
+            body: None,
+            ok: (200, r(g.subschema_for::<ListOut>())),
+            errors: &[],
+        },
+        Op {
+            method: "get",
+            path: "/recordings/{id}",
+            id: "getRecording",
+            summary: "An open recording as it stands: its input and each recorded call with its arguments and output.",
+            params: &[ID],
+            body: None,
+            ok: (200, r(g.subschema_for::<RecordingView>())),
+            errors: &[400, 404, 409],
+        },
+        Op {
+            method: "post",
+            path: "/recordings/{id}/save",
+            id: "saveRecording",
+            summary: "The template an open recording becomes with these choices (refused proposals, accepted candidates, steps freed from the kept order): with `dry_run` only shown; else saved (201) and the recording ends.",
+            params: &[ID],
+            body: Some(r(b.subschema_for::<SaveParams>())),
+            ok: (200, r(g.subschema_for::<SaveOut>())),
+            errors: &[400, 404, 409, 422],
         },
         Op {
             method: "put",

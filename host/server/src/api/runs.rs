@@ -39,6 +39,13 @@ pub struct ListQuery {
     /// Only runs with this label, as `KEY:VALUE` (several: comma-separated,
     /// every one must match).
     pub label: Option<String>,
+    /// Only runs whose template's name contains this (ignoring case).
+    pub template_contains: Option<String>,
+    /// Only runs created at or after this time (RFC 3339, e.g.
+    /// `2026-11-29T08:00:00Z`).
+    pub created_from: Option<String>,
+    /// Only runs created before this time (RFC 3339).
+    pub created_until: Option<String>,
     /// At most this many (default 50, at most 1000).
     pub limit: Option<usize>,
     /// Only runs older than this run id: the `next` of the previous page.
@@ -66,6 +73,9 @@ pub struct RunSummaryView {
     pub updated_at: String,
     #[serde(skip_serializing_if = "weft_model::Labels::is_empty")]
     pub labels: weft_model::Labels,
+    /// Why it failed, for a run that did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<weft_engine::StepError>,
 }
 
 /// A run named by a client that cannot be found, in the API's terms.
@@ -105,8 +115,18 @@ pub(super) async fn list(
             .map_err(|e| ApiError::invalid(e).at("/label").hint("label=KEY:VALUE, e.g. label=origin:slack"))?;
         labels.insert(k, v);
     }
-    let filter =
-        RunFilter { state: q.state, template: q.template, parent, limit: Some(limit + 1), before, key: q.key, labels };
+    let filter = RunFilter {
+        state: q.state,
+        template: q.template,
+        parent,
+        limit: Some(limit + 1),
+        before,
+        key: q.key,
+        labels,
+        template_contains: q.template_contains.filter(|t| !t.is_empty()),
+        created_from: time_ms(q.created_from.as_deref(), "/created_from")?,
+        created_until: time_ms(q.created_until.as_deref(), "/created_until")?,
+    };
     let mut all = core.store.list_runs(&filter).await.map_err(ApiError::internal)?;
     let next = (all.len() > limit).then(|| all[limit - 1].id.to_string());
     all.truncate(limit);
@@ -122,9 +142,22 @@ pub(super) async fn list(
             created_at: rfc(r.created_at),
             updated_at: rfc(r.updated_at),
             labels: r.labels,
+            error: r.error,
         })
         .collect();
     Ok(Json(RunPage { runs, next }))
+}
+
+/// A query's RFC 3339 time as ms since the epoch (`None` when absent).
+fn time_ms(text: Option<&str>, path: &str) -> Result<Option<i64>, ApiError> {
+    let Some(text) = text.filter(|t| !t.is_empty()) else { return Ok(None) };
+    let at = humantime::parse_rfc3339_weak(text.trim()).map_err(|e| {
+        ApiError::invalid(format!("{text:?} is not a time: {e}"))
+            .at(path)
+            .hint("an RFC 3339 time, e.g. 2026-11-29T08:00:00Z")
+    })?;
+    let ms = at.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+    Ok(Some(ms))
 }
 
 pub(super) async fn get_one(State(core): State<Arc<Core>>, Path(id): Path<String>) -> Result<Json<RunView>, ApiError> {

@@ -160,6 +160,47 @@ impl Active {
     }
 }
 
+// The open recordings (no doc comments here: they would be repeated in
+// tools/list).
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct ListOut {
+    pub recordings: Vec<OpenRecording>,
+}
+
+// An open recording: its run, name, steps so far, and whether a session
+// of this process records into it now (`held`).
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct OpenRecording {
+    pub run_id: String,
+    pub name: String,
+    pub steps: Vec<String>,
+    pub started_at: String,
+    pub updated_at: String,
+    pub held: bool,
+}
+
+/// The open recordings (at most 100, newest first), for `recording_list`
+/// and `GET /api/v1/recordings`.
+pub async fn open_recordings(core: &Core) -> Result<Vec<OpenRecording>, weft_engine::StoreError> {
+    let filter =
+        weft_engine::store::RunFilter { state: Some(RunState::Recording), limit: Some(100), ..Default::default() };
+    let runs = core.store.list_runs(&filter).await?;
+    let held = core.held_recordings.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let mut out = vec![];
+    for r in runs {
+        let Ok(a) = Active::load(core, &r.id).await else { continue };
+        out.push(OpenRecording {
+            run_id: r.id.to_string(),
+            name: a.name,
+            steps: a.recording.steps.iter().map(|s| s.name.clone()).collect(),
+            started_at: weft_engine::clock::rfc3339(a.started_at),
+            updated_at: weft_engine::clock::rfc3339(r.updated_at),
+            held: held.contains(&r.id),
+        });
+    }
+    Ok(out)
+}
+
 /// The session's recording `slot`, checked to be still open: when its run
 /// was saved, stopped or discarded elsewhere (`run_cancel`, another
 /// server), the session lets go of it and the error says so (nothing was

@@ -31,6 +31,7 @@
 
 pub mod journal;
 mod review;
+pub mod save;
 #[cfg(test)]
 mod tests;
 

@@ -25,8 +25,9 @@ use crate::Core;
 use crate::WeftServer;
 use crate::mcp::errors::ToolError;
 use crate::mcp::prepare;
-use crate::mcp::recording::journal::{Active, ensure_open};
-use crate::mcp::recording::{RecordedStep, Recording, Replacement};
+use crate::mcp::recording::journal::{Active, ListOut, ensure_open, open_recordings};
+use crate::mcp::recording::save::{PlanRefused, SaveOut, SaveParams, plan};
+use crate::mcp::recording::{RecordedStep, Recording};
 use crate::mcp::wf_tools;
 
 impl Core {
@@ -161,96 +162,7 @@ pub struct RemoveOut {
     pub note: String,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct SaveParams {
-    /// The template to save the recording as (a new version if it exists).
-    pub template: String,
-    /// Ids of proposed replacements (`r1`, ...) to refuse: those literals
-    /// stay literal.
-    #[serde(default)]
-    pub refuse: Vec<String>,
-    /// Ids of candidates (`c1`, ...) to apply: literals equal to an input
-    /// value that were not proposed (small numbers, short strings,
-    /// booleans) become refs to it.
-    #[serde(default)]
-    pub accept: Vec<String>,
-    /// Chain every call (each step `after` the previous).
-    #[serde(default)]
-    pub keep_order: bool,
-    /// Steps freed from the side-effect order (see `order`).
-    #[serde(default)]
-    pub parallel: Vec<String>,
-    /// Only propose: return the definition and the replacements, store
-    /// nothing, keep recording.
-    #[serde(default)]
-    pub dry_run: bool,
-    /// A description for the template.
-    #[serde(default)]
-    pub description: Option<String>,
-}
-
-/// A proposed replacement and whether it was applied.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ReplacementOut {
-    /// `r1`, ...: pass to `refuse` to keep the literal.
-    pub id: String,
-    pub step: String,
-    /// JSON Pointer into the step's input.
-    pub path: String,
-    /// The literal that was recorded.
-    pub value: Value,
-    /// What replaces it: a ref, or for an input value inside a longer
-    /// string, that text with the ref in it.
-    pub reference: String,
-    pub applied: bool,
-}
-
-/// A saved (or proposed) template.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct SaveOut {
-    pub template: String,
-    /// The version saved (absent for a dry run).
-    pub version: Option<u32>,
-    /// The tool that replays it (absent for a dry run).
-    pub tool: Option<String>,
-    /// The recording's run (absent for a dry run).
-    pub run_id: Option<String>,
-    /// Every proposed replacement.
-    pub replacements: Vec<ReplacementOut>,
-    /// Literals equal to an input value that were not proposed (see
-    /// `accept`); `applied` when accepted.
-    pub candidates: Vec<ReplacementOut>,
-    /// The input's fields no step uses: a replay with another value of one
-    /// changes nothing.
-    pub unused_input: Vec<String>,
-    /// For each input field, what a replay with another value changes.
-    pub replay: Vec<crate::mcp::recording::Effect>,
-    /// Calls kept in order although no data passes (writes in order, a
-    /// read after the write to its server), and why.
-    pub order: Vec<crate::mcp::recording::Ordered>,
-    /// What may make a replay repeat the recording instead of following
-    /// its new input, and the template's validation warnings.
-    pub warnings: Vec<String>,
-    /// The template's definition.
-    pub definition: Value,
-}
-
 /// A stopped recording.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ListOut {
-    pub recordings: Vec<OpenRecording>,
-}
-
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct OpenRecording {
-    pub run_id: String,
-    pub name: String,
-    pub steps: Vec<String>,
-    pub started_at: String,
-    pub updated_at: String,
-    pub held: bool,
-}
-
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct OpenParams {
     pub run_id: String,
@@ -294,6 +206,19 @@ impl WeftServer {
     fn release(&self, id: &RunId) {
         self.core.held_recordings.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
     }
+}
+
+/// A save's choices refused, in MCP terms.
+fn plan_refused(e: PlanRefused) -> ToolError {
+    let fix = match &e {
+        PlanRefused::Empty => "call an upstream tool (`<server>__<tool>`), step_code or step_preset first".to_string(),
+        PlanRefused::NotProposed { what, known, .. } => format!(
+            "the {what}s are: {} (see a dry_run)",
+            if known.is_empty() { "none".into() } else { known.join(", ") }
+        ),
+        PlanRefused::NotRecorded { known, .. } => format!("the recorded steps are: {}", known.join(", ")),
+    };
+    ToolError::new(e.to_string()).fix(fix)
 }
 
 fn not_recording() -> ToolError {
@@ -375,25 +300,7 @@ impl WeftServer {
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn recording_list(&self, Parameters(_): Parameters<NoParams>) -> Result<Json<ListOut>, ToolError> {
-        let filter = weft_engine::store::RunFilter {
-            state: Some(weft_engine::RunState::Recording),
-            limit: Some(100),
-            ..Default::default()
-        };
-        let runs = self.core.store.list_runs(&filter).await.map_err(ToolError::internal)?;
-        let held = self.core.held_recordings.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let mut recordings = vec![];
-        for r in runs {
-            let Ok(a) = Active::load(&self.core, &r.id).await else { continue };
-            recordings.push(OpenRecording {
-                run_id: r.id.to_string(),
-                name: a.name,
-                steps: a.recording.steps.iter().map(|s| s.name.clone()).collect(),
-                started_at: weft_engine::clock::rfc3339(a.started_at),
-                updated_at: weft_engine::clock::rfc3339(r.updated_at),
-                held: held.contains(&r.id),
-            });
-        }
+        let recordings = open_recordings(&self.core).await.map_err(ToolError::internal)?;
         Ok(Json(ListOut { recordings }))
     }
 
@@ -553,58 +460,7 @@ impl WeftServer {
         let mut slot = self.session.recording.lock().await;
         ensure_open(&self.core, &mut slot).await?;
         let active = slot.as_ref().ok_or_else(not_recording)?;
-        if active.recording.steps.is_empty() {
-            return Err(ToolError::new("the recording has no steps yet")
-                .fix("call an upstream tool (`<server>__<tool>`), step_code or step_preset first"));
-        }
-        let proposals = active.recording.propose();
-        let candidates = active.recording.candidates(&proposals);
-        for (ids, list, what, field) in
-            [(&p.refuse, &proposals, "proposed replacement", "refuse"), (&p.accept, &candidates, "candidate", "accept")]
-        {
-            if let Some(bad) = ids.iter().find(|id| !list.iter().any(|r| &r.id == *id)) {
-                let known: Vec<&str> = list.iter().map(|r| r.id.as_str()).collect();
-                return Err(ToolError::new(format!("`{field}` names `{bad}`, which is not a {what}")).fix(format!(
-                    "the {what}s are: {} (see a dry_run)",
-                    if known.is_empty() { "none".into() } else { known.join(", ") }
-                )));
-            }
-        }
-        let mut accepted: Vec<Replacement> = proposals.iter().filter(|r| !p.refuse.contains(&r.id)).cloned().collect();
-        accepted.extend(candidates.iter().filter(|c| p.accept.contains(&c.id)).cloned());
-        let open: Vec<Replacement> = candidates.iter().filter(|c| !p.accept.contains(&c.id)).cloned().collect();
-        let review = active.recording.review(&accepted, &open);
-        if let Some(bad) = p.parallel.iter().find(|n| !active.recording.steps.iter().any(|s| &s.name == *n)) {
-            let known: Vec<&str> = active.recording.steps.iter().map(|s| s.name.as_str()).collect();
-            return Err(ToolError::new(format!("`parallel` names `{bad}`, which is not a recorded step"))
-                .fix(format!("the recorded steps are: {}", known.join(", "))));
-        }
-        let order = if p.keep_order { vec![] } else { active.recording.order(&p.parallel) };
-        let mut definition = active.recording.definition(&p.template, &accepted, p.keep_order, &order);
-        if let Some(d) = &p.description {
-            definition["description"] = Value::String(d.clone());
-        }
-        let out = |r: &Replacement, applied: bool| ReplacementOut {
-            id: r.id.clone(),
-            step: r.step.clone(),
-            path: r.path.clone(),
-            value: r.value.clone(),
-            reference: r.reference.clone(),
-            applied,
-        };
-        let mut answer = SaveOut {
-            template: p.template.clone(),
-            version: None,
-            tool: None,
-            run_id: None,
-            replacements: proposals.iter().map(|r| out(r, !p.refuse.contains(&r.id))).collect(),
-            candidates: candidates.iter().map(|c| out(c, p.accept.contains(&c.id))).collect(),
-            unused_input: review.unused_input,
-            replay: review.effects,
-            order,
-            warnings: review.warnings,
-            definition,
-        };
+        let mut answer = plan(&active.recording, &p).map_err(plan_refused)?;
         if p.dry_run {
             // The save's own checks, storing nothing: a dry run that passes
             // is a save that passes.

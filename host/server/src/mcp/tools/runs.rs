@@ -275,7 +275,7 @@ impl WeftServer {
     }
 
     #[tool(
-        description = "One run: state, input, output, error; every step's state, attempts, resolved `input` (each attempt's under `tries`), output and error; open `waits` (a signal's prompt and schema: answer with run_signal); `artifacts` (read each at its `uri`); `notifications` and where each stands. Stays small (~28 KB): a larger value shows as {\"trimmed\": {length, head, read_with}}, listed in `trimmed`; run_value pages it.",
+        description = "One run: state, input, output, error; each step's state, attempts, resolved `input` (per attempt: `tries`), output, error; open `waits` (a signal's prompt and schema: answer with run_signal); `artifacts` (read each at its `uri`); `notifications` with their state. Under ~28 KB: a larger value is {\"trimmed\": {length, head, read_with}} (see `trimmed`); run_value pages it.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn run_get(&self, Parameters(p): Parameters<RunIdParams>) -> Result<Json<RunGetOut>, ToolError> {
@@ -325,7 +325,7 @@ impl WeftServer {
     }
 
     #[tool(
-        description = "A run's event log in order (state changes, attempts, progress with its data, log lines, `signal.queued`, `notify.failed`), after `after_seq`, at most `limit` (500). `more: true`: call again with `after_seq` = the returned `last_seq` (also to follow a run).",
+        description = "A run's event log in order (state changes, attempts, progress with its data, log lines, `signal.queued`, `notify.failed`), after `after_seq`, at most `limit` (500). `more: true`: call again with `after_seq` = `last_seq` (also to follow a run).",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn run_events(&self, Parameters(p): Parameters<RunEventsParams>) -> Result<Json<EventPage>, ToolError> {

@@ -18,6 +18,7 @@ use crate::mcp::errors::{ProblemOut, ToolError};
 use crate::mcp::prepare::{self, blocking};
 use crate::mcp::wf_tools;
 use weft_runtime::guests;
+use weft_runtime::usecase::catalog;
 
 /// A workflow definition: an object with `name` and `steps` (see the
 /// resource weft://guide). Its JSON text as a string is accepted too.
@@ -134,30 +135,10 @@ pub struct DeleteOut {
     pub deleted_versions: u32,
 }
 
-/// A code plugin.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct PluginOut {
-    /// The name a code step uses: `{"code": {"plugin": NAME}}`.
-    pub name: String,
-    /// `bundled` (in weft) or `added` (installed by the operator).
-    pub source: String,
-    /// `component` (declares its schemas) or `command` (a WASI command:
-    /// input JSON on stdin, output JSON on stdout).
-    pub kind: String,
-    /// sha256 of its bytes.
-    pub digest: String,
-    pub version: Option<String>,
-    pub description: Option<String>,
-    /// JSON Schema of a step's `input`.
-    pub input_schema: Option<Value>,
-    /// JSON Schema of its output.
-    pub output_schema: Option<Value>,
-}
-
 /// Every plugin.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct PluginListOut {
-    pub plugins: Vec<PluginOut>,
+    pub plugins: Vec<catalog::PluginView>,
 }
 
 fn description(t: &TemplateRecord) -> Option<String> {
@@ -285,31 +266,11 @@ impl WeftServer {
     )]
     async fn plugin_list(&self, Parameters(_): Parameters<NoParams>) -> Result<Json<PluginListOut>, ToolError> {
         let core = self.core.clone();
-        let list = blocking(move || {
+        let plugins = blocking(move || {
             let registry = guests::registry(&core.settings);
-            registry.list(&core.sandbox).map_err(ToolError::internal)
+            catalog::plugins(&registry, &core.sandbox).map_err(ToolError::internal)
         })
         .await?;
-        let plugins = list
-            .into_iter()
-            .map(|p| {
-                let source = serde_json::to_value(p.source).ok().and_then(|v| v.as_str().map(String::from));
-                let (kind, version, description, input_schema, output_schema) = match p.metadata {
-                    Some(m) => ("component", Some(m.version), Some(m.description), m.input_schema, m.output_schema),
-                    None => ("command", None, None, None, None),
-                };
-                PluginOut {
-                    name: p.name,
-                    source: source.unwrap_or_default(),
-                    kind: kind.into(),
-                    digest: p.digest,
-                    version,
-                    description,
-                    input_schema,
-                    output_schema,
-                }
-            })
-            .collect();
         Ok(Json(PluginListOut { plugins }))
     }
 }
