@@ -9,6 +9,8 @@ between the phases). Prints one JSON object.
   it), adds a call, saves it as a template, and replays the template. A
   recording discarded with run_cancel under its session frees the session
   and saves nothing.
+- `--phase add --run RUN`: a session reopens RUN, makes one more proxied
+  call and ends (host/tests/e2e/web.rs: the page's review sees it arrive).
 """
 
 from __future__ import annotations
@@ -85,14 +87,26 @@ async def resume(url: str, run: str) -> dict:
     return seen
 
 
+async def add(url: str, run: str) -> dict:
+    """Reopen RUN, make one more proxied call, end the session (the
+    recording stays open): the web view's review sees it arrive."""
+    async with session(url) as s:
+        await call(s, "recording_open", {"run_id": run})
+        echoed = await s.call_tool("everything__echo", {"message": "hello there, later"})
+        check(not echoed.is_error, "a call adds a step to the reopened recording", text_of(echoed))
+        listed = (await call(s, "recording_list", {}))["recordings"]
+        return {"steps": [r for r in listed if r["run_id"] == run][0]["steps"]}
+
+
 async def main(args: argparse.Namespace) -> None:
-    seen = await (start(args.url) if args.phase == "start" else resume(args.url, args.run))
+    phases = {"start": lambda: start(args.url), "resume": lambda: resume(args.url, args.run), "add": lambda: add(args.url, args.run)}
+    seen = await phases[args.phase]()
     print(json.dumps(seen))
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--url", required=True)
-    ap.add_argument("--phase", choices=["start", "resume"], required=True)
+    ap.add_argument("--phase", choices=["start", "resume", "add"], required=True)
     ap.add_argument("--run")
     anyio.run(main, ap.parse_args())

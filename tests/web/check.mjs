@@ -5,9 +5,13 @@
 // BASE_URL is the server's root (http://127.0.0.1:PORT). The server's store
 // must hold the templates `approval` (input {order}, a signal wait `approve`
 // with {ok: boolean, by: string of 2+}, then steps with sleeps between) and
-// `gate` (a wait only). Prints one line per check; exits 1 at the first that fails.
+// `gate` (a wait only); without a token, also `wide` (40 steps) and `fanout`
+// (a for_each over `items`) for the operator's tasks (operator.mjs). Prints
+// one line per check; exits 1 at the first that fails.
 import { chromium } from "playwright-core";
 import { mkdirSync } from "node:fs";
+import { createRequire } from "node:module";
+import { operatorChecks } from "./operator.mjs";
 
 const [base, shots, token] = process.argv.slice(2);
 mkdirSync(shots, { recursive: true });
@@ -28,6 +32,11 @@ const api = async (path, opts = {}) => {
   return { status: r.status, body: await r.json() };
 };
 
+const axePath = createRequire(import.meta.url).resolve("axe-core/axe.min.js");
+async function operatorTasks() {
+  await operatorChecks({ page, base, api, ok, check, shot, axePath });
+}
+
 try {
   await page.goto(`${base}/`);
   if (token) {
@@ -38,7 +47,7 @@ try {
   }
 
   // A run started elsewhere shows up in the list, live.
-  await page.waitForSelector("#runs");
+  await page.waitForSelector("#runs-list");
   const started = await api("/runs", { method: "POST", body: { template: "gate" } });
   check(started.status === 201, "a run is started through the API");
   const gate = started.body.id;
@@ -49,21 +58,21 @@ try {
   // Start `approval` from its template's form.
   await page.goto(`${base}/#/templates/approval`);
   await page.waitForSelector("form#start");
-  await page.waitForSelector("svg.dag g[data-step=approve]");
+  await page.waitForSelector("svg.dag [data-step=approve]");
   ok("the template page draws its graph");
-  await page.click("form#start button");
+  await page.click("form#start button[type=submit]");
   await page.waitForFunction(() => document.querySelector("#start-message")?.textContent.length > 0);
   const startError = await page.textContent("form#start [data-field=order]");
   check(startError.length > 0, `a missing input is shown at its field: ${startError}`);
   await page.fill("form#start input[name=order]", "A-7");
-  await page.click("form#start button");
+  await page.click("form#start button[type=submit]");
   await page.waitForFunction(() => location.hash.startsWith("#/runs/r_"));
   const id = (await page.evaluate(() => location.hash)).slice("#/runs/".length);
   ok(`the form started run ${id}`);
 
   // The run waits: its form comes from the wait's schema.
   await page.waitForSelector("form[data-wait=approve]", { timeout: 10000 });
-  await page.waitForSelector('svg.dag g[data-step=approve][data-state=waiting]');
+  await page.waitForSelector('svg.dag [data-step=approve][data-state=waiting]');
   ok("the waiting step is drawn waiting, with its form");
   const preview = await page.textContent("form[data-wait=approve] .preview pre");
   check(JSON.parse(preview).order === "A-7", `the wait's preview is shown above its form: ${preview}`);
@@ -71,11 +80,11 @@ try {
 
   // An answer that breaks the schema is refused at its field; the step still waits.
   await page.fill("form[data-wait=approve] input[name=by]", "x");
-  await page.click("form[data-wait=approve] button");
+  await page.click("form[data-wait=approve] button[type=submit]");
   await page.waitForFunction(() => document.querySelector("form[data-wait=approve] [data-field=by]")?.textContent.length > 0);
   const byError = await page.textContent("form[data-wait=approve] [data-field=by]");
   ok(`a wrong answer is refused at its field: ${byError}`);
-  await page.waitForSelector('svg.dag g[data-step=approve][data-state=waiting]');
+  await page.waitForSelector('svg.dag [data-step=approve][data-state=waiting]');
   ok("the step still waits");
   await shot("03-refused");
 
@@ -85,7 +94,7 @@ try {
   await page.evaluate(() => {
     window.seen = [];
     const snap = () => {
-      const s = [...document.querySelectorAll("svg.dag g[data-step]")].map((g) => g.getAttribute("data-state")).join(",");
+      const s = [...document.querySelectorAll("svg.dag [data-step]")].map((g) => g.getAttribute("data-state")).join(",");
       if (window.seen[window.seen.length - 1] !== s) window.seen.push(s);
     };
     setInterval(snap, 20);
@@ -93,7 +102,7 @@ try {
   });
   await page.check("form[data-wait=approve] input[name=ok]");
   await page.fill("form[data-wait=approve] input[name=by]", "ada");
-  await page.click("form[data-wait=approve] button");
+  await page.click("form[data-wait=approve] button[type=submit]");
   await page.waitForSelector("#run-state [data-state=completed]", { timeout: 20000 });
   ok("answered by the form, the run completed");
   const seen = await page.evaluate(() => window.seen);
@@ -129,6 +138,8 @@ try {
   await page.waitForSelector(`#retry-of a[href="#/runs/${gate}"]`, { timeout: 10000 });
   ok("retry started a new run that links to the canceled one");
   await shot("06-retried");
+
+  if (!token) await operatorTasks();
 
   const leaked = token ? urls.filter((u) => u.includes(token)) : [];
   check(leaked.length === 0, "the token never appears in a URL");

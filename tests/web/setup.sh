@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what the web view's browser tests use: Debian's Chromium (apt,
-# when missing) and playwright-core (npm, the exact version of
+# when missing), playwright-core and axe-core (npm, the exact versions of
 # package-lock.json) into tests/web/node_modules. Idempotent; silent when
 # everything is there.
 set -eu
@@ -10,6 +10,6 @@ if [ ! -x /usr/bin/chromium ]; then
     apt-get update -q >/dev/null
     apt-get install -y -q chromium >/dev/null
 fi
-if [ ! -f "$here/node_modules/playwright-core/package.json" ]; then
+if [ ! -f "$here/node_modules/playwright-core/package.json" ] || [ ! -f "$here/node_modules/axe-core/axe.min.js" ]; then
     (cd "$here" && npm ci --no-audit --no-fund --silent)
 fi

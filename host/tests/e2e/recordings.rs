@@ -12,7 +12,8 @@ use crate::common::repo_root;
 use crate::serve::Server;
 use crate::tools::{everything_toml, with_config};
 
-fn phase(server: &Server, args: &[&str]) -> Value {
+/// What `recordings_check.py` printed for a phase against `server`.
+pub(crate) fn phase(server: &Server, args: &[&str]) -> Value {
     let script = repo_root().join("tests/mcp-clients/recordings_check.py");
     let mut all = vec!["--url", server.url.as_str()];
     all.extend_from_slice(args);
