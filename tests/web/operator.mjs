@@ -1,6 +1,7 @@
 // An operator's tasks in the web view, at scale, with the accessibility
 // and narrow-screen checks (called by check.mjs on the loopback server):
-// search and page through 300 runs, find a failed one and why, open a
+// search and page through 300 runs, find a failed one and why, retry a
+// failed run and see what it kept, open a
 // step's panel, answer a multi-line form, read a 1,500-item run and a
 // 40-step graph, a server that does not answer, edit a template's `when`
 // and run the new version, and axe-core on every page at 1300 and 390 px.
@@ -53,6 +54,20 @@ export async function operatorChecks({ page, base, api, ok, check, shot, axePath
   const linked = await page.$$eval("#run-head a", (a) => a.map((x) => x.getAttribute("href")));
   check(head.includes("a one-off definition") && !linked.some((h) => h.startsWith("#/templates/")),
     `a one-off definition's run does not link to a template page that does not exist: ${head} ${linked}`);
+
+  // Retry a failed run from its page: the step that succeeded is kept.
+  const failed = await api("/runs", { method: "POST", body: { template: "twostep", input: { v: 5 }, wait_ms: 10000 } });
+  check(failed.body.state === "failed", `a run failed at its second step (${failed.body.state})`);
+  await open(`/runs/${failed.body.id}`, "#retry");
+  await page.click("#retry");
+  await page.waitForSelector(`#retry-of a[href="#/runs/${failed.body.id}"]`, { timeout: 10000 });
+  await page.waitForSelector("[data-step-row=first] .kept", { timeout: 10000 });
+  const again = (await page.evaluate(() => location.hash)).slice("#/runs/".length);
+  const retried = (await api(`/runs/${again}`)).body;
+  const firstRan = (await api(`/runs/${again}/events`)).body.events.filter((e) => e.step === "first" && e.kind === "step.running");
+  check(firstRan.length === 1 && firstRan[0].data.how === "preset" && retried.steps[0].output === 1,
+    `the retry kept the step that succeeded (shown "kept"), not run again: ${JSON.stringify(firstRan)}`);
+  await audit("run-retried");
 
   // A step's panel from the DAG; its address opens it again.
   const done = await api("/runs", { method: "POST", body: { template: "approval", input: { order: "B-1" } } });

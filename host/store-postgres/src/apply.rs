@@ -126,6 +126,11 @@ statements! {
     import_template = "INSERT INTO templates (name, version, definition, created_at) VALUES ($1, $2, $3, $4)
                        ON CONFLICT DO NOTHING";
     owned_by_others = "SELECT id FROM runs WHERE id = ANY($1) AND owner IS NOT NULL AND owner <> $2";
+    // The same inside the write's transaction, each run's row locked (in id
+    // order) until the commit: a claim of one of them waits for it, or
+    // this finds the claim that committed first (see `write.rs`).
+    owned_by_others_locked = "WITH l AS (SELECT id, owner FROM runs WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE)
+                              SELECT id FROM l WHERE owner IS NOT NULL AND owner <> $2";
     // The set-based forms of the hot writes (see `sets`): one row of the
     // arrays per write, at most one write per row changed.
     run_states = "UPDATE runs r SET state = u.to_state, output = u.output, error = u.error,
@@ -191,7 +196,10 @@ enum Expect {
 #[derive(Debug)]
 enum Refusal {
     Conflict(String),
+    /// This worker's lease ran out.
     Fenced,
+    /// A run it writes belongs to another worker.
+    Taken,
 }
 
 /// One statement to send.
@@ -236,6 +244,7 @@ impl Stmt {
             Refusal::Fenced => {
                 StoreError::Fenced("this worker's lease ran out: another worker may drive its runs".into())
             }
+            Refusal::Taken => StoreError::Fenced("a run it writes is driven by another worker".into()),
         };
         match &self.expect {
             Expect::Any => Ok(()),
@@ -344,6 +353,26 @@ impl Stmts {
             p(ev.iter().map(|e| e.data.to_string()).collect::<Vec<_>>()),
         ];
         self.push(Stmt::new(Which::events, params, Expect::Rows(n, conflict(what))));
+    }
+
+    /// That no run of `runs` belongs to another worker, checked with their
+    /// rows locked for the rest of the transaction; refused as `fenced`
+    /// (a batch of its own) or as a conflict (a group: tried again batch
+    /// by batch, so only the fenced one is refused).
+    pub fn not_taken(&mut self, runs: Vec<String>, me: &Me, alone: bool) {
+        if runs.is_empty() {
+            return;
+        }
+        let refusal = if alone {
+            Refusal::Taken
+        } else {
+            conflict("a run this group writes was claimed by a worker meanwhile".into())
+        };
+        let s = Stmt {
+            query: true,
+            ..Stmt::new(Which::owned_by_others_locked, vec![p(runs), p(me.epoch())], Expect::Rows(0, refusal))
+        };
+        self.push(s);
     }
 
     /// This worker's lease, checked (and held) for the transaction.

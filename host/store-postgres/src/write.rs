@@ -11,8 +11,14 @@
 //!
 //! Fencing: a worker's transaction first checks its lease (`workers` row,
 //! locked `FOR KEY SHARE` so a taker waits for the commit in flight) and
-//! that no run it writes belongs to another worker. A batch that fails the
-//! check is refused ([`StoreError::Fenced`]) and nothing of it is applied.
+//! that no run it writes belongs to another worker, with those runs' rows
+//! locked until the commit (`FOR NO KEY UPDATE`, in id order). A batch
+//! that fails the check is refused ([`StoreError::Fenced`]) and nothing
+//! of it is applied. The lock matters: checked without it, a claim could
+//! commit between the check and the write, and the claiming worker would
+//! drive a copy of the run this write has just made stale (a `weft
+//! signal` with no worker, answering the last item of a wait while a
+//! worker starts, left the run with its next step never run).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -140,11 +146,11 @@ async fn commit_group(c: &crate::Conn, me: &Me, stats: &crate::Stats, group: &[M
     }
 }
 
-/// Which messages this worker may not commit, and why (see the module docs).
-async fn fence(c: &crate::Conn, me: &Me, group: &[Msg]) -> Result<Vec<Option<StoreError>>, StoreError> {
+/// The existing runs `msgs` write (not those they create), once each.
+fn touched<'a>(msgs: impl Iterator<Item = &'a Msg> + Clone) -> Vec<String> {
     let mut touched: Vec<String> = vec![];
     let mut created: HashSet<&str> = HashSet::new();
-    for m in group {
+    for m in msgs.clone() {
         if let Op::Batch(b) = &m.op {
             for w in &b.writes {
                 if let weft_engine::store::Write::CreateRun { run, .. } = w {
@@ -153,7 +159,7 @@ async fn fence(c: &crate::Conn, me: &Me, group: &[Msg]) -> Result<Vec<Option<Sto
             }
         }
     }
-    for m in group {
+    for m in msgs {
         if let Op::Batch(b) = &m.op {
             for w in &b.writes {
                 if let Some(id) = w.run_id()
@@ -165,6 +171,14 @@ async fn fence(c: &crate::Conn, me: &Me, group: &[Msg]) -> Result<Vec<Option<Sto
             }
         }
     }
+    touched
+}
+
+/// Which messages this worker may not commit, and why (see the module
+/// docs): a first look, before the transaction (each transaction checks
+/// again with the rows locked, [`Stmts::not_taken`]).
+async fn fence(c: &crate::Conn, me: &Me, group: &[Msg]) -> Result<Vec<Option<StoreError>>, StoreError> {
+    let touched = touched(group.iter());
     if touched.is_empty() {
         return Ok(group.iter().map(|_| None).collect());
     }
@@ -247,6 +261,7 @@ async fn in_one(c: &crate::Conn, me: &Me, stats: &crate::Stats, group: &[Msg]) -
     let mut stmts = Stmts::default();
     stmts.push(Stmt::begin());
     stmts.lease(me);
+    stmts.not_taken(touched(group.iter()), me, false);
     let mut answers = vec![];
     for m in group {
         answers.push(match &m.op {
@@ -299,6 +314,7 @@ async fn in_savepoints(
         }
         let mut stmts = Stmts::default();
         stmts.push(Stmt::savepoint());
+        stmts.not_taken(touched(std::iter::once(m)), me, true);
         let answer = match stmts.op(&m.op, me) {
             Ok(a) => a,
             Err(e) => {

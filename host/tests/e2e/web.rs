@@ -73,6 +73,16 @@ fn templates(w: &Weft) {
         }
     }
     save(w, "wide", json!({"name": "wide", "steps": steps}));
+    // A step that succeeds, then one that fails on a bad input (a retry
+    // keeps the first).
+    save(
+        w,
+        "twostep",
+        json!({"name": "twostep", "steps": [
+            {"name": "first", "code": {"plugin": "json-select"}, "input": {"data": {"a": 1}, "path": "a"}},
+            {"name": "second", "for_each": "@input.v", "code": {"plugin": "json-select"},
+             "input": {"data": {"v": "@item"}, "path": "v"}, "after": ["first"]}]}),
+    );
     // Two branches by a condition on the input (the editor changes it).
     save(
         w,

@@ -234,3 +234,47 @@ async fn a_group_the_database_aborts_leaves_the_writer_usable() {
     let r = s.run(&id).await.unwrap().unwrap();
     assert_eq!((r.state, r.last_seq.0), (RunState::Working, 2));
 }
+
+/// A claim that commits while a client's write to the same run is in
+/// flight (its first check, before the transaction, saw nobody own the
+/// run): the write waits for the claim (the check in its transaction locks
+/// the run's row) and is then refused as fenced, so the claiming worker
+/// never drives a copy of the run the write made stale. Before the lock, a
+/// `weft signal` answering a wait's last item as a worker started left
+/// the step succeeded and its next step never run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_landing_during_a_clients_write_fences_the_write() {
+    let url = tokio::task::spawn_blocking(weft_test_postgres::database).await.unwrap();
+    let client = Arc::new(PgStore::connect(&url, Options::default()).await.unwrap());
+    let worker = PgStore::connect(&url, Options::default()).await.unwrap();
+    let _joined = worker.join("w").await.unwrap();
+    let id = rid(1);
+    client.commit(batch(vec![create(&id, &["s"]), event(&id, 1, "run.submitted")])).await.unwrap();
+    // The claim in flight: the run's owner set, not committed yet.
+    let (raw, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    raw.batch_execute("BEGIN").await.unwrap();
+    let claimed =
+        raw.execute("UPDATE runs SET owner = $1 WHERE id = $2", &[&worker.me.epoch(), &id.as_str()]).await.unwrap();
+    assert_eq!(claimed, 1);
+    let write = tokio::spawn({
+        let (client, id) = (client.clone(), id.clone());
+        async move { client.commit(batch(vec![working(&id), event(&id, 2, "run.working")])).await }
+    });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(!write.is_finished(), "the write waits for the claim in flight");
+    raw.batch_execute("COMMIT").await.unwrap();
+    let done = tokio::time::timeout(Duration::from_secs(10), write).await.expect("the write ends").unwrap();
+    assert!(matches!(done, Err(StoreError::Fenced(_))), "the claim came first: {done:?}");
+    let r = worker.run(&id).await.unwrap().unwrap();
+    assert_eq!((r.state, r.last_seq.0), (RunState::Submitted, 1), "the fenced write changed nothing");
+    // A write to a run nobody owns still goes through, in a group with the
+    // fenced one: only the fenced batch is refused.
+    let free = rid(2);
+    client.commit(batch(vec![create(&free, &["s"])])).await.unwrap();
+    let (a, b) = tokio::join!(
+        client.commit(batch(vec![working(&free)])),
+        client.commit(batch(vec![working(&id), event(&id, 2, "run.working")]))
+    );
+    assert!(a.is_ok() && matches!(b, Err(StoreError::Fenced(_))), "{a:?} {b:?}");
+}

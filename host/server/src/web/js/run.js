@@ -46,7 +46,7 @@ export async function runPage(id, openStep) {
       openForms = key;
       at.waits.replaceChildren(...run.waits.filter((w) => w.kind === "signal").map((w) => waitForm(id, w, load)));
     }
-    steps(at.steps, run, show);
+    steps(at.steps, run, log, show);
     at.io.replaceChildren(...[el("h2", {}, "Input"), json(run.input, "the run's input"),
       run.output !== null ? el("div", {}, el("h2", {}, "Output"), json(run.output, "the run's output")) : null,
       run.error ? el("div", { id: "run-error" }, el("h2", {}, "Error"), json(run.error, "the run's error")) : null].filter(Boolean));
@@ -100,7 +100,10 @@ function head(box, run, saved, reload) {
     labels.length ? el("p", { id: "labels" }, "Labels: ", ...labels.map(([k, v]) => el("a", { class: "label", href: "#/?label=" + encodeURIComponent(k + ":" + v) }, `${k}: ${v}`))) : null].filter(Boolean));
 }
 
-function steps(box, run, show) {
+function steps(box, run, log, show) {
+  // Steps given their output instead of run: kept by a retry, or presets.
+  const given = new Set(log.events.filter((e) => e.kind === "step.running" && e.data && e.data.how === "preset").map((e) => e.step));
+  const retried = run.labels && run.labels["weft/retry-of"];
   const t0 = Date.parse(run.created_at);
   const t1 = Math.max(Date.now(), ...run.steps.map((s) => Date.parse(s.ended_at || 0)));
   const span = Math.max(1, t1 - t0);
@@ -111,7 +114,10 @@ function steps(box, run, show) {
     const open = el("a", { href: `#/runs/${run.id}/steps/${encodeURIComponent(s.name)}` }, s.name);
     open.onclick = (e) => { e.preventDefault(); show(s.name); };
     const n = s.items ? `${s.items.succeeded + s.items.failed + s.items.canceled + s.items.unfinished} items` : s.attempts;
-    return el("tr", { "data-step-row": s.name }, el("td", {}, open), el("td", {}, state(s.state)), el("td", {}, n),
+    const kept = given.has(s.name)
+      ? el("span", { class: "kept", title: retried ? "kept from the run this retries: not run again" : "its output was given when the run started" }, retried ? " kept" : " preset")
+      : null;
+    return el("tr", { "data-step-row": s.name }, el("td", {}, open, kept), el("td", {}, state(s.state)), el("td", {}, n),
       el("td", { class: "nowrap" }, a ? took(b - a) : ""), el("td", { class: "timeline" }, bar),
       el("td", { class: "err" }, s.error ? s.error.kind + ": " + s.error.message : ""));
   })));
