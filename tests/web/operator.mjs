@@ -114,6 +114,14 @@ export async function operatorChecks({ page, base, api, ok, check, shot, axePath
   check((await page.textContent("#conn")).includes("unreachable"), "the header says the server is unreachable");
   check((await api(`/runs/${waiting.body.id}`)).body.state === "input-required", "the wait is still open");
   await page.unroute("**/signal");
+  // Live updates keep the reader's zoom: the graph is updated in place.
+  await page.click(".dag-tools button[aria-label='zoom in']");
+  const zoomed = await page.$eval("svg.dag g.viewport", (g) => g.getAttribute("transform"));
+  await page.click("form[data-wait=approve] button[type=submit]");
+  await page.waitForSelector("#run-state [data-state=completed]", { timeout: 20000 });
+  await page.waitForSelector("svg.dag [data-step=tally][data-state=succeeded]");
+  check((await page.$eval("svg.dag g.viewport", (g) => g.getAttribute("transform"))) === zoomed,
+    "the graph turned green in place, keeping the zoom");
 
   // 1,500 items: counted by state; the event log is paged.
   const items = Array.from({ length: 1500 }, (_, i) => i);

@@ -30,12 +30,26 @@ function subtitle(n, items) {
   return [s];
 }
 
+function linesOf(n, opts) {
+  return [cut(n.name, 30), ...subtitle(n, (opts.items || {})[n.name])].map((l) => cut(l, 34));
+}
+
+// What decides the layout: the steps, their edges, and how many lines each
+// node has. A graph of the same shape is updated in place (states, counts),
+// keeping the reader's zoom and position.
+function shape(graph, opts) {
+  return JSON.stringify([graph.nodes.map((n) => [n.name, n.action, linesOf(n, opts).length]),
+    graph.edges.map((e) => [e.from, e.to, e.on, e.label || ""])]);
+}
+
 function layout(graph, dir, opts) {
   const g = new dagre.graphlib.Graph({ multigraph: true });
   g.setGraph({ rankdir: dir, nodesep: 22, ranksep: 46, edgesep: 10, marginx: 10, marginy: 10 });
   for (const n of graph.nodes) {
-    const lines = [cut(n.name, 30), ...subtitle(n, (opts.items || {})[n.name])].map((l) => cut(l, 34));
-    const width = Math.max(130, Math.min(250, 16 + 7 * Math.max(...lines.map((l) => l.length))));
+    const lines = linesOf(n, opts);
+    // A for_each step's counts change as it runs: room for the longest.
+    const longest = (opts.items || {})[n.name] ? 34 : Math.max(...lines.map((l) => l.length));
+    const width = Math.max(130, Math.min(250, 16 + 7 * longest));
     g.setNode(n.name, { width, height: 14 + 15 * lines.length, lines, n });
   }
   graph.edges.forEach((e, i) => {
@@ -161,5 +175,19 @@ export function dagView(graph, opts) {
   box.append(el("div", { class: "dag-tools" }, button("+", "zoom in", () => zoom(1.25)), button("−", "zoom out", () => zoom(0.8)),
     button("Fit", "Fit the graph to the box", () => { moved = false; reset(); }), button("100%", "100% (actual size)", () => { k = 1; apply(); })), root);
   box.dataset.direction = g === tb ? "TB" : "LR";
+  // The same graph with new states: `true` when updated in place.
+  const drawn = shape(graph, opts);
+  box.update = (next, nextOpts) => {
+    if (shape(next, nextOpts) !== drawn) return false;
+    for (const n of next.nodes) {
+      const node = [...view.querySelectorAll("[data-step]")].find((x) => x.dataset.step === n.name);
+      node.setAttribute("class", "node s-" + n.state);
+      node.setAttribute("data-state", n.state);
+      node.querySelector("rect").setAttribute("fill", FILL[n.state] || "#fff");
+      const texts = node.querySelectorAll("text");
+      linesOf(n, nextOpts).forEach((l, i) => { if (texts[i].textContent !== l) texts[i].textContent = l; });
+    }
+    return true;
+  };
   return box;
 }

@@ -16,7 +16,7 @@ export async function runPage(id, openStep) {
   main.replaceChildren(...Object.values(at));
   const log = new EventLog(at.events);
   let openForms = "";
-  let run = null, saved = null;
+  let run = null, saved = null, drawn = null;
   let shown = openStep || null;
   const show = (name) => {
     shown = name;
@@ -38,7 +38,11 @@ export async function runPage(id, openStep) {
     if (saved === null) saved = (await api(`/templates/${encodeURIComponent(run.template)}?version=${run.version}`)).status === 200;
     head(at["run-head"], run, saved, load);
     const items = Object.fromEntries(run.steps.filter((s) => s.items).map((s) => [s.name, s.items]));
-    at.graph.replaceChildren(el("h2", {}, "Graph"), dagView(g, { items, href: (n) => `#/runs/${id}/steps/${encodeURIComponent(n)}`, onStep: show }));
+    const opts = { items, href: (n) => `#/runs/${id}/steps/${encodeURIComponent(n)}`, onStep: show };
+    if (!drawn || !drawn.update(g, opts)) {
+      drawn = dagView(g, opts);
+      at.graph.replaceChildren(el("h2", {}, "Graph"), drawn);
+    }
     // Forms for signal waits (kept while the same waits stay open). A
     // for_each wait has one form per item still waiting.
     const key = run.waits.filter((w) => w.kind === "signal").map((w) => w.step + "#" + (w.item ?? "")).join(",");
