@@ -3,6 +3,10 @@
 //! and the step, so creating it again after a crash is a conflict rather
 //! than a second child. The parent's step waits (`waiting`) until the
 //! child ends; its output is the child's output, its error the child's.
+//! A parent that ends cancels its children; a child whose creation was in
+//! flight then (the cancel found no run) is not created, or, once stored,
+//! ends canceled as its driver starts (`driver::drive` looks at the
+//! parent).
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -84,7 +88,16 @@ fn plan_error(msg: String) -> StepError {
 async fn run_child_inner(sh: Arc<Shared>, c: ChildSpec) -> Result<RunRecord, StepError> {
     let engine = Engine::from_shared(sh.clone());
     let store_err = |e: StoreError| StepError::new(ErrorKind::Transport, format!("the store: {e}"), e.is_retryable());
+    // A parent that ended has canceled its children; one not created yet
+    // must not start (see `parent_ended`).
+    let parent_ended = || async {
+        let parent = sh.store.run(&c.parent).await.map_err(store_err)?;
+        Ok::<_, StepError>(parent.is_none_or(|p| p.state.is_terminal()))
+    };
     if sh.store.run(&c.id).await.map_err(store_err)?.is_none() {
+        if parent_ended().await? {
+            return Err(StepError::canceled("the parent run ended before its child run was created"));
+        }
         let t = sh.store.template(&c.template, c.version).await.map_err(store_err)?.ok_or_else(|| {
             plan_error(format!("no template `{}` version {}", c.template, c.version.unwrap_or_default()))
         })?;

@@ -404,6 +404,7 @@ pub(super) async fn drive(
     };
     let mirror = mirror::Mirror::of(&rec, creating);
     let queued = if creating { vec![] } else { Engine::from_shared(sh.clone()).queued_for(&id, &def).await? };
+    let parent = rec.parent.clone().filter(|_| rec.state.is_executed());
     let mut d = Driver::new(sh.clone(), rec, def.clone(), cancel.clone(), link, queued)?;
     d.mirror = mirror;
     if let Some(c) = create {
@@ -411,6 +412,14 @@ pub(super) async fn drive(
         let start = std::mem::replace(&mut d.batch, c.batch);
         d.batch.writes.extend(start.writes);
         d.created = Some(c.done);
+    }
+    // A child run whose parent has ended ends canceled instead of running
+    // on by itself: the parent's cancel may have come before the child was
+    // stored (its creation in flight), and found no run.
+    if let Some(parent) = &parent
+        && sh.store.run(parent).await?.is_none_or(|p| p.state.is_terminal())
+    {
+        d.end_run(RunEvent::Cancel, None, StepError::canceled("its parent run ended"), true)?;
     }
     let r = d.main().await;
     if creating && !d.committed && matches!(r, Err(EngineError::Store(_))) {

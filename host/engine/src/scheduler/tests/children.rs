@@ -107,6 +107,38 @@ async fn canceling_a_parent_cancels_its_child() {
     assert_eq!(c.state, RunState::Canceled);
 }
 
+/// A child run stored after its parent ended (its creation was in flight
+/// when the parent failed, so the parent's cancel found no run): it ends
+/// canceled as its driver starts. Before, it ran on by itself.
+#[tokio::test]
+async fn a_child_stored_after_its_parent_ended_does_not_run_on() {
+    let h = harness();
+    h.fake.on("boom", |_| Act::Fail(StepError::new(ErrorKind::Validation, "bad input", false)));
+    save(&h, json!({"name": "slow", "steps": [{"name": "w", "wait": {"prompt": "go?"}}]})).await;
+    let r = h.run(json!({"name": "p", "steps": [{"name": "boom", "code": {"plugin": "p"}}]}), json!({})).await;
+    assert_eq!(r.state, RunState::Failed);
+    // The creation that was in flight, as `children::run_child` makes it.
+    let kid = child_id(&r.id, "c", None);
+    let opts = RunOptions { id: Some(kid.clone()), parent: Some(r.id.clone()), depth: 1, ..Default::default() };
+    let slow = json!({"name": "slow", "steps": [{"name": "w", "wait": {"prompt": "go?"}}]});
+    h.engine.create_run(&def(slow), json!({}), opts).await.unwrap();
+    h.engine.start(&kid);
+    let c = h.until(&kid, |c| c.state.is_terminal()).await;
+    assert_eq!(c.state, RunState::Canceled, "the child of a failed parent does not run on");
+    assert!(c.error.as_ref().unwrap().message.contains("parent run ended"), "{:?}", c.error);
+    // A child whose parent goes on runs as before.
+    let d = json!({"name": "p2", "steps": [{"name": "c", "workflow": {"template": "slow"}}]});
+    let id = h.submit(d).await;
+    let kid = child_id(&id, "c", None);
+    for _ in 0..2000 {
+        if h.store.run(&kid).await.unwrap().is_some_and(|r| r.state == RunState::InputRequired) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert_eq!(h.rec(&kid).await.state, RunState::InputRequired);
+}
+
 #[tokio::test]
 async fn a_child_is_created_once_across_a_crash() {
     let store = Arc::new(MemStore::new());
