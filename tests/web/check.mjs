@@ -134,6 +134,7 @@ try {
 
   // Retry it: a new run, linked to the one it retries.
   await page.click("#retry");
+  await page.click("#retry-start");
   await page.waitForFunction((old) => location.hash.startsWith("#/runs/r_") && !location.hash.endsWith(old), gate);
   await page.waitForSelector(`#retry-of a[href="#/runs/${gate}"]`, { timeout: 10000 });
   ok("retry started a new run that links to the canceled one");

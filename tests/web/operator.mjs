@@ -41,6 +41,11 @@ export async function operatorChecks({ page, base, api, ok, check, shot, axePath
   await page.click("#newer");
   await page.waitForFunction(() => document.querySelector(".pager")?.textContent.includes("page 5,"));
   ok("Newer goes back a page");
+  await page.reload();
+  await page.waitForFunction(() => document.querySelector(".pager")?.textContent.includes("page 5,"));
+  await page.goBack();
+  await page.waitForFunction(() => document.querySelector(".pager")?.textContent.includes("page 6,"));
+  ok("a page's address keeps its number (reload, Back)");
   await audit("runs-paged");
 
   // Search by part of a template's name; the failed run says why.
@@ -60,6 +65,10 @@ export async function operatorChecks({ page, base, api, ok, check, shot, axePath
   check(failed.body.state === "failed", `a run failed at its second step (${failed.body.state})`);
   await open(`/runs/${failed.body.id}`, "#retry");
   await page.click("#retry");
+  // It asks first: from where, with which input; this error needs a change.
+  check((await page.textContent("#retry-warning")).includes("validation"), "the retry says a validation error needs a change first");
+  await page.fill("#retry-input", JSON.stringify({ v: [1, 2] }));
+  await page.click("#retry-start");
   await page.waitForSelector(`#retry-of a[href="#/runs/${failed.body.id}"]`, { timeout: 10000 });
   await page.waitForSelector("[data-step-row=first] .kept", { timeout: 10000 });
   const again = (await page.evaluate(() => location.hash)).slice("#/runs/".length);
@@ -67,6 +76,10 @@ export async function operatorChecks({ page, base, api, ok, check, shot, axePath
   const firstRan = (await api(`/runs/${again}/events`)).body.events.filter((e) => e.step === "first" && e.kind === "step.running");
   check(firstRan.length === 1 && firstRan[0].data.how === "preset" && retried.steps[0].output === 1,
     `the retry kept the step that succeeded (shown "kept"), not run again: ${JSON.stringify(firstRan)}`);
+  await page.waitForSelector("#run-state [data-state=completed]", { timeout: 10000 });
+  ok("with the input changed, the retry completed");
+  await open(`/runs/${failed.body.id}`, `#retried-as a[href="#/runs/${again}"]`);
+  ok("the failed run links to its retry");
   await audit("run-retried");
 
   // A step's panel from the DAG; its address opens it again.

@@ -7,14 +7,18 @@
 //   #/recordings[/ID]       open recordings; one reviewed and saved
 "use strict";
 
-import { el, main, newPage, setOnToken } from "./core.js";
+import { el, main, newPage, setOnToken, mayLeave } from "./core.js";
 import { runsPage } from "./runs.js";
 import { runPage } from "./run.js";
 import { templatesPage, templatePage } from "./templates.js";
 import { editorPage } from "./editor.js";
 import { recordingsPage, recordingPage } from "./recordings.js";
 
+let here = location.hash;
+
 async function route() {
+  if (location.hash !== here && !mayLeave()) { history.replaceState(null, "", here); return; }
+  here = location.hash;
   newPage();
   const h = location.hash.slice(1) || "/";
   const [path, query] = h.split("?");

@@ -21,10 +21,12 @@ export function headers(extra) {
   return h;
 }
 
-// What the header's indicator says: `live` (a stream is open), `offline`
-// (the server did not answer), or nothing.
+// What the header's indicator says: `live` (a stream is open),
+// `connected` (the server answers), `reconnecting` (a stream dropped),
+// `offline` (the server did not answer a request).
 export function connection(what) {
-  const text = { live: "● live", offline: "● server unreachable", reconnecting: "● reconnecting…" }[what] || "";
+  const text = { live: "● live", connected: "● connected", offline: "● server unreachable",
+    reconnecting: "● live updates paused, reconnecting…" }[what] || "";
   if (conn.textContent !== text) conn.textContent = text;
   conn.dataset.conn = what || "";
 }
@@ -44,7 +46,8 @@ export async function api(path, opts) {
     connection("offline");
     throw new Error("the server is unreachable; nothing was changed, try again when it is back");
   }
-  if (conn.dataset.conn === "offline") connection("");
+  // Answered: connected (a live stream says more while it is open).
+  if (conn.dataset.conn !== "live" && conn.dataset.conn !== "reconnecting") connection("connected");
   if (res.status === 401) { askToken(); throw new Error("unauthorized"); }
   const text = await res.text();
   let body; try { body = JSON.parse(text); } catch (_) { body = text; }
@@ -134,7 +137,7 @@ export async function sse(path, onEvent, signal) {
       let buf = "";
       for (;;) {
         const { value, done } = await reader.read();
-        if (done) { connection(""); return; } // the stream ended: the run ended
+        if (done) { connection("connected"); return; } // the stream ended: the run ended
         buf += dec.decode(value, { stream: true });
         let i;
         while ((i = buf.indexOf("\n\n")) >= 0) {
@@ -152,10 +155,20 @@ export async function sse(path, onEvent, signal) {
       }
     } catch (e) {
       if (signal.aborted) return;
-      connection(tries > 2 ? "offline" : "reconnecting");
+      // Only the stream failed (lists may still load): said as such.
+      connection("reconnecting");
       await new Promise((r) => setTimeout(r, Math.min(5000, 500 * (tries + 1))));
     }
   }
 }
 
 export function debounce(f, ms) { let t = null; return () => { clearTimeout(t); t = setTimeout(f, ms); }; }
+
+// A page with work that would be lost (the editor) guards leaving it:
+// `guardLeave(() => true when it may go)`; the next page clears it.
+let guard = null;
+export function guardLeave(f) { guard = f; }
+export function mayLeave() {
+  if (!guard || guard()) { guard = null; return true; }
+  return false;
+}

@@ -18,7 +18,9 @@ function cut(text, n) { return text.length > n ? text.slice(0, n - 1) + "…" : 
 
 // What a node says under its name: its action and state, its attempts,
 // and for a `for_each` step its items by state (not attempts).
-function subtitle(n, items) {
+function subtitle(n, items, plain) {
+  // A template's graph (no run): its actions only.
+  if (plain) return [n.action];
   let s = `${n.action} · ${n.state}`;
   if (items) {
     const total = items.succeeded + items.failed + items.canceled + items.unfinished;
@@ -31,7 +33,7 @@ function subtitle(n, items) {
 }
 
 function linesOf(n, opts) {
-  return [cut(n.name, 30), ...subtitle(n, (opts.items || {})[n.name])].map((l) => cut(l, 34));
+  return [cut(n.name, 30), ...subtitle(n, (opts.items || {})[n.name], opts.plain)].map((l) => cut(l, 34));
 }
 
 // What decides the layout: the steps, their edges, and how many lines each
@@ -79,9 +81,11 @@ function path(points) {
 
 // The DAG of `graph` ({nodes: [{name, action, state, attempts}], edges:
 // [{from, to, on, label?}]}). `opts.items`: for_each counts by step;
+// `opts.plain`: no states (a template's graph);
 // `opts.href(name)` and `opts.onStep(name)` make steps links.
 export function dagView(graph, opts) {
   opts = opts || {};
+  if (!graph.nodes.length) return el("p", { class: "dag-box" }, "No steps yet.");
   const id = "dag-" + (++dagIds);
   const box = el("div", { class: "dag-box" });
   const room = Math.max(280, Math.min(document.documentElement.clientWidth - 40, 1400));
@@ -173,7 +177,7 @@ export function dagView(graph, opts) {
   });
   const button = (text, label, f) => { const b = el("button", { type: "button", "aria-label": label }, text); b.onclick = f; return b; };
   box.append(el("div", { class: "dag-tools" }, button("+", "zoom in", () => zoom(1.25)), button("−", "zoom out", () => zoom(0.8)),
-    button("Fit", "Fit the graph to the box", () => { moved = false; reset(); }), button("100%", "100% (actual size)", () => { k = 1; apply(); })), root);
+    button("Fit", "Fit the graph to the box", () => { moved = false; reset(); }), button("1:1", "1:1 (actual size)", () => { moved = true; k = 1; apply(); })), root);
   box.dataset.direction = g === tb ? "TB" : "LR";
   // The same graph with new states: `true` when updated in place.
   const drawn = shape(graph, opts);

@@ -7,7 +7,7 @@
 // problem at its field); saved as the template's next version.
 "use strict";
 
-import { api, el, main } from "./core.js";
+import { api, el, main, guardLeave } from "./core.js";
 import { dagView } from "./dag.js";
 
 const KINDS = ["code", "tool", "agent", "wait", "sleep", "workflow", "return"];
@@ -50,6 +50,8 @@ function condition(get, set, path, refs, f) {
     set(next);
     f.changed();
   };
+  // `exists` tests presence: true or false, nothing else.
+  sel.addEventListener("input", () => { if (sel.value === "exists" && !["true", "false"].includes(val.value)) val.value = "true"; });
   for (const i of [ref, sel, val]) i.addEventListener("input", update);
   const group = el("span", { class: "condition" });
   group.append(f.labelled("ref", ref, path + "/ref"), f.labelled("operator", sel, path), f.labelled("value", val, path + "/" + (op || "value")));
@@ -270,7 +272,11 @@ export async function editorPage(name) {
   let timer = null, asked = 0;
   const changed = (fromJson) => {
     if (!fromJson) jsonView.value = JSON.stringify(def, null, 2);
-    graphBox.replaceChildren(dagView(graphOf(def)));
+    // Nothing to save until something changed (a save is a new version).
+    const same = JSON.stringify(def) === loaded;
+    save.disabled = same && !fresh;
+    save.textContent = same && !fresh ? "No change to save" : fresh ? "Save as a new template" : `Save as version ${version + 1}`;
+    graphBox.replaceChildren(dagView(graphOf(def), { plain: true }));
     clearTimeout(timer);
     timer = setTimeout(validate, 350);
   };
@@ -313,12 +319,21 @@ export async function editorPage(name) {
     if (!target) { saveMsg.textContent = "give the template a name first"; return; }
     let r;
     try { r = await api("/templates/" + encodeURIComponent(target), { method: "PUT", body: { definition: def } }); } catch (e) { saveMsg.textContent = e.message; return; }
-    if (r.status === 201) { location.hash = `#/templates/${encodeURIComponent(r.body.name)}?version=${r.body.version}&saved=1`; return; }
+    if (r.status === 201) {
+      leaving = true;
+      window.onbeforeunload = null;
+      location.hash = `#/templates/${encodeURIComponent(r.body.name)}?version=${r.body.version}&saved=1`;
+      return;
+    }
     const byPath = {};
     for (const p of r.body.problems || [{ path: r.body.path || "", message: r.body.message }]) (byPath[(p.path || "").replace(/^\/definition/, "")] ||= []).push(p.message);
     show(byPath);
     saveMsg.textContent = "Not saved: " + (r.body.message || "HTTP " + r.status);
   };
+  const loaded = JSON.stringify(def);
+  let leaving = false;
+  guardLeave(() => leaving || JSON.stringify(def) === loaded || confirm("Leave the editor? The changes are not saved."));
+  window.onbeforeunload = (e) => { if (!leaving && JSON.stringify(def) !== loaded) e.preventDefault(); };
   render();
   changed();
 }

@@ -11,8 +11,9 @@ import { runsTable } from "./runs.js";
 import { stepPanel, EventLog } from "./steps.js";
 
 export async function runPage(id, openStep) {
-  const sections = ["run-head", "graph", "waits", "steps", "step-panel", "io", "children", "artifacts", "notifications", "events"];
+  const sections = ["run-head", "retry-form", "graph", "step-panel", "waits", "steps", "io", "children", "artifacts", "notifications", "events"];
   const at = Object.fromEntries(sections.map((s) => [s, el("section", { id: s })]));
+  at["retry-form"].hidden = true;
   main.replaceChildren(...Object.values(at));
   const log = new EventLog(at.events);
   let openForms = "";
@@ -27,7 +28,7 @@ export async function runPage(id, openStep) {
   };
   const draw = () => {
     const s = run && run.steps.find((x) => x.name === shown);
-    at["step-panel"].replaceChildren(...(s ? stepPanel(run, s, log.of(s.name), () => { shown = null; history.replaceState(null, "", "#/runs/" + id); draw(); }) : []));
+    at["step-panel"].replaceChildren(...(s ? stepPanel(run, s, log.of(s.name), given(log).has(s.name), () => { shown = null; history.replaceState(null, "", "#/runs/" + id); draw(); }) : []));
   };
   const load = async () => {
     const [{ body: r }, { body: g }] = await Promise.all([api("/runs/" + id), api("/runs/" + id + "/graph")]);
@@ -36,7 +37,8 @@ export async function runPage(id, openStep) {
     // A one-off definition's run has no template page (its definition's
     // name and version may name no saved template): asked once.
     if (saved === null) saved = (await api(`/templates/${encodeURIComponent(run.template)}?version=${run.version}`)).status === 200;
-    head(at["run-head"], run, saved, load);
+    head(at["run-head"], run, saved, load, at["retry-form"]);
+    if (FINISHED.includes(run.state)) retriedAs(at["run-head"].querySelector("#retried-as"), id);
     const items = Object.fromEntries(run.steps.filter((s) => s.items).map((s) => [s.name, s.items]));
     const opts = { items, href: (n) => `#/runs/${id}/steps/${encodeURIComponent(n)}`, onStep: show };
     if (!drawn || !drawn.update(g, opts)) {
@@ -70,25 +72,25 @@ export async function runPage(id, openStep) {
   }, pageSignal());
 }
 
-function head(box, run, saved, reload) {
+function head(box, run, saved, reload, retryForm) {
   const id = run.id;
   const finished = FINISHED.includes(run.state);
   const cancel = el("button", { id: "cancel", disabled: finished }, "Cancel");
-  const msg = el("span", { class: "error", id: "retry-message", role: "status" });
+  const msg = el("span", { class: "error", id: "head-message", role: "status" });
   cancel.onclick = async () => {
     // Canceling cannot be undone: asked first.
     if (!confirm(`Cancel run ${id}? Its running steps are interrupted and it ends canceled.`)) return;
     try { await api("/runs/" + id + "/cancel", { method: "POST" }); } catch (err) { msg.textContent = err.message; return; }
     reload();
   };
-  // Retry from failure: a new run that keeps what succeeded.
-  const retry = finished && run.state !== "completed" ? el("button", { id: "retry" }, "Retry") : null;
-  if (retry) retry.onclick = async () => {
-    msg.textContent = "";
-    let r;
-    try { r = await api("/runs/" + id + "/retry", { method: "POST", body: {} }); } catch (err) { msg.textContent = err.message; return; }
-    if (r.status === 201) location.hash = "#/runs/" + r.body.run.id;
-    else msg.textContent = r.body.message || ("HTTP " + r.status);
+  // Retry from failure: a new run that keeps what succeeded; asked first,
+  // with where to start from and the input (editable).
+  // (The form is a section of its own: it stays open as the head is drawn again.)
+  const retry = finished && run.state !== "completed" ? el("button", { id: "retry", "aria-expanded": String(!retryForm.hidden) }, "Retry…") : null;
+  if (retry) retry.onclick = () => {
+    retryForm.hidden = !retryForm.hidden;
+    retry.setAttribute("aria-expanded", String(!retryForm.hidden));
+    if (!retryForm.hidden && !retryForm.firstChild) retryForm.append(...retryFields(run));
   };
   const of = run.labels && run.labels["weft/retry-of"];
   const template = saved ? el("a", { href: `#/templates/${encodeURIComponent(run.template)}?version=${run.version}` }, run.template + " v" + run.version) : el("span", {}, run.template, " (a one-off definition)");
@@ -99,14 +101,51 @@ function head(box, run, saved, reload) {
       " · ", finished ? "took " : "running for ", took(ms),
       run.deadline ? el("span", { id: "deadline" }, " · times out at " + short(run.deadline)) : null),
     el("p", {}, cancel, " ", retry, " ", msg),
+    el("p", { id: "retried-as" }),
     run.parent ? el("p", { id: "parent" }, "A child of ", el("a", { href: "#/runs/" + run.parent }, run.parent)) : null,
     of ? el("p", { id: "retry-of" }, "A retry of ", el("a", { href: "#/runs/" + of }, of)) : null,
-    labels.length ? el("p", { id: "labels" }, "Labels: ", ...labels.map(([k, v]) => el("a", { class: "label", href: "#/?label=" + encodeURIComponent(k + ":" + v) }, `${k}: ${v}`))) : null].filter(Boolean));
+    labels.length ? el("p", { id: "labels" }, "Labels: ", ...labels.map(([k, v]) => el("a", { class: "label", href: "#/?label=" + encodeURIComponent(k + ":" + v) }, `${k}:${v}`))) : null].filter(Boolean));
+}
+
+// Steps given their output instead of run: kept by a retry, or presets.
+function given(log) {
+  return new Set(log.events.filter((e) => e.kind === "step.running" && e.data && e.data.how === "preset").map((e) => e.step));
+}
+
+// The fields of a retry: from which step (by default, where it failed),
+// with which input; a retry that cannot help as it is says so.
+function retryFields(run) {
+  const msg = el("p", { class: "error", id: "retry-message", role: "status" });
+  const from = el("select", { id: "retry-from" }, el("option", { value: "" }, "where it failed (keep every step that succeeded)"),
+    ...run.steps.map((s) => el("option", { value: s.name }, `step ${s.name} (and what follows it)`)));
+  const input = el("textarea", { id: "retry-input", rows: 4, cols: 50, value: JSON.stringify(run.input, null, 2) });
+  const go = el("button", { type: "button", id: "retry-start" }, "Start the retry");
+  const warn = run.error && run.error.retryable === false
+    ? el("p", { class: "error", id: "retry-warning" }, `Its error is not one a retry cures as it is (${run.error.kind}): change the input, or fix what it calls first.`) : null;
+  go.onclick = async () => {
+    msg.textContent = "";
+    let body;
+    try { body = { input: JSON.parse(input.value) }; } catch (e) { msg.textContent = "the input is not JSON: " + e.message; return; }
+    if (JSON.stringify(body.input) === JSON.stringify(run.input)) delete body.input;
+    if (from.value) body.from = from.value;
+    let r;
+    try { r = await api("/runs/" + run.id + "/retry", { method: "POST", body }); } catch (err) { msg.textContent = err.message; return; }
+    if (r.status === 201) location.hash = "#/runs/" + r.body.run.id;
+    else msg.textContent = (r.body.message || ("HTTP " + r.status)) + (r.body.path ? ` (at ${r.body.path})` : "");
+  };
+  return [warn, el("div", { class: "field" }, el("label", { htmlFor: "retry-from" }, "Start from "), from),
+    el("div", { class: "field" }, el("label", { htmlFor: "retry-input" }, "Input "), input), go, msg].filter(Boolean);
+}
+
+// The runs that retry this one (their label `weft/retry-of`).
+async function retriedAs(box, id) {
+  const { status, body } = await api(`/runs?limit=10&label=${encodeURIComponent("weft/retry-of:" + id)}`);
+  if (status !== 200 || !body.runs.length) return;
+  box.replaceChildren("Retried as ", ...body.runs.flatMap((r, i) => [i ? ", " : "", el("a", { href: "#/runs/" + r.id }, r.id), " (", r.state, ")"]));
 }
 
 function steps(box, run, log, show) {
-  // Steps given their output instead of run: kept by a retry, or presets.
-  const given = new Set(log.events.filter((e) => e.kind === "step.running" && e.data && e.data.how === "preset").map((e) => e.step));
+  const kept = given(log);
   const retried = run.labels && run.labels["weft/retry-of"];
   const t0 = Date.parse(run.created_at);
   const t1 = Math.max(Date.now(), ...run.steps.map((s) => Date.parse(s.ended_at || 0)));
@@ -118,10 +157,10 @@ function steps(box, run, log, show) {
     const open = el("a", { href: `#/runs/${run.id}/steps/${encodeURIComponent(s.name)}` }, s.name);
     open.onclick = (e) => { e.preventDefault(); show(s.name); };
     const n = s.items ? `${s.items.succeeded + s.items.failed + s.items.canceled + s.items.unfinished} items` : s.attempts;
-    const kept = given.has(s.name)
+    const mark = kept.has(s.name)
       ? el("span", { class: "kept", title: retried ? "kept from the run this retries: not run again" : "its output was given when the run started" }, retried ? " kept" : " preset")
       : null;
-    return el("tr", { "data-step-row": s.name }, el("td", {}, open, kept), el("td", {}, state(s.state)), el("td", {}, n),
+    return el("tr", { "data-step-row": s.name }, el("td", {}, open, mark), el("td", {}, state(s.state)), el("td", {}, n || "–"),
       el("td", { class: "nowrap" }, a ? took(b - a) : ""), el("td", { class: "timeline" }, bar),
       el("td", { class: "err" }, s.error ? s.error.kind + ": " + s.error.message : ""));
   })));

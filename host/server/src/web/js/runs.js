@@ -10,8 +10,6 @@ const STATES = ["", "submitted", "working", "input-required", "auth-required", "
 const SEARCH = ["state", "template_contains", "key", "label", "parent", "created_from", "created_until"];
 const PAGE = 50;
 
-// The cursors of the pages before this one (Newer goes back one).
-let newer = [];
 
 // `<input type=datetime-local>` holds local time; the API takes RFC 3339.
 function toRfc(local) { return local ? new Date(local).toISOString() : ""; }
@@ -27,7 +25,9 @@ function field(label, input) {
 }
 
 export async function runsPage(q) {
-  if (!q.get("cursor")) newer = [];
+  // The cursors of the pages before this one, in the address (`prev`), so
+  // Back, Forward and a kept link show the same page with its number.
+  const newer = q.get("cursor") ? (q.get("prev") || "").split(",").filter((c, i) => c || i === 0) : [];
   const f = el("form", { class: "filters", id: "filters", role: "search" },
     field("Run id", el("input", { name: "id", placeholder: "r_…", size: 16 })),
     field("State", el("select", { name: "state" }, ...STATES.map((s) => el("option", { value: s, selected: q.get("state") === s }, s || "any")))),
@@ -49,7 +49,6 @@ export async function runsPage(q) {
       if (name.startsWith("created_")) v = toRfc(v);
       if (v) p.set(name, v);
     }
-    newer = [];
     location.hash = "#/?" + p.toString();
   };
   const list = el("div", { id: "runs-list" });
@@ -57,16 +56,22 @@ export async function runsPage(q) {
   main.replaceChildren(el("h1", {}, "Runs"), f, msg, list, pager);
   const load = async () => {
     const p = new URLSearchParams(q);
+    p.delete("prev");
     p.set("limit", String(PAGE));
     const { status, body } = await api("/runs?" + p.toString());
     if (status !== 200) { msg.textContent = `${body.message || "HTTP " + status}${body.path ? " (at " + body.path + ")" : ""}`; return; }
     msg.textContent = "";
     list.replaceChildren(body.runs.length ? runsTable(body.runs) : el("p", { id: "no-runs" }, "No runs match."));
-    const go = (cursor) => { const n = new URLSearchParams(q); if (cursor) n.set("cursor", cursor); else n.delete("cursor"); location.hash = "#/?" + n.toString(); };
+    const go = (cursor, before) => {
+      const n = new URLSearchParams(q);
+      n.delete("cursor"); n.delete("prev");
+      if (cursor) { n.set("cursor", cursor); n.set("prev", before.join(",")); }
+      location.hash = "#/?" + n.toString();
+    };
     const prev = el("button", { type: "button", id: "newer", disabled: !q.get("cursor") }, "← Newer");
-    prev.onclick = () => go(newer.pop() || "");
+    prev.onclick = () => go(newer[newer.length - 1] || "", newer.slice(0, -1));
     const next = el("button", { type: "button", id: "older", disabled: !body.next }, "Older →");
-    next.onclick = () => { newer.push(q.get("cursor") || ""); go(body.next); };
+    next.onclick = () => go(body.next, [...newer, q.get("cursor") || ""]);
     pager.replaceChildren(prev, " ", next, ` page ${newer.length + 1}, ${body.runs.length} runs`);
   };
   await load();
@@ -76,7 +81,7 @@ export async function runsPage(q) {
 // A table of runs: id, template, state, when, how long, why it failed,
 // parent.
 export function runsTable(runs) {
-  return table("runs", ["run", "template", "state", "created", "took", "error", "parent"], runs.map((r) => {
+  return table("runs", ["run", "template", "state", "created", "took", "error", "labels", "parent"], runs.map((r) => {
     const ended = FINISHED.includes(r.state);
     const ms = Date.parse(ended ? r.updated_at : new Date().toISOString()) - Date.parse(r.created_at);
     const err = r.error ? `${r.error.kind}: ${r.error.message}` : "";
@@ -86,6 +91,8 @@ export function runsTable(runs) {
       el("td", {}, state(r.state)), el("td", { class: "nowrap" }, short(r.created_at)),
       el("td", { class: "nowrap" }, ended ? took(ms) : took(ms) + "…"),
       el("td", { class: "err", title: err }, err.length > 80 ? err.slice(0, 79) + "…" : err),
+      el("td", {}, ...Object.entries(r.labels || {}).filter(([k]) => k !== "weft/retry-of").map(([k, v]) =>
+        el("a", { class: "label", href: "#/?label=" + encodeURIComponent(k + ":" + v) }, `${k}:${v}`))),
       el("td", {}, r.parent ? el("a", { href: "#/runs/" + r.parent }, r.parent) : ""));
   }), { id: "runs" });
 }

@@ -12,24 +12,38 @@ const LOG_LINES = 20;
 // What a `progress` event says: its message, and its data (compact, cut
 // at 160 characters); nothing for other events.
 function said(e) {
+  if (e.kind === "step.skipped" && e.data && e.data.reason) return `: ${e.data.reason}${e.data.ref ? ` (${e.data.ref} = ${JSON.stringify(e.data.value)})` : ""}`;
   if (e.kind !== "progress" || !e.data) return "";
   const data = e.data.data === undefined ? "" : " " + JSON.stringify(e.data.data);
   const text = `: ${e.data.message ?? ""}${data}`;
   return text.length > 160 ? text.slice(0, 159) + "…" : text;
 }
 
+// Why a step was skipped, from its `step.skipped` event.
+function skipReason(events) {
+  const e = [...events].reverse().find((x) => x.kind === "step.skipped");
+  const d = (e && e.data) || {};
+  const was = d.ref ? ` (${d.ref} was ${JSON.stringify(d.value)})` : "";
+  if (d.reason === "edge when") return `skipped: the condition on its edge from ${d.edge} did not hold${was}`;
+  if (d.reason === "when") return `skipped: its \`when\` did not hold${was}`;
+  if (d.reason) return `skipped: ${d.reason}${was}`;
+  return "skipped: a step it needs did not succeed";
+}
+
 function line(e) {
   return el("li", { "data-seq": e.seq }, `${e.seq} ${short(e.at)} ${e.kind}${e.step ? " " + e.step : ""}${e.item != null ? "[" + e.item + "]" : ""}${said(e)}`);
 }
 
-export function stepPanel(run, s, events, close) {
+export function stepPanel(run, s, events, kept, close) {
   const x = el("button", { type: "button", id: "close-step" }, "Close");
   x.onclick = close;
   const h = el("h2", { tabIndex: -1 }, "Step ", el("code", {}, s.name));
   const a = s.started_at ? Date.parse(s.started_at) : null, b = s.ended_at ? Date.parse(s.ended_at) : Date.now();
   const facts = [state(s.state),
-    s.items ? null : ` · ${s.attempts} attempt${s.attempts === 1 ? "" : "s"}`,
-    a ? ` · started ${short(s.started_at)}, ${s.ended_at ? "took" : "running for"} ${took(b - a)}` : " · not started",
+    s.items || kept || !s.attempts ? null : ` · ${s.attempts} attempt${s.attempts === 1 ? "" : "s"}`,
+    s.state === "skipped" ? ` · ${skipReason(events)}` : null,
+    kept ? (run.labels && run.labels["weft/retry-of"] ? " · kept from the run this retries: not run again" : " · its output was given when the run started (a preset): not run")
+      : a ? ` · started ${short(s.started_at)}, ${s.ended_at ? "took" : "running for"} ${took(b - a)}` : " · not started",
     s.next_attempt_at ? ` · tries again at ${short(s.next_attempt_at)}` : null,
     s.interruptions ? ` · interrupted ${s.interruptions}×` : null];
   const out = [el("div", { class: "panel-head" }, h, x), s.description ? el("p", {}, s.description) : null, el("p", {}, ...facts)];

@@ -41,7 +41,7 @@ export async function templatePage(name, q) {
   main.replaceChildren(...[el("h1", {}, "Template ", el("code", {}, t.name), " v" + t.version),
     q && q.get("saved") ? el("p", { id: "saved", role: "status" }, `Saved as version ${t.version}.`) : null,
     t.description ? el("p", {}, t.description) : null, el("p", {}, edit),
-    el("h2", {}, "Graph"), dagView(t.graph), form, history, recent,
+    el("h2", {}, "Graph"), dagView(t.graph, { plain: true }), form, history, recent,
     el("h2", {}, "Definition"), json(t.definition, "the definition")].filter(Boolean));
   versions(history, name, t);
   const { body: runs } = await api("/runs?limit=10&template=" + encodeURIComponent(name));
