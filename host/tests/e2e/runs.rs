@@ -60,6 +60,8 @@ on_both_stores! { fn the_example_runs_branches_a_when_a_retry_a_failure_handler_
         [
             "artifacts",
             "created_at",
+            // Its definition has a `timeout_ms`: when it times out.
+            "deadline",
             "error",
             "id",
             "input",
@@ -74,6 +76,7 @@ on_both_stores! { fn the_example_runs_branches_a_when_a_retry_a_failure_handler_
             "waits"
         ]
     );
+    assert!(run["deadline"].as_str() > run["created_at"].as_str(), "its deadline is after its start: {run}");
     assert_eq!(run["waits"], json!([]), "a finished run waits for nothing");
     assert_eq!(run["id"], id.as_str());
     assert_eq!(run["version"], 1);
