@@ -231,10 +231,46 @@ fn labels_of(text: Option<String>) -> Result<weft_engine::Labels, StoreError> {
         .map(Option::unwrap_or_default)
 }
 
+/// The nine parameters of [`FILTER`], as a filter fills them.
+struct FilterArgs<'a> {
+    f: &'a RunFilter,
+    state: Option<&'static str>,
+    parent: Option<&'a str>,
+    before: Option<&'a str>,
+    labels: Option<String>,
+}
+
+impl<'a> FilterArgs<'a> {
+    fn of(f: &'a RunFilter) -> Self {
+        FilterArgs {
+            f,
+            state: f.state.map(|s| s.as_str()),
+            parent: f.parent.as_ref().map(|p| p.as_str()),
+            before: f.before.as_ref().map(|b| b.as_str()),
+            labels: labels_text(&f.labels),
+        }
+    }
+
+    fn params(&self) -> Vec<&(dyn tokio_postgres::types::ToSql + Sync)> {
+        vec![
+            &self.state,
+            &self.f.template,
+            &self.parent,
+            &self.before,
+            &self.f.key,
+            &self.labels,
+            &self.f.template_contains,
+            &self.f.created_from,
+            &self.f.created_until,
+        ]
+    }
+}
+
 pub async fn list_runs<C: GenericClient>(c: &C, f: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
     let limit = f.limit.map(|l| l.min(i64::MAX as usize) as i64);
-    let (state, parent, before) =
-        (f.state.map(|s| s.as_str()), f.parent.as_ref().map(|p| p.as_str()), f.before.as_ref().map(|b| b.as_str()));
+    let args = FilterArgs::of(f);
+    let mut params = args.params();
+    params.push(&limit);
     let rows = query(
         c,
         &format!(
@@ -244,18 +280,7 @@ pub async fn list_runs<C: GenericClient>(c: &C, f: &RunFilter) -> Result<Vec<Run
                     (SELECT ri.labels::text FROM run_inputs ri WHERE ri.id = runs.id), error
              FROM runs WHERE {FILTER} ORDER BY id DESC LIMIT $10"
         ),
-        &[
-            &state,
-            &f.template,
-            &parent,
-            &before,
-            &f.key,
-            &labels_text(&f.labels),
-            &f.template_contains,
-            &f.created_from,
-            &f.created_until,
-            &limit,
-        ],
+        &params,
     )
     .await?;
     rows.iter()
@@ -276,24 +301,8 @@ pub async fn list_runs<C: GenericClient>(c: &C, f: &RunFilter) -> Result<Vec<Run
 }
 
 pub async fn count_runs<C: GenericClient>(c: &C, f: &RunFilter) -> Result<u64, StoreError> {
-    let (state, parent, before) =
-        (f.state.map(|s| s.as_str()), f.parent.as_ref().map(|p| p.as_str()), f.before.as_ref().map(|b| b.as_str()));
-    let rows = query(
-        c,
-        &format!("SELECT COUNT(*) FROM runs WHERE {FILTER}"),
-        &[
-            &state,
-            &f.template,
-            &parent,
-            &before,
-            &f.key,
-            &labels_text(&f.labels),
-            &f.template_contains,
-            &f.created_from,
-            &f.created_until,
-        ],
-    )
-    .await?;
+    let args = FilterArgs::of(f);
+    let rows = query(c, &format!("SELECT COUNT(*) FROM runs WHERE {FILTER}"), &args.params()).await?;
     Ok(rows.first().map(|r| r.get::<_, i64>(0)).unwrap_or(0).max(0) as u64)
 }
 
