@@ -47,7 +47,7 @@ pub use memstore::MemStore;
 pub use rng::{Rng, SeededRng};
 pub use runner::{Answer, EventSink, Question, StepFailure, StepOutput, StepRequest, StepRunner};
 pub use scheduler::{
-    Change, Changes, Delivered, EmitAnswer, Engine, EngineConfig, EngineError, Planner, RunEnd, RunOptions,
+    Change, Changes, Delivered, EmitAnswer, Engine, EngineConfig, EngineError, Planner, RunChanges, RunEnd, RunOptions,
     SignalAnswer,
 };
 pub use state::{RunState, StepState, TransitionRefused};

@@ -230,19 +230,27 @@ impl Poller {
             return Ok(fresh);
         }
         let unfinished: HashSet<RunId> = store.unfinished_runs().await?.into_iter().collect();
-        let gone: Vec<RunId> = self.started.difference(&unfinished).cloned().collect();
+        // Runs that left the unfinished set while a driver here still
+        // runs them were canceled elsewhere; a run whose driver here ended
+        // it needs nothing (and no read).
+        let gone: Vec<RunId> = self.started.difference(&unfinished).filter(|id| engine.drives(id)).cloned().collect();
+        self.started.retain(|id| unfinished.contains(id));
         if !gone.is_empty() {
-            self.started.retain(|id| unfinished.contains(id));
             stop_canceled(engine, store, gone).await;
         }
         let mut fresh = 0;
         for id in unfinished {
-            if !self.started.contains(&id) {
+            if self.started.contains(&id) {
+                continue;
+            }
+            // This process's own runs (started by its front ends) are
+            // driven already: watched for a cancel elsewhere, not started.
+            if !engine.drives(&id) {
                 fresh += 1;
                 tracing::info!(run = %id, "starting a submitted run");
                 engine.start(&id);
-                self.started.insert(id);
             }
+            self.started.insert(id);
         }
         Ok(fresh)
     }

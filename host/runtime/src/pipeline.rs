@@ -171,7 +171,7 @@ pub struct Pipeline {
 #[derive(Clone)]
 struct Memo {
     stamp: Option<SystemTime>,
-    loaded: Loaded,
+    loaded: Arc<Loaded>,
     plan: Option<Arc<Definition>>,
 }
 
@@ -251,7 +251,7 @@ impl Pipeline {
     async fn load_saved(&self, t: TemplateRecord) -> Result<Loaded, Refused> {
         let stamp = self.registry.stamp();
         if let Some(m) = self.remembered(&t.name, t.version, stamp, &t.definition) {
-            return Ok(m.loaded);
+            return Ok(Loaded::clone(&m.loaded));
         }
         let (name, version) = (t.name, t.version);
         let mut loaded =
@@ -269,7 +269,7 @@ impl Pipeline {
         if saved.len() >= MEMO_CAP {
             saved.clear();
         }
-        saved.insert((name, version), Memo { stamp, loaded: loaded.clone(), plan: None });
+        saved.insert((name, version), Memo { stamp, loaded: Arc::new(loaded.clone()), plan: None });
         Ok(loaded)
     }
 
@@ -468,7 +468,8 @@ impl Pipeline {
         }
         let warnings = loaded.warnings.clone();
         // A child template must be saved by the time the run starts.
-        if loaded.def.steps.iter().any(|s| matches!(s.action, Action::Workflow(_))) {
+        let children = loaded.def.steps.iter().any(|s| matches!(s.action, Action::Workflow(_)));
+        if children {
             let (_, missing) = self.children(&loaded.doc).await;
             if !missing.is_empty() {
                 return Err(Refused::Definition(Invalid { problems: missing, ..Default::default() }));
@@ -492,7 +493,10 @@ impl Pipeline {
         .await?;
         if let Some(((name, version), doc)) = template {
             let mut saved = self.saved.lock().unwrap_or_else(|p| p.into_inner());
+            // With child templates, the next start checks them again
+            // (see `prepare_source`): its plan is pinned each time.
             if let Some(m) = saved.get_mut(&(name, version))
+                && !children
                 && m.stamp == stamp
                 && m.loaded.doc == doc
             {
@@ -505,6 +509,21 @@ impl Pipeline {
     /// [`load`](Self::load) then [`prepare`](Self::prepare); a refused
     /// definition comes with the input's problems.
     pub async fn prepare_source(&self, source: Source, input: Value, opts: RunOptions) -> Result<Prepared, Refused> {
+        if let Source::Saved(t) = &source
+            && let Some(m) = self.remembered(&t.name, t.version, self.registry.stamp(), &t.definition)
+            && let Some(plan) = m.plan
+        {
+            // Validated and pinned before: only the input is checked (a
+            // plan with child templates is not remembered).
+            let loaded = &m.loaded;
+            if let Err(problems) = weft_model::validate_input(&loaded.def, &input) {
+                return Err(Refused::Input { problems, schema: loaded.def.input_schema.clone() });
+            }
+            let mut opts = opts;
+            opts.template = Some(t.name.clone());
+            opts.version = Some(t.version);
+            return Ok(Prepared { plan, input, opts, warnings: loaded.warnings.clone() });
+        }
         let loaded = self.load_for(source, Some(&input)).await?;
         self.prepare(loaded, input, opts).await
     }

@@ -92,28 +92,47 @@ pub struct Client {
 /// worker to claim.
 pub async fn client(url: &str, dir: &std::path::Path) -> anyhow::Result<Client> {
     let pg = weft_store_postgres::PgStore::connect(url, Default::default()).await?;
-    let store: Arc<dyn Store> = Arc::new(pg);
-    let settings = weft_runtime::config::Settings::in_dir(dir);
-    let sandbox = weft_runtime::guests::sandbox(&settings)?;
-    let ups = Arc::new(weft_mcp_client::Upstreams::new([]));
-    let pipeline =
-        weft_runtime::pipeline::Pipeline::new(&settings, sandbox, ups.clone(), Some(store.clone()), dir.to_path_buf());
-    let doc = super::w9::chain("trivial3", 3);
-    let p = pipeline
-        .prepare_source(Source::Client(doc), json!({}), RunOptions::default())
-        .await
-        .map_err(|r| anyhow::anyhow!("the W10 workflow is refused: {r:?}"))?;
-    let code = weft_runtime::runner::CodeRunner::from_settings(&settings, dir.to_path_buf())?;
-    let runner =
-        Arc::new(weft_runtime::tool_runner::Runners::new(code, weft_runtime::tool_runner::ToolRunner::new(ups)));
-    let engine = Engine::new(
-        store.clone(),
-        runner,
-        Arc::new(SystemClock),
-        Arc::new(SeededRng::from_entropy()),
-        EngineConfig::default(),
-    );
-    Ok(Client { engine, store, plan: p.plan })
+    Client::over(Arc::new(pg), dir).await
+}
+
+impl Client {
+    /// An engine over `store` with this process's sandbox (its settings
+    /// in `dir`) and the trivial-3 plan pinned.
+    pub async fn over(store: Arc<dyn Store>, dir: &std::path::Path) -> anyhow::Result<Client> {
+        let settings = weft_runtime::config::Settings::in_dir(dir);
+        let sandbox = weft_runtime::guests::sandbox(&settings)?;
+        let ups = Arc::new(weft_mcp_client::Upstreams::new([]));
+        let pipeline = weft_runtime::pipeline::Pipeline::new(
+            &settings,
+            sandbox,
+            ups.clone(),
+            Some(store.clone()),
+            dir.to_path_buf(),
+        );
+        let doc = super::w9::chain("trivial3", 3);
+        let p = pipeline
+            .prepare_source(Source::Client(doc), json!({}), RunOptions::default())
+            .await
+            .map_err(|r| anyhow::anyhow!("the W10 workflow is refused: {r:?}"))?;
+        let code = weft_runtime::runner::CodeRunner::from_settings(&settings, dir.to_path_buf())?;
+        let runner =
+            Arc::new(weft_runtime::tool_runner::Runners::new(code, weft_runtime::tool_runner::ToolRunner::new(ups)));
+        let engine = Engine::new(
+            store.clone(),
+            runner,
+            Arc::new(SystemClock),
+            Arc::new(SeededRng::from_entropy()),
+            EngineConfig::default(),
+        );
+        Ok(Client { engine, store, plan: p.plan })
+    }
+
+    /// Starts a trivial-3 run here and waits for its end: whether it
+    /// completed.
+    pub async fn run_here(&self) -> anyhow::Result<bool> {
+        let id = self.engine.submit_shared(self.plan.clone(), json!({}), RunOptions::default()).await?;
+        Ok(self.engine.wait(&id).await?.state == weft_engine::RunState::Completed)
+    }
 }
 
 /// Creates `n` runs, 64 at a time: their creation rate.

@@ -14,7 +14,9 @@
 //! line also gives the serving process's CPU time per run, and the client's. The same
 //! figures are then taken over the HTTP API: `POST
 //! /api/v1/runs {"template", "wait_ms"}`, answered with the ended run.
-//! Every call is checked to have completed its run.
+//! Every call is checked to have completed its run. Last, the same
+//! trivial-3 runs in this process with no server between (`in-process`:
+//! the VM's speed in the same minutes, and the engine's own CPU per run).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -111,7 +113,50 @@ pub fn run(rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
     });
     let _ = child.kill();
     let _ = child.wait();
-    result
+    result?;
+    if wanted("in-process") {
+        rt.block_on(in_process(out))?;
+    }
+    Ok(())
+}
+
+/// W3 throughput in this process, minutes after the served figures: the
+/// same trivial-3 runs, 100 in flight, on a fresh SQLite store, with no
+/// server between. It shows the VM's speed beside the served figures, and
+/// its CPU per run is the engine's own share of the server's.
+async fn in_process(out: &mut Figures) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store =
+        weft_store_sqlite::SqliteStore::open(dir.path().join("weft.db"), weft_store_sqlite::Durability::Normal)?;
+    let c = Arc::new(super::w10::Client::over(Arc::new(store), dir.path()).await?);
+    for _ in 0..20 {
+        anyhow::ensure!(c.run_here().await?, "an in-process trivial-3 run did not complete");
+    }
+    let total = IN_FLIGHT * 20;
+    let next = Arc::new(AtomicUsize::new(0));
+    let cpu0 = cpu_us(std::process::id());
+    let t0 = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..IN_FLIGHT {
+        let (next, c) = (next.clone(), c.clone());
+        tasks.spawn(async move {
+            while next.fetch_add(1, Ordering::Relaxed) < total {
+                anyhow::ensure!(c.run_here().await?, "an in-process trivial-3 run did not complete");
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r??;
+    }
+    let per_s = (total as f64 / t0.elapsed().as_secs_f64()).round() as u64;
+    let cpu = ((cpu_us(std::process::id()) - cpu0) / total as f64).round();
+    out.line(
+        format!("W9 in-process trivial-3 throughput in_flight={IN_FLIGHT} runs={total} runs_per_s={per_s} cpu_us_per_run={cpu}"),
+        json!({"workload": "W9", "shape": "trivial-3", "via": "in-process", "in_flight": IN_FLIGHT, "runs": total,
+               "runs_per_s": per_s, "cpu_us_per_run": cpu}),
+    );
+    Ok(())
 }
 
 /// Whether the path `via` is measured: all of them, or those whose name

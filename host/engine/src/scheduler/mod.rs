@@ -23,7 +23,7 @@ mod plans;
 mod redefine;
 mod schedules;
 
-pub use changes::{Change, Changes};
+pub use changes::{Change, Changes, RunChanges};
 pub use mail::{Delivered, EmitAnswer, SignalAnswer};
 pub use outbox::{OUTBOX_POLL, OutboxTask};
 pub use schedules::{next_fire, parse_cron};
@@ -272,6 +272,8 @@ pub(crate) struct Shared {
     pub crash_width: std::sync::atomic::AtomicUsize,
     /// Committed batches, to subscribers ([`Engine::subscribe`]).
     changes: tokio::sync::broadcast::Sender<Arc<crate::store::Batch>>,
+    /// Committed batches of one run, to its followers ([`Engine::follow`]).
+    followers: changes::Followers,
     /// Who sends deliveries (see `outbox`).
     deliverer: std::sync::OnceLock<Arc<dyn crate::delivery::Deliverer>>,
     /// Wakes the outbox's sender when deliveries were written here.
@@ -312,6 +314,7 @@ impl Engine {
                 plans: Default::default(),
                 crash_width: std::sync::atomic::AtomicUsize::new(1),
                 changes: changes::channel(),
+                followers: Default::default(),
                 deliverer: Default::default(),
                 outbox_wake: Default::default(),
             }),
@@ -447,19 +450,32 @@ impl Engine {
         input: Value,
         opts: RunOptions,
     ) -> Result<RunId, EngineError> {
-        Ok(self.submit_watched(def, input, opts).await?.0)
+        Ok(self.submit_run(def, input, opts, false).await?.0)
     }
 
     /// [`Engine::submit_shared`], with the run's end watched from before
     /// its driver started: [`Engine::ended`] gives the record the driver
-    /// committed without a read of the store, however soon the run ends.
+    /// committed without a read of the store, however soon the run ends;
+    /// and its changes followed from its first ([`Engine::follow`]).
     pub async fn submit_watched(
         &self,
         def: Arc<Definition>,
         input: Value,
         opts: RunOptions,
-    ) -> Result<(RunId, RunEnd), EngineError> {
+    ) -> Result<(RunId, RunEnd, RunChanges), EngineError> {
+        let (id, end, changes) = self.submit_run(def, input, opts, true).await?;
+        Ok((id, end, changes.expect("followed")))
+    }
+
+    async fn submit_run(
+        &self,
+        def: Arc<Definition>,
+        input: Value,
+        opts: RunOptions,
+        follow: bool,
+    ) -> Result<(RunId, RunEnd, Option<RunChanges>), EngineError> {
         let (id, batch, def) = self.run_batch_shared(&def, input, opts).await?;
+        let changes = follow.then(|| self.follow(&id));
         // The driver starts from the record the batch writes instead of
         // reading it back (a read transaction per run saved); a run with
         // preset steps is read back.
@@ -475,13 +491,15 @@ impl Engine {
                 return Err(StoreError::Conflict(format!("run {id} exists")).into());
             };
             return match created.await {
-                Ok(r) => r.map(|()| (id.clone(), RunEnd { id, watch: Some(watch) })).map_err(EngineError::from),
+                Ok(r) => {
+                    r.map(|()| (id.clone(), RunEnd { id, watch: Some(watch) }, changes)).map_err(EngineError::from)
+                }
                 Err(_) => Err(EngineError::Plan("the run could not start; nothing was stored".into())),
             };
         }
         self.sh.commit(batch).await?;
         let watch = self.start_with(&id, Some(known));
-        Ok((id.clone(), RunEnd { id, watch }))
+        Ok((id.clone(), RunEnd { id, watch }, changes))
     }
 
     /// The record of a run [`Engine::submit_watched`] started, once it
@@ -703,6 +721,14 @@ impl Engine {
     /// driver, and wake when it comes (or when a timeout is due).
     pub fn hibernated_runs(&self) -> usize {
         self.sh.active.lock().unwrap().hibernated.len()
+    }
+
+    /// Whether this engine drives run `id` now: a driver task that has not
+    /// stopped nor ended the run, or a hibernated run.
+    pub fn drives(&self, id: &RunId) -> bool {
+        let runs = self.sh.active.lock().unwrap();
+        runs.driven.get(id).is_some_and(|a| !*a.done.borrow() && a.ended.get().is_none())
+            || runs.hibernated.contains_key(id)
     }
 
     /// Whether run `id` is hibernated in this engine.

@@ -4,7 +4,7 @@
 //! A run is *settled* when it ended or waits for input (a signal, an
 //! authorization). Its end comes from its driver ([`Engine::wait`]), with
 //! the record the driver committed, without a read of the store; a pushed
-//! change of its state into one that waits for input ([`Changes`]) is read
+//! change of its state into one that waits for input ([`RunChanges`]) is read
 //! to answer with its waits. With progress to report (an MCP client's
 //! progress token), the changes of the run are reported once the wait has
 //! lasted [`PROGRESS_AFTER`]: a run that ends sooner is answered at once,
@@ -25,7 +25,7 @@ use futures::future::BoxFuture;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use weft_engine::store::{Batch, Write};
-use weft_engine::{Change, Changes, EngineError, RunEnd, RunId, RunRecord, RunState, StepState};
+use weft_engine::{Change, EngineError, RunChanges, RunEnd, RunId, RunRecord, RunState, StepState};
 
 use super::UseCases;
 
@@ -69,8 +69,8 @@ fn settled(rec: &RunRecord) -> bool {
 
 /// What the starter of a run watched from before the run existed.
 pub struct Fresh {
-    /// Subscribed before the run was submitted.
-    pub changes: Changes,
+    /// Followed before its driver started.
+    pub changes: RunChanges,
     /// Its end ([`weft_engine::Engine::submit_watched`]).
     pub end: RunEnd,
 }
@@ -94,11 +94,11 @@ impl UseCases {
         let (mut quiet, mut progress) = (progress, None);
         let speak = tokio::time::sleep(PROGRESS_AFTER);
         tokio::pin!(speak);
-        // Subscribed before the first read: no change falls in between.
+        // Followed before the first read: no change falls in between.
         let (mut changes, mut end) = match fresh {
             Some(f) => (f.changes, f.end),
             None => {
-                let changes = self.engine.subscribe();
+                let changes = self.engine.follow(id);
                 let rec = self.read(id).await?;
                 // Reported when the wait speaks (PROGRESS_AFTER), if it lasts.
                 steps = Steps::of(&rec);

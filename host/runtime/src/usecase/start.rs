@@ -220,10 +220,9 @@ impl UseCases {
         for w in &p.warnings {
             tracing::warn!("{w}");
         }
-        // Subscribed before the run exists: no change of it goes unheard.
-        let changes = self.engine.subscribe();
+        // Followed before its driver starts: no change of it goes unheard.
         match self.engine.submit_watched(p.plan.clone(), p.input, p.opts).await {
-            Ok((id, end)) => Ok(Started { id, fresh: Some(Fresh { changes, end }), replayed: false }),
+            Ok((id, end, changes)) => Ok(Started { id, fresh: Some(Fresh { changes, end }), replayed: false }),
             Err(EngineError::Invalid(problems)) => {
                 Err(StartRefused::Input { problems: problems.0, schema: p.plan.input_schema.clone() })
             }

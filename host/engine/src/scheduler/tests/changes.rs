@@ -73,3 +73,35 @@ async fn a_subscriber_that_falls_behind_is_told_it_missed_changes() {
     }
     assert!(matches!(changes.next().await, Some(Change::Missed)));
 }
+
+#[tokio::test]
+async fn a_follower_hears_its_runs_batches_and_no_others() {
+    let h = harness();
+    h.fake.on("slow", |_| Act::Hang);
+    let hung = h.submit(json!({"name": "w", "steps": [code("slow")]})).await;
+    let two = json!({"name": "f", "steps": [code("a"), {"name": "b", "code": {"plugin": "p"}, "after": ["a"]}]});
+    let (id, _end, mut followed) =
+        h.engine.submit_watched(Arc::new(def(two)), json!({}), RunOptions::default()).await.unwrap();
+    // Another run's changes meanwhile.
+    let other = h.submit(json!({"name": "q", "steps": [code("a")]})).await;
+    h.wait(&other).await;
+    let mut kinds = vec![];
+    loop {
+        let next = tokio::time::timeout(Duration::from_secs(10), followed.next()).await.unwrap();
+        let Some(Change::Committed(b)) = next else { panic!("a change was missed or the engine ended") };
+        assert!(b.writes.iter().any(|w| w.run_id() == Some(&id)), "a batch of another run was heard: {b:?}");
+        kinds.extend(b.writes.iter().filter_map(|w| match w {
+            Write::Event(e) if e.run == id => Some(e.kind.clone()),
+            _ => None,
+        }));
+        if kinds.last().is_some_and(|k| k == "run.completed") {
+            break;
+        }
+    }
+    let stored: Vec<String> = h.store.all_events(&id).iter().map(|e| e.kind.clone()).collect();
+    assert_eq!(kinds, stored, "the follower heard exactly what was stored, in order");
+    assert!(h.engine.drives(&hung) && !h.engine.drives(&id), "the hung run is driven, the ended one is not");
+    drop(followed);
+    assert_eq!(h.engine.sh.followers.now(), 0, "a dropped follower is forgotten");
+    h.engine.cancel(&hung).await.unwrap();
+}
