@@ -230,10 +230,16 @@ impl Poller {
             return Ok(fresh);
         }
         let unfinished: HashSet<RunId> = store.unfinished_runs().await?.into_iter().collect();
-        // Runs that left the unfinished set while a driver here still
-        // runs them were canceled elsewhere; a run whose driver here ended
-        // it needs nothing (and no read).
-        let gone: Vec<RunId> = self.started.difference(&unfinished).filter(|id| engine.drives(id)).cloned().collect();
+        // A run that left the unfinished set while a driver here still
+        // runs it was canceled elsewhere: its attempts are stopped. Most
+        // such runs were ending here, their driver not yet let go: looked
+        // at again after a moment, they need nothing (and no read).
+        let mut gone: Vec<RunId> =
+            self.started.difference(&unfinished).filter(|id| engine.drives(id)).cloned().collect();
+        if !gone.is_empty() {
+            tokio::time::sleep(LET_GO).await;
+            gone.retain(|id| engine.drives(id));
+        }
         self.started.retain(|id| unfinished.contains(id));
         if !gone.is_empty() {
             stop_canceled(engine, store, gone).await;
@@ -255,6 +261,10 @@ impl Poller {
         Ok(fresh)
     }
 }
+
+/// How long a poll gives the drivers of runs that just ended here to let
+/// go before it takes them for runs canceled elsewhere.
+const LET_GO: Duration = Duration::from_millis(5);
 
 /// Runs a worker on a shared store drives at most from its claims (it takes
 /// more as they end; its own new runs and their children do not count

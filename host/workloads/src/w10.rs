@@ -92,13 +92,13 @@ pub struct Client {
 /// worker to claim.
 pub async fn client(url: &str, dir: &std::path::Path) -> anyhow::Result<Client> {
     let pg = weft_store_postgres::PgStore::connect(url, Default::default()).await?;
-    Client::over(Arc::new(pg), dir).await
+    Client::over(Arc::new(pg), dir, super::w9::chain("trivial3", 3)).await
 }
 
 impl Client {
     /// An engine over `store` with this process's sandbox (its settings
-    /// in `dir`) and the trivial-3 plan pinned.
-    pub async fn over(store: Arc<dyn Store>, dir: &std::path::Path) -> anyhow::Result<Client> {
+    /// in `dir`) and the plan of `doc` pinned.
+    pub async fn over(store: Arc<dyn Store>, dir: &std::path::Path, doc: serde_json::Value) -> anyhow::Result<Client> {
         let settings = weft_runtime::config::Settings::in_dir(dir);
         let sandbox = weft_runtime::guests::sandbox(&settings)?;
         let ups = Arc::new(weft_mcp_client::Upstreams::new([]));
@@ -109,7 +109,6 @@ impl Client {
             Some(store.clone()),
             dir.to_path_buf(),
         );
-        let doc = super::w9::chain("trivial3", 3);
         let p = pipeline
             .prepare_source(Source::Client(doc), json!({}), RunOptions::default())
             .await
@@ -127,7 +126,7 @@ impl Client {
         Ok(Client { engine, store, plan: p.plan })
     }
 
-    /// Starts a trivial-3 run here and waits for its end: whether it
+    /// Starts a run of the plan here and waits for its end: whether it
     /// completed.
     pub async fn run_here(&self) -> anyhow::Result<bool> {
         let id = self.engine.submit_shared(self.plan.clone(), json!({}), RunOptions::default()).await?;

@@ -120,15 +120,32 @@ pub fn run(rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// W3 throughput in this process, minutes after the served figures: the
-/// same trivial-3 runs, 100 in flight, on a fresh SQLite store, with no
-/// server between. It shows the VM's speed beside the served figures, and
+/// W1 and W3 throughput in this process, minutes after the served
+/// figures: the same chain-40 runs one at a time and trivial-3 runs 100
+/// in flight, on a fresh SQLite store, with no server between. It shows the VM's speed beside the served figures, and
 /// its CPU per run is the engine's own share of the server's.
 async fn in_process(out: &mut Figures) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let store =
         weft_store_sqlite::SqliteStore::open(dir.path().join("weft.db"), weft_store_sqlite::Durability::Normal)?;
-    let c = Arc::new(super::w10::Client::over(Arc::new(store), dir.path()).await?);
+    let store: Arc<dyn weft_engine::Store> = Arc::new(store);
+    // W1: the served chain-40, one run at a time.
+    let forty = super::w10::Client::over(store.clone(), dir.path(), chain("chain40", 40)).await?;
+    let mut ms = vec![];
+    for i in 0..23 {
+        let t0 = Instant::now();
+        anyhow::ensure!(forty.run_here().await?, "an in-process chain-40 run did not complete");
+        if i >= 3 {
+            ms.push(t0.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    let (p50, p95) = (pct(&ms, 0.5), pct(&ms, 0.95));
+    out.line(
+        format!("W9 in-process chain-40 runs={} total_ms_p50={p50:.2} total_ms_p95={p95:.2}", ms.len()),
+        json!({"workload": "W9", "shape": "chain-40", "via": "in-process", "runs": ms.len(),
+               "total_ms_p50": p50, "total_ms_p95": p95}),
+    );
+    let c = Arc::new(super::w10::Client::over(store, dir.path(), chain("trivial3", 3)).await?);
     for _ in 0..20 {
         anyhow::ensure!(c.run_here().await?, "an in-process trivial-3 run did not complete");
     }
