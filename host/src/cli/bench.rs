@@ -3,7 +3,8 @@
 //! [`weft_workloads`]). Names: `w5` (tool-step overhead against
 //! server-everything), `w7` (runs parked on a wait: memory, and resuming
 //! one by signal), `w8` (cold `weft run`), `w9` (runs served by `weft serve
-//! --http` to a client process over MCP), `w10` (many workers on
+//! --http` to a client process over MCP and the API, with the server's CPU
+//! per run, then the same runs in this process), `w10` (many workers on
 //! PostgreSQL: `--database URL`), or `all` (w5 to w9). The engine workloads
 //! are `cargo bench -p weft --bench engine`.
 

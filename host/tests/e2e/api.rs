@@ -424,6 +424,15 @@ fn bench_w9_serves_runs_to_a_client_process_over_mcp_and_the_api() {
         let per_s: f64 = tput.split_whitespace().find_map(|f| f.strip_prefix("runs_per_s=")).unwrap().parse().unwrap();
         assert!(per_s > 0.0, "{tput}");
     }
+    // The same runs in the bench's own process, the same minutes.
+    let here: Vec<&str> = out.stdout.lines().filter(|l| l.starts_with("W9 in-process ")).collect();
+    assert_eq!(here.len(), 2, "chain-40 and trivial-3 in process:\n{}", out.stdout);
+    let field = |l: &str, k: &str| -> f64 {
+        l.split_whitespace().find_map(|f| f.strip_prefix(k)).unwrap_or_else(|| panic!("{k} in {l}")).parse().unwrap()
+    };
+    assert!(field(here[0], "total_ms_p50=") > 0.0 && here[0].contains("chain-40"), "{}", here[0]);
+    assert!(field(here[1], "runs_per_s=") > 0.0 && field(here[1], "cpu_us_per_run=") > 0.0, "{}", here[1]);
     let figures: Value = serde_json::from_str(&std::fs::read_to_string(json_file).unwrap()).unwrap();
     assert!(figures.to_string().contains("\"via\":\"api=http\""), "{figures}");
+    assert!(figures.to_string().contains("\"via\":\"in-process\""), "{figures}");
 }

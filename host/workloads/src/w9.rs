@@ -115,7 +115,7 @@ pub fn run(rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
     let _ = child.wait();
     result?;
     if wanted("in-process") {
-        rt.block_on(in_process(out))?;
+        rt.block_on(in_process(rounds, out))?;
     }
     Ok(())
 }
@@ -124,7 +124,7 @@ pub fn run(rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
 /// figures: the same chain-40 runs one at a time and trivial-3 runs 100
 /// in flight, on a fresh SQLite store, with no server between. It shows the VM's speed beside the served figures, and
 /// its CPU per run is the engine's own share of the server's.
-async fn in_process(out: &mut Figures) -> anyhow::Result<()> {
+async fn in_process(rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let store =
         weft_store_sqlite::SqliteStore::open(dir.path().join("weft.db"), weft_store_sqlite::Durability::Normal)?;
@@ -132,7 +132,7 @@ async fn in_process(out: &mut Figures) -> anyhow::Result<()> {
     // W1: the served chain-40, one run at a time.
     let forty = super::w10::Client::over(store.clone(), dir.path(), chain("chain40", 40)).await?;
     let mut ms = vec![];
-    for i in 0..23 {
+    for i in 0..rounds + 3 {
         let t0 = Instant::now();
         anyhow::ensure!(forty.run_here().await?, "an in-process chain-40 run did not complete");
         if i >= 3 {
@@ -149,7 +149,7 @@ async fn in_process(out: &mut Figures) -> anyhow::Result<()> {
     for _ in 0..20 {
         anyhow::ensure!(c.run_here().await?, "an in-process trivial-3 run did not complete");
     }
-    let total = IN_FLIGHT * 20;
+    let total = (rounds * 100).max(IN_FLIGHT * 10);
     let next = Arc::new(AtomicUsize::new(0));
     let cpu0 = cpu_us(std::process::id());
     let t0 = Instant::now();
