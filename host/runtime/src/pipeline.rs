@@ -459,9 +459,7 @@ impl Pipeline {
                 again
             }
         };
-        if let Err(problems) = weft_model::validate_input(&loaded.def, &input) {
-            return Err(Refused::Input { problems, schema: loaded.def.input_schema.clone() });
-        }
+        input_fits(&loaded.def, &input)?;
         if let Some((name, version)) = &loaded.template {
             opts.template = Some(name.clone());
             opts.version = Some(*version);
@@ -513,12 +511,9 @@ impl Pipeline {
             && let Some(m) = self.remembered(&t.name, t.version, self.registry.stamp(), &t.definition)
             && let Some(plan) = m.plan
         {
-            // Validated and pinned before: only the input is checked (a
-            // plan with child templates is not remembered).
+            // Validated and pinned before (never with child templates).
             let loaded = &m.loaded;
-            if let Err(problems) = weft_model::validate_input(&loaded.def, &input) {
-                return Err(Refused::Input { problems, schema: loaded.def.input_schema.clone() });
-            }
+            input_fits(&loaded.def, &input)?;
             let mut opts = opts;
             opts.template = Some(t.name.clone());
             opts.version = Some(t.version);
@@ -590,6 +585,12 @@ fn input_problems(doc: &Value, input: &Value) -> Vec<Problem> {
 }
 
 /// Runs `f` on a blocking thread (the sandbox compiles and describes guests).
+/// `input` against the definition's `input_schema`.
+fn input_fits(def: &Definition, input: &Value) -> Result<(), Refused> {
+    weft_model::validate_input(def, input)
+        .map_err(|problems| Refused::Input { problems, schema: def.input_schema.clone() })
+}
+
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, Refused> + Send + 'static) -> Result<T, Refused> {
     // A burst of requests queues here rather than each taking a thread of
     // its own (200 cold starts once held 207 threads).

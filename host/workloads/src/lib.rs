@@ -6,6 +6,7 @@
 //! W3, W4, W6) are `cargo bench -p weft --bench engine`. Build with
 //! `--release` for meaningful figures.
 
+pub mod client;
 pub mod w10;
 pub mod w5;
 pub mod w7;

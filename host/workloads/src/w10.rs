@@ -22,9 +22,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use weft_engine::{Engine, EngineConfig, RunOptions, SeededRng, Store, StoreWatch, SystemClock};
-use weft_runtime::pipeline::Source;
+use weft_engine::{RunOptions, StoreWatch};
 
+use super::client::Client;
 use super::{Figures, pct};
 
 /// Runs of the throughput backlog per worker count.
@@ -79,59 +79,12 @@ fn kill(child: &Child, sig: &str) {
     let _ = Command::new("kill").args([sig, &child.id().to_string()]).status();
 }
 
-/// The client: a PostgreSQL store that drives nothing, an engine to create
-/// runs with, and the trivial-3 plan pinned as `weft run` pins it.
-pub struct Client {
-    engine: Engine,
-    store: Arc<dyn Store>,
-    plan: Arc<weft_model::Definition>,
-}
-
 /// A client of the database at `url` (a process that drives no run) with
 /// the trivial-3 plan prepared: the runs it creates are free for any
 /// worker to claim.
 pub async fn client(url: &str, dir: &std::path::Path) -> anyhow::Result<Client> {
     let pg = weft_store_postgres::PgStore::connect(url, Default::default()).await?;
     Client::over(Arc::new(pg), dir, super::w9::chain("trivial3", 3)).await
-}
-
-impl Client {
-    /// An engine over `store` with this process's sandbox (its settings
-    /// in `dir`) and the plan of `doc` pinned.
-    pub async fn over(store: Arc<dyn Store>, dir: &std::path::Path, doc: serde_json::Value) -> anyhow::Result<Client> {
-        let settings = weft_runtime::config::Settings::in_dir(dir);
-        let sandbox = weft_runtime::guests::sandbox(&settings)?;
-        let ups = Arc::new(weft_mcp_client::Upstreams::new([]));
-        let pipeline = weft_runtime::pipeline::Pipeline::new(
-            &settings,
-            sandbox,
-            ups.clone(),
-            Some(store.clone()),
-            dir.to_path_buf(),
-        );
-        let p = pipeline
-            .prepare_source(Source::Client(doc), json!({}), RunOptions::default())
-            .await
-            .map_err(|r| anyhow::anyhow!("the W10 workflow is refused: {r:?}"))?;
-        let code = weft_runtime::runner::CodeRunner::from_settings(&settings, dir.to_path_buf())?;
-        let runner =
-            Arc::new(weft_runtime::tool_runner::Runners::new(code, weft_runtime::tool_runner::ToolRunner::new(ups)));
-        let engine = Engine::new(
-            store.clone(),
-            runner,
-            Arc::new(SystemClock),
-            Arc::new(SeededRng::from_entropy()),
-            EngineConfig::default(),
-        );
-        Ok(Client { engine, store, plan: p.plan })
-    }
-
-    /// Starts a run of the plan here and waits for its end: whether it
-    /// completed.
-    pub async fn run_here(&self) -> anyhow::Result<bool> {
-        let id = self.engine.submit_shared(self.plan.clone(), json!({}), RunOptions::default()).await?;
-        Ok(self.engine.wait(&id).await?.state == weft_engine::RunState::Completed)
-    }
 }
 
 /// Creates `n` runs, 64 at a time: their creation rate.

@@ -130,7 +130,7 @@ async fn in_process(rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
         weft_store_sqlite::SqliteStore::open(dir.path().join("weft.db"), weft_store_sqlite::Durability::Normal)?;
     let store: Arc<dyn weft_engine::Store> = Arc::new(store);
     // W1: the served chain-40, one run at a time.
-    let forty = super::w10::Client::over(store.clone(), dir.path(), chain("chain40", 40)).await?;
+    let forty = super::client::Client::over(store.clone(), dir.path(), chain("chain40", 40)).await?;
     let mut ms = vec![];
     for i in 0..rounds + 3 {
         let t0 = Instant::now();
@@ -145,27 +145,21 @@ async fn in_process(rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
         json!({"workload": "W9", "shape": "chain-40", "via": "in-process", "runs": ms.len(),
                "total_ms_p50": p50, "total_ms_p95": p95}),
     );
-    let c = Arc::new(super::w10::Client::over(store, dir.path(), chain("trivial3", 3)).await?);
+    let c = Arc::new(super::client::Client::over(store, dir.path(), chain("trivial3", 3)).await?);
     for _ in 0..20 {
         anyhow::ensure!(c.run_here().await?, "an in-process trivial-3 run did not complete");
     }
     let total = (rounds * 100).max(IN_FLIGHT * 10);
-    let next = Arc::new(AtomicUsize::new(0));
     let cpu0 = cpu_us(std::process::id());
     let t0 = Instant::now();
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..IN_FLIGHT {
-        let (next, c) = (next.clone(), c.clone());
-        tasks.spawn(async move {
-            while next.fetch_add(1, Ordering::Relaxed) < total {
-                anyhow::ensure!(c.run_here().await?, "an in-process trivial-3 run did not complete");
-            }
-            anyhow::Ok(())
-        });
-    }
-    while let Some(r) = tasks.join_next().await {
-        r??;
-    }
+    in_flight(total, move || {
+        let c = c.clone();
+        async move {
+            anyhow::ensure!(c.run_here().await?, "an in-process trivial-3 run did not complete");
+            Ok(())
+        }
+    })
+    .await?;
     let per_s = (total as f64 / t0.elapsed().as_secs_f64()).round() as u64;
     let cpu = ((cpu_us(std::process::id()) - cpu0) / total as f64).round();
     out.line(
@@ -180,6 +174,30 @@ async fn in_process(rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
 /// contains `$WEFT_BENCH_W9_VIA` (e.g. `2026`, `api`: to profile one).
 fn wanted(via: &str) -> bool {
     std::env::var("WEFT_BENCH_W9_VIA").map_or(true, |only| via.contains(&only))
+}
+
+/// Makes `total` calls of `one`, [`IN_FLIGHT`] at a time; the first
+/// failure ends it.
+async fn in_flight<F, Fut>(total: usize, one: F) -> anyhow::Result<()>
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
+{
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..IN_FLIGHT {
+        let (next, one) = (next.clone(), one.clone());
+        tasks.spawn(async move {
+            while next.fetch_add(1, Ordering::Relaxed) < total {
+                one().await?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r??;
+    }
+    Ok(())
 }
 
 /// A call that starts one run of a template and returns once it ended
@@ -248,22 +266,9 @@ async fn measure<C: Call>(call: C, via: &str, server: u32, rounds: usize, out: &
     );
 
     let total = (rounds * 100).max(IN_FLIGHT * 10);
-    let next = Arc::new(AtomicUsize::new(0));
     let (cpu0, client0) = (cpu_us(server), cpu_us(std::process::id()));
     let t0 = Instant::now();
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..IN_FLIGHT {
-        let (next, call) = (next.clone(), call.clone());
-        tasks.spawn(async move {
-            while next.fetch_add(1, Ordering::Relaxed) < total {
-                call("trivial3").await?;
-            }
-            anyhow::Ok(())
-        });
-    }
-    while let Some(r) = tasks.join_next().await {
-        r??;
-    }
+    in_flight(total, move || call("trivial3")).await?;
     let per_s = (total as f64 / t0.elapsed().as_secs_f64()).round() as u64;
     let server_us = ((cpu_us(server) - cpu0) / total as f64).round();
     let client_us = ((cpu_us(std::process::id()) - client0) / total as f64).round();
