@@ -144,10 +144,14 @@ async fn progress_for_runs_that_take_a_while_and_no_stall_on_kept_alive_connecti
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
         ms.sort_by(f64::total_cmp);
-        let median = ms[ms.len() / 2];
+        // A delayed-ACK stall adds ~40 ms to every call; a loaded machine
+        // (the whole suite on 2 cores, a debug build) slows some calls to
+        // 20–30 ms (seen: median 22 ms, fastest quarter under 20). So the
+        // fastest quarter is what tells a stall from load.
+        let quarter = ms[ms.len() / 4];
         assert!(
-            median < 20.0,
-            "{version}: a quick call's median is {median:.1} ms (a delayed-ACK stall is ~40): {ms:?}"
+            quarter < 30.0,
+            "{version}: a quarter of quick calls took {quarter:.1} ms or more (a delayed-ACK stall is ~40): {ms:?}"
         );
         // A call shorter than PROGRESS_AFTER cannot have reported; the
         // longer ones (a loaded machine) may have.
