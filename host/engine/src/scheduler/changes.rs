@@ -212,12 +212,6 @@ impl Shared {
 
     /// [`Shared::commit`] of a batch the caller keeps.
     pub(crate) async fn commit_shared(&self, batch: Arc<Batch>) -> Result<(), StoreError> {
-        if self.changes.receiver_count() == 0 {
-            self.store.commit_shared(batch.clone()).await?;
-            self.wake_outbox(&batch);
-            self.followers.tell(&batch);
-            return Ok(());
-        }
         self.store.commit_shared(batch.clone()).await?;
         self.wake_outbox(&batch);
         self.followers.tell(&batch);
