@@ -53,8 +53,10 @@ pub(crate) fn detach(w: &Weft, file: &std::path::Path, input: &Value, extra: &[&
 pub(crate) struct Worker(Child);
 
 impl Worker {
+    /// The worker's log goes to the test's stderr: the test harness shows it
+    /// only when the test fails, which is when it says why.
     pub(crate) fn start(w: &Weft) -> Worker {
-        Worker(w.cmd().arg("worker").stderr(Stdio::null()).spawn().unwrap())
+        Worker(w.cmd().arg("worker").stderr(Stdio::inherit()).spawn().unwrap())
     }
 
     pub(crate) fn kill(mut self) {
