@@ -179,6 +179,23 @@ fn a_log_flood_is_truncated_with_a_marker() {
     assert!(kept <= (1 << 20) + TRUNCATED_MARKER.len(), "{kept}");
 }
 
+/// W2's kernels compute in the guest what they compute natively: the bench
+/// compares the same work.
+#[test]
+fn the_w2_kernels_agree_with_their_native_twins() {
+    let g = hostile();
+    type Kernel = fn(u64) -> u64;
+    let native: [(&str, Kernel, u64); 3] = [
+        ("fib", weft_test_kernels::fib, 25),
+        ("sieve", weft_test_kernels::sieve, 100_000),
+        ("json", weft_test_kernels::json, 1_000),
+    ];
+    for (mode, f, n) in native {
+        let r = call(&g, json!({"mode": mode, "n": n}), Limits::default());
+        assert_eq!(r.outcome, Ok(GuestOutcome::Done(json!(f(n)))), "{mode}({n})");
+    }
+}
+
 #[test]
 fn rejects_and_retryable_errors_come_through() {
     let g = hostile();

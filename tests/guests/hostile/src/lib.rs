@@ -1,6 +1,7 @@
 //! A hostile component guest, written against the raw WIT bindings (not the
 //! SDK) so the sandbox is tested independently of it. The input's `mode`
-//! picks the misbehaviour; `fib` is an honest workload for benchmarks, and
+//! picks the misbehaviour; `fib`, `sieve` and `json` are honest workloads for
+//! benchmarks (W2's kernels, shared with the bench's native baseline), and
 //! `busy` computes for `n` ms.
 
 // wit-bindgen's generated export glue passes every field as an argument.
@@ -19,10 +20,6 @@ fn done(v: Value) -> Result<Outcome, StepError> {
 
 fn err(code: &str, message: String) -> Result<Outcome, StepError> {
     Err(StepError { code: code.into(), message, retryable: false })
-}
-
-fn fib(n: u64) -> u64 {
-    if n < 2 { n } else { fib(n - 1) + fib(n - 2) }
 }
 
 /// memory.grow by `pages` (64 KiB each): the old size in pages, or
@@ -61,7 +58,9 @@ impl Guest for Hostile {
         match input["mode"].as_str().unwrap_or("") {
             "ok" => done(json!({"ok": true, "step": ctx.step, "attempt": ctx.attempt,
                                 "key": ctx.idempotency_key, "echo": input["echo"]})),
-            "fib" => done(json!(fib(n))),
+            "fib" => done(json!(weft_test_kernels::fib(n))),
+            "sieve" => done(json!(weft_test_kernels::sieve(n))),
+            "json" => done(json!(weft_test_kernels::json(n))),
             // Two artifacts, a text and a binary one.
             "artifact" => {
                 artifact("report.txt", "text/plain", format!("report of {}", ctx.step).as_bytes());
