@@ -73,10 +73,17 @@ statements! {
                         interruptions = interruptions + CASE WHEN $5 = 'interrupted' THEN 1 ELSE 0 END,
                         blame = CASE WHEN $5 = 'interrupted' THEN $10 ELSE blame END
                       WHERE run_id = $1 AND step = $2 AND item = $3 AND attempt = $4 AND state = 'running'";
-    events = "INSERT INTO events (run_id, seq, at, kind, step, item, data)
-              SELECT u.* FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::int[],
-                                     $7::text[]) AS u(run_id, seq, at, kind, step, item, data)
+    // A row's seqs overlap no stored row's: rows hold consecutive seqs and
+    // never overlap, so only the last row starting at or before this one's
+    // last seq can, and one index probe checks it.
+    events = "INSERT INTO event_batches (run_id, first_seq, last_seq, last_at, events)
+              SELECT u.* FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[])
+                AS u(run_id, first_seq, last_seq, last_at, events)
               WHERE EXISTS (SELECT 1 FROM runs r WHERE r.id = u.run_id)
+                AND NOT EXISTS (SELECT 1 FROM (SELECT b.last_seq FROM event_batches b
+                                               WHERE b.run_id = u.run_id AND b.first_seq <= u.last_seq
+                                               ORDER BY b.first_seq DESC LIMIT 1) p
+                                WHERE p.last_seq >= u.first_seq)
               ON CONFLICT DO NOTHING";
     blob = "INSERT INTO blobs (sha256, data) VALUES ($1, $2) ON CONFLICT DO NOTHING";
     artifact = "INSERT INTO artifacts (run_id, name, mime, size, sha256, step, item, attempt, created_at)
@@ -92,7 +99,7 @@ statements! {
     run_plan = "UPDATE run_inputs SET plan = $2 WHERE id = $1 AND EXISTS (SELECT 1 FROM runs WHERE id = $1
                   AND state NOT IN ('completed', 'failed', 'canceled', 'rejected'))";
     delete_recording_input = "DELETE FROM run_inputs WHERE id = $1";
-    delete_recording_events = "DELETE FROM events WHERE run_id = $1";
+    delete_recording_events = "DELETE FROM event_batches WHERE run_id = $1";
     inbox_put = "INSERT INTO inbox (id, kind, event_id, run, body, at, answer) VALUES ($1, $2, $3, $4, $5, $6, $7)
                  ON CONFLICT DO NOTHING";
     inbox_answer = "UPDATE inbox SET answer = $2 WHERE id = $1 AND answer IS NULL";
@@ -330,28 +337,30 @@ impl Stmts {
         self.list.len() - 1
     }
 
-    /// The events gathered so far, in one statement: every one must be
-    /// written (its run exists, its seq is free).
+    /// The events gathered so far, in one statement, one row per run
+    /// (`event_rows`): every one must be written (its run exists, its seqs
+    /// are free).
     pub fn events(&mut self) {
         let ev = std::mem::take(&mut self.events);
         if ev.is_empty() {
             return;
         }
-        let n = ev.len() as u64;
+        let rows = crate::event_rows::rows_of(&ev);
+        let n = rows.len() as u64;
         let what = if n == 1 {
-            format!("event {} of {} exists, or the run does not", ev[0].seq.0, ev[0].run)
+            format!("an event of {} from seq {} exists, or the run does not", rows[0].run, rows[0].first_seq)
         } else {
-            format!("one of {n} events exists, or its run does not")
+            format!("an event of one of {n} runs exists, or its run does not")
         };
-        let params = vec![
-            p(ev.iter().map(|e| e.run.as_str().to_string()).collect::<Vec<_>>()),
-            p(ev.iter().map(|e| e.seq.0 as i64).collect::<Vec<_>>()),
-            p(ev.iter().map(|e| e.at).collect::<Vec<_>>()),
-            p(ev.iter().map(|e| e.kind.clone()).collect::<Vec<_>>()),
-            p(ev.iter().map(|e| e.step.clone()).collect::<Vec<_>>()),
-            p(ev.iter().map(|e| e.item.map(|i| i.0 as i32)).collect::<Vec<_>>()),
-            p(ev.iter().map(|e| e.data.to_string()).collect::<Vec<_>>()),
-        ];
+        let mut cols = (vec![], vec![], vec![], vec![], vec![]);
+        for r in rows {
+            cols.0.push(r.run);
+            cols.1.push(r.first_seq);
+            cols.2.push(r.last_seq);
+            cols.3.push(r.last_at);
+            cols.4.push(r.events);
+        }
+        let params = vec![p(cols.0), p(cols.1), p(cols.2), p(cols.3), p(cols.4)];
         self.push(Stmt::new(Which::events, params, Expect::Rows(n, conflict(what))));
     }
 

@@ -16,6 +16,7 @@
 //! - Schema migrations by `weft_schema.version` (see `schema`).
 
 mod apply;
+mod event_rows;
 mod manage;
 mod outbox;
 mod read;

@@ -17,7 +17,7 @@ pub(crate) async fn delete_runs(c: &Conn, ids: &[RunId]) -> Result<u32, StoreErr
               inputs AS (DELETE FROM run_inputs WHERE id IN (SELECT id FROM gone) RETURNING plan),
               s AS (DELETE FROM steps WHERE run_id IN (SELECT id FROM gone)),
               a AS (DELETE FROM attempts WHERE run_id IN (SELECT id FROM gone)),
-              e AS (DELETE FROM events WHERE run_id IN (SELECT id FROM gone)),
+              e AS (DELETE FROM event_batches WHERE run_id IN (SELECT id FROM gone)),
               w AS (DELETE FROM waits WHERE run_id IN (SELECT id FROM gone)),
               i AS (DELETE FROM inbox WHERE run IN (SELECT id FROM gone)),
               d AS (DELETE FROM deliveries WHERE run_id IN (SELECT id FROM gone)),
@@ -169,19 +169,11 @@ async fn import(c: &Conn, e: &RunExport) -> Result<(), StoreError> {
             .await
             .map_err(map_err)?;
     }
-    for ev in &e.events {
+    for row in crate::event_rows::rows_of(&e.events) {
         c.client
             .execute(
-                "INSERT INTO events (run_id, seq, at, kind, step, item, data) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                &[
-                    &id,
-                    &(ev.seq.0 as i64),
-                    &ev.at,
-                    &ev.kind,
-                    &ev.step,
-                    &ev.item.map(|i| i.0 as i32),
-                    &ev.data.to_string(),
-                ],
+                "INSERT INTO event_batches (run_id, first_seq, last_seq, last_at, events) VALUES ($1, $2, $3, $4, $5)",
+                &[&row.run, &row.first_seq, &row.last_seq, &row.last_at, &row.events],
             )
             .await
             .map_err(map_err)?;

@@ -82,7 +82,8 @@ pub async fn runs<C: GenericClient>(c: &C, ids: &[RunId]) -> Result<Vec<RunRecor
                     r.deadline_at, GREATEST(r.last_seq, COALESCE(e.seq, 0)), pl.sha256, ri.traceparent,
                     ri.labels::text
              FROM runs r JOIN run_inputs ri ON ri.id = r.id JOIN plans pl ON pl.sha256 = ri.plan
-             LEFT JOIN LATERAL (SELECT at, seq FROM events WHERE run_id = r.id ORDER BY seq DESC LIMIT 1) e ON true
+             LEFT JOIN LATERAL (SELECT last_at AS at, last_seq AS seq FROM event_batches
+                                WHERE run_id = r.id ORDER BY first_seq DESC LIMIT 1) e ON true
              WHERE r.id = ANY($1)",
             &by_run,
         ),
@@ -275,8 +276,8 @@ pub async fn list_runs<C: GenericClient>(c: &C, f: &RunFilter) -> Result<Vec<Run
         c,
         &format!(
             "SELECT id, template, version, state, parent, created_at,
-                    GREATEST(updated_at, COALESCE((SELECT at FROM events WHERE run_id = runs.id
-                                                   ORDER BY seq DESC LIMIT 1), 0)),
+                    GREATEST(updated_at, COALESCE((SELECT last_at FROM event_batches WHERE run_id = runs.id
+                                                   ORDER BY first_seq DESC LIMIT 1), 0)),
                     (SELECT ri.labels::text FROM run_inputs ri WHERE ri.id = runs.id), error
              FROM runs WHERE {FILTER} ORDER BY id DESC LIMIT $10"
         ),
@@ -312,25 +313,29 @@ pub async fn events_after<C: GenericClient>(
     after: Seq,
     limit: usize,
 ) -> Result<Vec<EventRecord>, StoreError> {
+    // The rows from the one holding seq `after + 1` (the last that starts
+    // at or before it, which may end before it), found by an index probe;
+    // one row more than `limit`, since that first row may hold none.
     let rows = query(
         c,
-        "SELECT seq, at, kind, step, item, data FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-        &[&run.as_str(), &(after.0.min(i64::MAX as u64) as i64), &(limit.min(i64::MAX as usize) as i64)],
+        "SELECT events FROM event_batches
+         WHERE run_id = $1 AND first_seq >= COALESCE((SELECT first_seq FROM event_batches
+                                                      WHERE run_id = $1 AND first_seq <= $2::bigint + 1
+                                                      ORDER BY first_seq DESC LIMIT 1), 0)
+         ORDER BY first_seq LIMIT $3::bigint + 1",
+        &[&run.as_str(), &(after.0.min(i64::MAX as u64 - 1) as i64), &(limit.min(i64::MAX as usize - 1) as i64)],
     )
     .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(NewEvent {
-                run: run.clone(),
-                seq: Seq(r.get::<_, i64>(0).max(0) as u64),
-                at: r.get(1),
-                kind: r.get(2),
-                step: r.get(3),
-                item: r.get::<_, Option<i32>>(4).and_then(item),
-                data: value(r.get(5))?,
-            })
-        })
-        .collect()
+    let mut out = vec![];
+    for r in &rows {
+        let events = crate::event_rows::decode(run, r.get(0))?;
+        out.extend(events.into_iter().filter(|e| e.seq > after));
+        if out.len() >= limit {
+            break;
+        }
+    }
+    out.truncate(limit);
+    Ok(out)
 }
 
 pub async fn unfinished_runs<C: GenericClient>(c: &C) -> Result<Vec<RunId>, StoreError> {

@@ -17,5 +17,6 @@ pub(super) async fn fresh() -> PgStore {
 
 weft_engine::conformance_suite!(async { (Arc::new(fresh().await) as Arc<dyn Store>, ()) });
 
+mod schema;
 mod sets;
 mod workers;
