@@ -3,9 +3,9 @@
 //! so the ratio compares the same source. Three shapes of guest code, since
 //! wasmtime's epoch and fuel checks cost per function entry and per loop
 //! back-edge:
-//! - [`fib`]: call-bound, ~10⁸ calls of a few instructions (the worst case);
-//! - [`sieve`]: loop-bound, tight loops over memory;
-//! - [`json`]: what a step typically does, building, printing and parsing
+//! - [`fib()`]: call-bound, ~10⁸ calls of a few instructions (the worst case);
+//! - [`sieve()`]: loop-bound, tight loops over memory;
+//! - [`json()`]: what a step typically does, building, printing and parsing
 //!   JSON with serde_json.
 
 use serde_json::{Value, json};
