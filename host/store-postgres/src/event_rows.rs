@@ -24,10 +24,17 @@ pub(crate) struct EventRow {
     pub events: String,
 }
 
+/// The most events a row holds. A fan-out writes thousands of events of
+/// one run in one transaction; a reader paging through them (`runs events`,
+/// the page) decodes whole rows, so a row stays small: a page of `limit`
+/// events decodes at most this many more.
+pub(crate) const MAX_EVENTS_PER_ROW: usize = 32;
+
 /// `events` as rows: one per run, or more when a run's seqs have gaps
-/// (the engine's never do; the store's contract allows them). A row holds
-/// every seq from its first to its last, so two rows share a seq exactly
-/// when their ranges overlap, which the insert checks with one index probe.
+/// (the engine's never do; the store's contract allows them) or it has more
+/// than [`MAX_EVENTS_PER_ROW`]. A row holds every seq from its first to its
+/// last, so two rows share a seq exactly when their ranges overlap, which
+/// the insert checks with one index probe.
 pub(crate) fn rows_of(events: &[NewEvent]) -> Vec<EventRow> {
     let mut at: std::collections::HashMap<&RunId, usize> = std::collections::HashMap::new();
     let mut runs: Vec<Vec<&NewEvent>> = vec![];
@@ -43,7 +50,7 @@ pub(crate) fn rows_of(events: &[NewEvent]) -> Vec<EventRow> {
         list.sort_by_key(|e| e.seq);
         let mut start = 0;
         for i in 1..=list.len() {
-            if i == list.len() || list[i].seq.0 != list[i - 1].seq.0 + 1 {
+            if i == list.len() || list[i].seq.0 != list[i - 1].seq.0 + 1 || i - start == MAX_EVENTS_PER_ROW {
                 rows.push(row(&list[start..i]));
                 start = i;
             }
@@ -152,6 +159,10 @@ mod tests {
         assert_eq!(gaps.iter().map(|r| (r.first_seq, r.last_seq)).collect::<Vec<_>>(), [(2, 2), (9, 9)]);
         let twice = rows_of(&[event(&a, 3, None, None, json!(1)), event(&a, 3, None, None, json!(2))]);
         assert_eq!(twice.iter().map(|r| r.first_seq).collect::<Vec<_>>(), [3, 3]);
+        // A fan-out's many events of one run: rows of at most 32.
+        let many: Vec<NewEvent> = (1..=70).map(|i| event(&a, i, Some("x"), Some(i as u32), json!(i))).collect();
+        let ranges: Vec<(i64, i64)> = rows_of(&many).iter().map(|r| (r.first_seq, r.last_seq)).collect();
+        assert_eq!(ranges, [(1, 32), (33, 64), (65, 70)]);
         assert_eq!((rows[0].first_seq, rows[0].last_seq, rows[0].last_at), (4, 5, 1_005));
         assert_eq!(rows[0].run, a.as_str());
         assert_eq!(decode(&a, &rows[0].events).unwrap(), vec![events[0].clone(), events[2].clone()]);

@@ -1,4 +1,5 @@
-//! Migrations over data an older build stored.
+//! How events are stored: rows of a run's events (paged across them),
+//! and the migration over events an older build stored one per row.
 
 use serde_json::json;
 use weft_engine::Seq;
@@ -70,4 +71,36 @@ async fn events_stored_one_per_row_read_back_after_the_migration() {
     assert!(matches!(store.commit(next(2)).await, Err(StoreError::Conflict(_))), "seq 2 is stored");
     let all = store.events_after(&id, Seq::ZERO, 10).await.unwrap();
     assert_eq!(all.iter().map(|e| e.seq.0).collect::<Vec<_>>(), [1, 2, 3, 4]);
+}
+
+/// A fan-out's events of one run, written in one transaction, span several
+/// rows; a page starts and ends anywhere among them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_of_events_cross_the_rows_a_transaction_wrote() {
+    let store = super::fresh().await;
+    let id = weft_engine::conformance::rid(8);
+    let mut writes = vec![weft_engine::conformance::create(&id, &["s"])];
+    writes.extend((1..=70).map(|seq| {
+        Write::Event(NewEvent {
+            run: id.clone(),
+            seq: Seq(seq),
+            at: seq as i64,
+            kind: "item.succeeded".into(),
+            step: Some("s".into()),
+            item: Some(weft_engine::ItemIndex(seq as u32)),
+            data: json!({"i": seq}),
+        })
+    }));
+    store.commit(weft_engine::conformance::b(writes)).await.unwrap();
+    let seqs = |after: u64, limit: usize| {
+        let store = &store;
+        let id = id.clone();
+        async move { store.events_after(&id, Seq(after), limit).await.unwrap().iter().map(|e| e.seq.0).collect::<Vec<_>>() }
+    };
+    assert_eq!(seqs(0, 10).await, (1..=10).collect::<Vec<_>>());
+    assert_eq!(seqs(30, 5).await, (31..=35).collect::<Vec<_>>(), "a page across two rows");
+    assert_eq!(seqs(31, 40).await, (32..=70).collect::<Vec<_>>(), "a page across three rows, to the end");
+    assert!(seqs(70, 10).await.is_empty());
+    let run = store.run(&id).await.unwrap().unwrap();
+    assert_eq!(run.last_seq, Seq(70), "the run's last seq is its last row's");
 }
