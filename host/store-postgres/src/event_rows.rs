@@ -1,5 +1,6 @@
 //! A run's events as PostgreSQL stores them: one row per run and
-//! transaction (`event_batches`), the events a JSON array in it. A row per
+//! transaction (`event_batches`; up to [`MAX_EVENTS_PER_ROW`] events, a
+//! JSON array in it). A row per
 //! event was the largest cost of the database per run (W10: 21% of its
 //! statements' time, ~9 rows per trivial-3 run); a run's events of one
 //! transaction are written together and read in order, so they are kept
@@ -74,7 +75,10 @@ fn row(list: &[&NewEvent]) -> EventRow {
         let _ = serde_json::to_writer(&mut text, &e.kind);
         text.push(b',');
         let _ = serde_json::to_writer(&mut text, &e.step);
-        let _ = write!(text, ",{},", e.item.map_or_else(|| "null".to_string(), |i| i.0.to_string()));
+        let _ = match e.item {
+            Some(i) => write!(text, ",{},", i.0),
+            None => write!(text, ",null,"),
+        };
         let _ = serde_json::to_writer(&mut text, &e.data);
         text.push(b']');
     }
