@@ -1,10 +1,10 @@
 //! A run's events as PostgreSQL stores them: one row per run and
 //! transaction (`event_batches`; up to [`MAX_EVENTS_PER_ROW`] events, a
-//! JSON array in it). A row per
-//! event was the largest cost of the database per run (W10: 21% of its
-//! statements' time, ~9 rows per trivial-3 run); a run's events of one
-//! transaction are written together and read in order, so they are kept
-//! together. The `events` view lists them one per row, for ad-hoc SQL.
+//! JSON array in it). A row per event was the largest cost of the database
+//! per run (W10: 21% of its statements' time, ~9 rows per trivial-3 run);
+//! a run's events of one transaction are written together and read in
+//! order, so they are kept together. The `events` view lists them one per
+//! row, for ad-hoc SQL.
 //!
 //! A row holds `[[seq, at, kind, step, item, data], ...]`, consecutive
 //! seqs in order, with its first and last seq and the last event's time as
