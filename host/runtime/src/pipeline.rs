@@ -584,13 +584,13 @@ fn input_problems(doc: &Value, input: &Value) -> Vec<Problem> {
     }
 }
 
-/// Runs `f` on a blocking thread (the sandbox compiles and describes guests).
 /// `input` against the definition's `input_schema`.
 fn input_fits(def: &Definition, input: &Value) -> Result<(), Refused> {
     weft_model::validate_input(def, input)
         .map_err(|problems| Refused::Input { problems, schema: def.input_schema.clone() })
 }
 
+/// Runs `f` on a blocking thread (the sandbox compiles and describes guests).
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, Refused> + Send + 'static) -> Result<T, Refused> {
     // A burst of requests queues here rather than each taking a thread of
     // its own (200 cold starts once held 207 threads).

@@ -122,8 +122,9 @@ pub fn run(rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
 
 /// W1 and W3 throughput in this process, minutes after the served
 /// figures: the same chain-40 runs one at a time and trivial-3 runs 100
-/// in flight, on a fresh SQLite store, with no server between. It shows the VM's speed beside the served figures, and
-/// its CPU per run is the engine's own share of the server's.
+/// in flight, on a fresh SQLite store, with no server between. It shows
+/// the VM's speed beside the served figures, and its CPU per run is the
+/// engine's own share of the server's.
 async fn in_process(rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let store =
