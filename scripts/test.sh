@@ -6,6 +6,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 "$root/scripts/setup.sh"
+# Restate (from npm), for the test of `scripts/beside-restate.sh`.
+"$root/tests/restate/setup.sh"
 # Lint first: formatting, clippy -D warnings, rustdoc, the docs' checks.
 "$root/scripts/lint.sh"
 # The JS, Python and C example guests are built by their own tests; building

@@ -4,7 +4,8 @@
 //! server-everything), `w7` (runs parked on a wait: memory, and resuming
 //! one by signal), `w8` (cold `weft run`), `w9` (runs served by `weft serve
 //! --http` to a client process over MCP and the API, with the server's CPU
-//! per run, then the same runs in this process), `w10` (many workers on
+//! per run, then the same runs in this process; with `--peer-restate URL`,
+//! beside Restate round by round), `w10` (many workers on
 //! PostgreSQL: `--database URL`), or `all` (w5 to w9). The engine workloads
 //! are `cargo bench -p weft --bench engine`.
 
@@ -30,6 +31,11 @@ pub struct BenchArgs {
     /// may connect to (the bench creates and drops its own databases).
     #[arg(long, value_name = "URL", env = "WEFT_BENCH_DATABASE")]
     database: Option<String>,
+    /// w9 only: measure weft over MCP beside a Restate service at this
+    /// ingress URL, round by round (`scripts/beside-restate.sh` starts
+    /// Restate and runs this).
+    #[arg(long, value_name = "URL")]
+    peer_restate: Option<String>,
     /// Also write the figures as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -55,6 +61,16 @@ pub fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             "w10 needs a PostgreSQL server: --database postgres://USER@HOST:PORT/DB (or WEFT_BENCH_DATABASE)"
         )));
     }
+    if args.peer_restate.is_some() && names.iter().any(|n| n != "w9") {
+        return Err(bad(anyhow::anyhow!("`--peer-restate` compares W9 only: run `weft bench w9 --peer-restate URL`")));
+    }
+    if let Some(url) = &args.peer_restate
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return Err(bad(anyhow::anyhow!(
+            "`--peer-restate {url}`: give Restate's ingress as an http:// URL, e.g. http://127.0.0.1:8080"
+        )));
+    }
     if args.runs == Some(0) {
         return Err(bad(anyhow::anyhow!("`--runs` must be at least 1")));
     }
@@ -71,7 +87,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             "w7" => weft_workloads::w7::run(args.runs.unwrap_or(10_000), &mut figures)?,
             "w8" => weft_workloads::w8::run(args.rounds.unwrap_or(20).max(1), &mut figures)?,
             "w10" => weft_workloads::w10::run(args.database.as_deref().unwrap_or_default(), args.runs, &mut figures)?,
-            _ => weft_workloads::w9::run(args.rounds.unwrap_or(20).max(1), &mut figures)?,
+            _ => weft_workloads::w9::run(args.rounds.unwrap_or(20).max(1), args.peer_restate.as_deref(), &mut figures)?,
         }
     }
     outln!("# load {}", weft_workloads::loadavg());

@@ -10,6 +10,7 @@ mod a2a_steps;
 mod api;
 mod api_clients;
 mod artifacts;
+mod beside_restate;
 mod caps;
 mod chains;
 mod children;

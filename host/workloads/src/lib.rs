@@ -1,5 +1,5 @@
 //! The workloads of docs/performance.md that run from the CLI (W5 tool-step
-//! overhead, W7 runs parked on waits, W8 cold start, W9 served runs, W10
+//! overhead, W7 runs parked on waits, W8 cold start, W9 served runs, alone or beside Restate, W10
 //! many workers on PostgreSQL), printing one greppable line
 //! per figure (`W5 mcp-chain-20 path=engine ... per_call_us_p50=...`) and,
 //! with `--json FILE`, the same figures as JSON. The engine workloads (W1,
@@ -12,6 +12,7 @@ pub mod w5;
 pub mod w7;
 pub mod w8;
 pub mod w9;
+pub mod w9_restate;
 
 use serde_json::Value;
 

@@ -78,7 +78,10 @@ fn serve(exe: &std::path::Path, dir: &std::path::Path) -> anyhow::Result<(Child,
 ///
 /// `$WEFT_BENCH_SERVER` names another `weft` binary to serve (an A/B of two
 /// builds with one client).
-pub fn run(rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
+///
+/// With `peer_restate` (Restate's ingress URL), weft over MCP 2026-07-28
+/// and Restate are measured instead, round by round ([`super::w9_restate`]).
+pub fn run(rounds: usize, peer_restate: Option<&str>, out: &mut Figures) -> anyhow::Result<()> {
     let exe = match std::env::var_os("WEFT_BENCH_SERVER") {
         Some(p) => std::path::PathBuf::from(p),
         None => std::env::current_exe()?,
@@ -101,6 +104,9 @@ pub fn run(rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
     let pid = child.id();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let result = rt.block_on(async {
+        if let Some(ingress) = peer_restate {
+            return super::w9_restate::beside(&url, pid, ingress, rounds, out).await;
+        }
         for version in [rmcp::model::ProtocolVersion::V_2025_11_25, rmcp::model::ProtocolVersion::V_2026_07_28] {
             if wanted(&format!("mcp=http-{version}")) {
                 over_mcp(&url, version, pid, rounds, out).await?;
@@ -203,7 +209,7 @@ where
 
 /// A call that starts one run of a template and returns once it ended
 /// (checked to have completed).
-trait Call: Fn(&'static str) -> Self::Fut + Clone + Send + Sync + 'static {
+pub(crate) trait Call: Fn(&'static str) -> Self::Fut + Clone + Send + Sync + 'static {
     type Fut: std::future::Future<Output = anyhow::Result<()>> + Send;
 }
 
@@ -230,9 +236,29 @@ pub(crate) fn cpu_us(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) * 1e6 / hz
 }
 
-/// The three figures through `call` (`via` names the path); `server` is
-/// the serving process, whose CPU time per run is reported too.
-async fn measure<C: Call>(call: C, via: &str, server: u32, rounds: usize, out: &mut Figures) -> anyhow::Result<()> {
+/// What [`measure`] found: the figures a comparison with a peer divides.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Measured {
+    /// chain-40, one run at a time: the median, ms.
+    pub chain_p50_ms: f64,
+    /// trivial-3, one run at a time: the median, ms.
+    pub trivial_p50_ms: f64,
+    /// trivial-3 with [`IN_FLIGHT`] calls in flight: runs per second.
+    pub runs_per_s: f64,
+    /// The serving processes' CPU time per trivial-3 run in flight, µs.
+    pub server_cpu_us: f64,
+}
+
+/// The three figures through `call` (`via` names the path); `servers` are
+/// the serving processes, whose CPU time per run is reported too.
+pub(crate) async fn measure<C: Call>(
+    call: C,
+    via: &str,
+    servers: &[u32],
+    rounds: usize,
+    out: &mut Figures,
+) -> anyhow::Result<Measured> {
+    let server_cpu = || servers.iter().map(|&p| cpu_us(p)).sum::<f64>();
     let timed = |template: &'static str, n: usize| {
         let call = call.clone();
         async move {
@@ -251,6 +277,7 @@ async fn measure<C: Call>(call: C, via: &str, server: u32, rounds: usize, out: &
 
     let ms = timed("chain40", rounds).await?;
     let (p50, p95) = (pct(&ms, 0.5), pct(&ms, 0.95));
+    let chain_p50_ms = p50;
     out.line(
         format!("W9 served chain-40 {via} runs={rounds} total_ms_p50={p50:.2} total_ms_p95={p95:.2} target_ms=4"),
         json!({"workload": "W9", "shape": "chain-40", "via": via, "runs": rounds,
@@ -260,6 +287,7 @@ async fn measure<C: Call>(call: C, via: &str, server: u32, rounds: usize, out: &
     let n = rounds * 10;
     let ms = timed("trivial3", n).await?;
     let (p50, p95) = (pct(&ms, 0.5), pct(&ms, 0.95));
+    let trivial_p50_ms = p50;
     out.line(
         format!("W9 served trivial-3 {via} latency runs={n} p50_ms={p50:.3} p95_ms={p95:.3} target_p50_ms=1"),
         json!({"workload": "W9", "shape": "trivial-3", "via": via, "runs": n,
@@ -267,11 +295,12 @@ async fn measure<C: Call>(call: C, via: &str, server: u32, rounds: usize, out: &
     );
 
     let total = (rounds * 100).max(IN_FLIGHT * 10);
-    let (cpu0, client0) = (cpu_us(server), cpu_us(std::process::id()));
+    let (cpu0, client0) = (server_cpu(), cpu_us(std::process::id()));
     let t0 = Instant::now();
     in_flight(total, move || call("trivial3")).await?;
-    let per_s = (total as f64 / t0.elapsed().as_secs_f64()).round() as u64;
-    let server_us = ((cpu_us(server) - cpu0) / total as f64).round();
+    let runs_per_s = total as f64 / t0.elapsed().as_secs_f64();
+    let per_s = runs_per_s.round() as u64;
+    let server_us = ((server_cpu() - cpu0) / total as f64).round();
     let client_us = ((cpu_us(std::process::id()) - client0) / total as f64).round();
     out.line(
         format!(
@@ -282,18 +311,18 @@ async fn measure<C: Call>(call: C, via: &str, server: u32, rounds: usize, out: &
                "runs_per_s": per_s, "server_cpu_us_per_run": server_us, "client_cpu_us_per_run": client_us,
                "target": 4000}),
     );
-    Ok(())
+    Ok(Measured { chain_p50_ms, trivial_p50_ms, runs_per_s, server_cpu_us: server_us })
 }
 
 /// Over MCP: `wf_<template>` on one client connection, negotiating
 /// `version` (2025-11-25: one session; 2026-07-28: stateless requests).
-async fn over_mcp(
+pub(crate) async fn over_mcp(
     url: &str,
     version: rmcp::model::ProtocolVersion,
     server: u32,
     rounds: usize,
     out: &mut Figures,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Measured> {
     let via = format!("mcp=http-{version}");
     let info = rmcp::model::ClientConfig::new(
         rmcp::model::ClientCapabilities::default(),
@@ -319,9 +348,9 @@ async fn over_mcp(
             anyhow::Ok(())
         }
     };
-    measure(call, &via, server, rounds, out).await?;
+    let measured = measure(call, &via, &[server], rounds, out).await;
     let _ = client.cancel().await;
-    Ok(())
+    measured
 }
 
 /// Over the HTTP API: `POST /api/v1/runs {"template", "wait_ms"}`.
@@ -337,5 +366,6 @@ async fn over_api(runs_url: &str, server: u32, rounds: usize, out: &mut Figures)
             anyhow::Ok(())
         }
     };
-    measure(call, "api=http", server, rounds, out).await
+    measure(call, "api=http", &[server], rounds, out).await?;
+    Ok(())
 }
