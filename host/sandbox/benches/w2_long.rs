@@ -1,8 +1,10 @@
 //! Benchmark W2 of docs/performance.md, long-10: ten invocations of a
-//! compute kernel in each of four variants, interleaved round by round:
+//! compute kernel in each of five variants, interleaved round by round:
 //! natively, as a guest without epoch checks or fuel, with epoch
-//! interruption (weft's default: no fuel unless a budget is asked for), and
-//! with a fuel budget (epoch + the fuel-metered engine). The
+//! interruption (weft's default: no fuel unless a budget is asked for),
+//! with a fuel budget (the fuel-metered engine, which checks no epochs),
+//! and with fuel metered beside epoch checks (`fuel_metering` on, every
+//! guest metered). The
 //! kernels (`weft-test-kernels`, the same source natively and in the guest)
 //! are three shapes of code, because wasmtime's checks cost per function
 //! entry and per loop back-edge: `fib(38)` (call-bound, the worst case),
@@ -49,7 +51,7 @@ fn main() {
 }
 
 /// One variant of a kernel: a sandbox with its guest loaded and warmed, or
-/// the native function. Four of them live for a kernel's run, never moved
+/// the native function. Five of them live for a kernel's run, never moved
 /// in the timed loop, so their sizes do not matter.
 #[allow(clippy::large_enum_variant)]
 enum Variant {
@@ -86,17 +88,19 @@ fn run(k: &Kernel, n: u64) {
     let epoch = SandboxConfig { fuel_metering: false, ..SandboxConfig::default() };
     // The default engine meters no fuel; a budget runs on the metered one.
     let fuel = SandboxConfig::default();
+    let both = SandboxConfig { fuel_metering: true, ..SandboxConfig::default() };
     let variants = [
         Variant::Native(k.native),
         Variant::guest(bare, k.mode, n, None),
         Variant::guest(epoch, k.mode, n, None),
         Variant::guest(fuel, k.mode, n, Some(u64::MAX / 2)),
+        Variant::guest(both, k.mode, n, Some(u64::MAX / 2)),
     ];
     // Interleaved, the order turning each round: this VM's speed drifts
     // by tens of percent over a minute, and each variant meets the same
     // minutes.
     let expect = variants[0].call(n);
-    let mut total = [Duration::ZERO; 4];
+    let mut total = [Duration::ZERO; 5];
     for round in 0..STEPS {
         for i in 0..variants.len() {
             let v = (i + round) % variants.len();
@@ -108,7 +112,7 @@ fn run(k: &Kernel, n: u64) {
     }
 
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let [native, t_bare, t_epoch, t_fuel] = total.map(ms);
+    let [native, t_bare, t_epoch, t_fuel, t_both] = total.map(ms);
     let head = format!("W2 long-10 kernel={} n={n}", k.mode);
     println!("{head} variant=native total_ms={native:.1}");
     println!("{head} variant=guest total_ms={t_bare:.1} vs_native={:.3}", t_bare / native);
@@ -118,8 +122,13 @@ fn run(k: &Kernel, n: u64) {
         (t_epoch / t_bare - 1.0) * 100.0
     );
     println!(
-        "{head} variant=guest+epoch+fuel total_ms={t_fuel:.1} vs_native={:.3} fuel_overhead_pct={:.1}",
+        "{head} variant=guest+fuel-budget total_ms={t_fuel:.1} vs_native={:.3} fuel_overhead_pct={:.1}",
         t_fuel / native,
         (t_fuel / t_epoch - 1.0) * 100.0
+    );
+    println!(
+        "{head} variant=guest+epoch+fuel total_ms={t_both:.1} vs_native={:.3} fuel_overhead_pct={:.1}",
+        t_both / native,
+        (t_both / t_epoch - 1.0) * 100.0
     );
 }

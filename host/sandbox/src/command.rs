@@ -52,6 +52,7 @@ impl CommandGuest {
         &self,
         engine: &Engine,
         inv: &Invocation,
+        calls: Calls,
     ) -> (Result<GuestOutcome, GuestError>, Collector) {
         let stdout = CappedPipe::new(inv.limits.output_bytes);
         let stderr = CappedPipe::new(inv.limits.log_bytes);
@@ -73,7 +74,7 @@ impl CommandGuest {
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limits);
 
-        let exit = self.run(&mut store, inv).await;
+        let exit = self.run(&mut store, inv, calls).await;
         let (err_text, err_overflow) = stderr.take();
         let mut collector = Collector::new(inv.limits.log_bytes, inv.limits.artifact_bytes, inv.observer.clone());
         collector.fuel_used = invoke::fuel_used(&store, inv);
@@ -102,8 +103,8 @@ impl CommandGuest {
     }
 
     /// Runs `_start`; the exit code, or a classified failure.
-    async fn run(&self, store: &mut Store<CommandState>, inv: &Invocation) -> Result<i32, GuestError> {
-        let armed = Armed::arm(store, inv, Calls::Async)?;
+    async fn run(&self, store: &mut Store<CommandState>, inv: &Invocation, calls: Calls) -> Result<i32, GuestError> {
+        let armed = Armed::arm(store, inv, calls)?;
         let instance = armed.bounded(self.pre.instantiate_async(&mut *store)).await?;
         let start = instance
             .get_typed_func::<(), ()>(&mut *store, "_start")

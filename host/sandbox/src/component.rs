@@ -102,9 +102,10 @@ impl ComponentGuest {
         &self,
         engine: &Engine,
         inv: &Invocation,
+        calls: Calls,
     ) -> (Result<GuestOutcome, GuestError>, Collector) {
         let (mut store, out) = self.store(engine, inv);
-        let result = self.call(&mut store, inv).await;
+        let result = self.call(&mut store, inv, calls).await;
         let (text, _) = out.take();
         let mut collector = std::mem::replace(&mut store.data_mut().collector, Collector::new(0, 0, None));
         collector.fuel_used = invoke::fuel_used(&store, inv);
@@ -113,8 +114,13 @@ impl ComponentGuest {
         (result, collector)
     }
 
-    async fn call(&self, store: &mut Store<ComponentState>, inv: &Invocation) -> Result<GuestOutcome, GuestError> {
-        let armed = Armed::arm(store, inv, Calls::Async)?;
+    async fn call(
+        &self,
+        store: &mut Store<ComponentState>,
+        inv: &Invocation,
+        calls: Calls,
+    ) -> Result<GuestOutcome, GuestError> {
+        let armed = Armed::arm(store, inv, calls)?;
         let ctx = asynk::Context {
             run_id: inv.ctx.run_id.clone(),
             step: inv.ctx.step.clone(),

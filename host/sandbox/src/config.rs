@@ -1,7 +1,9 @@
-//! The wasmtime engine as weft configures it: epoch interruption always on
-//! (wall-clock limits and cancellation), fuel metering only for an engine
-//! that runs guests with a CPU budget, the pooling allocator sized for many short invocations, and the
-//! ticker thread that advances epochs.
+//! The wasmtime engine as weft configures it: epoch interruption on
+//! (wall-clock limits and cancellation) in the engine every guest runs on,
+//! fuel metering only in the engine that runs guests with a CPU budget
+//! (which checks no epochs: see [`SandboxConfig::epoch_interruption`]),
+//! the pooling allocator sized for many short invocations, and the ticker
+//! thread that advances epochs.
 
 use std::time::Duration;
 
@@ -16,13 +18,16 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(2);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxConfig {
     /// Check epoch deadlines in compiled code (timeouts and cancellation).
-    /// Always on in weft; turning it off exists only to measure its cost
-    /// (benchmark W2): without it a guest cannot be stopped.
+    /// On in the engine every guest runs on. Off in the engine the sandbox
+    /// builds for guests with a CPU budget: fuel bounds their time instead
+    /// (they yield every 20 million fuel, where the deadline and cancel are
+    /// checked, and each host call checks them), since each check costs
+    /// about what the other does (W2, docs/performance.md). Without either, a guest cannot be stopped.
     pub epoch_interruption: bool,
-    /// Meter fuel in every guest's code (+~15–40% on compute-heavy guests,
-    /// W2). Off by default: the sandbox then builds a second, metered
-    /// engine on the first invocation with a fuel limit, so only guests
-    /// with a CPU budget pay for it.
+    /// Meter fuel in every guest's code, beside epoch checks (+7–46% over
+    /// them, W2). Off by default: the sandbox then builds a second, metered
+    /// engine (without epoch checks) on the first invocation with a fuel
+    /// limit, so only guests with a CPU budget pay for fuel.
     pub fuel_metering: bool,
     /// Use the pooling allocator (fast instantiation); false uses on-demand
     /// allocation.

@@ -14,8 +14,10 @@
 //!   the budget) for its whole invocation.
 //! - It holds a CPU slot only while it computes: parked in a host call (a
 //!   sleep, a socket) it gives the slot back (`Gated`) and takes one
-//!   again, before anyone new, when it wakes. A guest that yields at an
-//!   epoch tick keeps its slot (it is computing).
+//!   again, before anyone new, when it wakes. A guest that yields (at an
+//!   epoch tick, or every slice of fuel) keeps its slot: it is computing.
+//!   A yield is told from a park by the wake: a yielding guest wakes its
+//!   task before it returns, a parked one later.
 //! - Waiters are served by priority (the step's `priority`, higher first),
 //!   then in arrival order. One that wants memory the budget does not have
 //!   holds back only later waiters that want memory too (so a large guest
@@ -25,8 +27,9 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
@@ -225,12 +228,6 @@ impl Drop for Admitted {
 }
 
 thread_local! {
-    /// Set by the epoch callback when it makes a guest yield (it computes;
-    /// its pending poll is not a park).
-    static YIELDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-thread_local! {
     /// While a guest is polled: how long it has waited to get its CPU slot
     /// back after host calls; its deadline moves by as much.
     static EXTENSION: std::cell::Cell<Duration> = const { std::cell::Cell::new(Duration::ZERO) };
@@ -257,9 +254,26 @@ pub(crate) fn extension() -> Duration {
     EXTENSION.with(|e| e.get())
 }
 
-/// Called by the epoch callback when it yields: the guest is computing.
-pub(crate) fn note_yield() {
-    YIELDED.with(|y| y.set(true));
+/// The waker a guest is polled with: it passes wakes on to the task's
+/// waker and notes whether one came during the poll (a yield: the guest
+/// wants to go on at once) or not (a park: it waits for a host call).
+#[derive(Default)]
+struct WakeSeen {
+    woken: AtomicBool,
+    task: Mutex<Option<Waker>>,
+}
+
+impl Wake for WakeSeen {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::SeqCst);
+        if let Some(w) = self.task.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            w.wake_by_ref();
+        }
+    }
 }
 
 /// Runs an invocation's future under its [`Admitted`]: the CPU slot is
@@ -277,6 +291,9 @@ pub(crate) struct Gated<F> {
     host_lines: Arc<crate::host_log::HostLines>,
     /// Told when the guest waits for its slot again, and gets it.
     observer: Option<Arc<dyn crate::Observer>>,
+    /// The waker the guest is polled with, and what it saw.
+    seen: Arc<WakeSeen>,
+    waker: Waker,
 }
 
 impl<F: Future> Gated<F> {
@@ -287,6 +304,7 @@ impl<F: Future> Gated<F> {
         host_lines: Arc<crate::host_log::HostLines>,
         observer: Option<Arc<dyn crate::Observer>>,
     ) -> Self {
+        let seen = Arc::new(WakeSeen::default());
         Gated {
             inner: Box::pin(inner),
             admitted,
@@ -296,6 +314,8 @@ impl<F: Future> Gated<F> {
             waited: Arc::default(),
             host_lines,
             observer,
+            seen: seen.clone(),
+            waker: Waker::from(seen),
         }
     }
 }
@@ -334,14 +354,20 @@ impl<F: Future> Future for Gated<F> {
                 }
             }
         }
-        YIELDED.with(|y| y.set(false));
+        {
+            let mut task = this.seen.task.lock().unwrap_or_else(|p| p.into_inner());
+            if !task.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *task = Some(cx.waker().clone());
+            }
+        }
+        this.seen.woken.store(false, Ordering::SeqCst);
         let extension = *this.waited.lock().unwrap_or_else(|p| p.into_inner());
         let out = {
             let _lines = crate::host_log::Scope::enter(&this.host_lines);
             let _extension = Extension::enter(extension);
-            this.inner.as_mut().poll(cx)
+            this.inner.as_mut().poll(&mut Context::from_waker(&this.waker))
         };
-        if out.is_pending() && !YIELDED.with(|y| y.replace(false)) {
+        if out.is_pending() && !this.seen.woken.load(Ordering::SeqCst) {
             this.admitted.park();
         }
         out
@@ -431,6 +457,34 @@ mod tests {
         drop(a);
         let st = gate.lock();
         assert_eq!((st.free_cpus, st.free_mb), (1, 10));
+    }
+
+    /// A guest that yields as wasmtime makes it (at an epoch tick, or a
+    /// slice of fuel: its task woken before the poll returns) is computing
+    /// and keeps its slot; one that waits to be woken later gives it back.
+    #[tokio::test]
+    async fn a_yielding_guest_keeps_its_slot() {
+        let gate = Gate::new(1, 10);
+        let admitted = gate.admit(0, 1).await;
+        let g = gate.clone();
+        let yields = async move {
+            for _ in 0..20 {
+                let mut once = false;
+                std::future::poll_fn(|cx| {
+                    if std::mem::replace(&mut once, true) {
+                        Poll::Ready(())
+                    } else {
+                        cx.waker().wake_by_ref();
+                        Poll::Pending
+                    }
+                })
+                .await;
+                assert_eq!(g.lock().free_cpus, 0, "a yield keeps the slot");
+            }
+        };
+        let lines = crate::host_log::HostLines::new(0);
+        tokio::spawn(Gated::new(yields, admitted, 0, lines, None)).await.unwrap();
+        assert_eq!(gate.lock().free_cpus, 1);
     }
 
     #[tokio::test]

@@ -1,12 +1,15 @@
 //! What one invocation is given (context, input, limits, a cancel handle)
-//! and the arming of a fresh store with those limits: fuel, an epoch
-//! deadline whose callback also watches for cancellation, and a memory
-//! limiter. Shared by component and command guests.
+//! and the arming of a fresh store with those limits: fuel, a memory
+//! limiter, and what stops the guest at its deadline or cancel — an epoch
+//! deadline whose callback checks both, or, on the fuel-metered engine
+//! (which compiles in no epoch checks), a yield every [`FUEL_SLICE`] fuel
+//! and a check at every host call. Shared by component and command guests.
 
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, Trap, UpdateDeadline};
+use wasmtime::{CallHook, Store, StoreLimits, StoreLimitsBuilder, Trap, UpdateDeadline};
 
 use crate::GuestOutcome;
 use crate::error::{GuestError, GuestErrorKind};
@@ -147,7 +150,21 @@ pub(crate) enum Calls {
     /// worker; a deadline or a cancel drops the call even while the guest
     /// waits in a host call (see [`Armed::bounded`]).
     Async,
+    /// `*_async` calls on the fuel-metered engine, which has no epoch
+    /// checks: the guest yields every [`FUEL_SLICE`] fuel and
+    /// [`Armed::bounded`] checks the deadline and cancel as it polls it
+    /// again; every call into the host checks them too (a call hook), so a
+    /// guest that spends its time in host calls, which cost it one fuel
+    /// each, is stopped as well.
+    Metered,
 }
+
+/// Fuel between two yields of a guest on the fuel-metered engine: 4 ms
+/// (call-heavy code, ~5 G fuel/s) to 30 ms (a tight loop, ~0.7 G fuel/s)
+/// of computing on the development VM. About [`YIELD_AFTER`] or more, so a
+/// short call never yields; and the precision of such a guest's deadline
+/// and cancel.
+pub const FUEL_SLICE: u64 = 20_000_000;
 
 /// How long a guest computes before it starts yielding at epoch ticks. A
 /// short call that met a tick and yielded would go on as a task of its
@@ -172,27 +189,26 @@ impl Armed {
         let armed_at = Instant::now();
         let deadline = armed_at + inv.limits.timeout;
         let cancel = inv.cancel.clone();
-        let why = interrupt.clone();
-        store.set_epoch_deadline(1);
-        let c = cancel.clone();
-        store.epoch_deadline_callback(move |_| {
-            if c.is_canceled() {
-                why.set(InterruptReason::CANCELED);
-                return Err(Trap::Interrupt.into());
-            }
-            if Instant::now() >= deadline + crate::gate::extension() {
-                why.set(InterruptReason::TIMEOUT);
-                return Err(Trap::Interrupt.into());
-            }
-            Ok(match calls {
-                Calls::Async if armed_at.elapsed() >= YIELD_AFTER => {
+        let (c, why) = (cancel.clone(), interrupt.clone());
+        if calls == Calls::Metered {
+            store.fuel_async_yield_interval(Some(FUEL_SLICE)).map_err(|e| {
+                GuestError::new(GuestErrorKind::Trap, format!("host error: cannot set the fuel yield interval: {e:#}"))
+            })?;
+            store.call_hook(move |_, hook| match hook {
+                CallHook::CallingHost => stop_at(&c, &why, deadline),
+                _ => Ok(()),
+            });
+        } else {
+            store.set_epoch_deadline(1);
+            store.epoch_deadline_callback(move |_| {
+                stop_at(&c, &why, deadline)?;
+                Ok(match calls {
                     // Computing: it keeps its CPU slot while it yields.
-                    crate::gate::note_yield();
-                    UpdateDeadline::Yield(1)
-                }
-                _ => UpdateDeadline::Continue(1),
-            })
-        });
+                    Calls::Async if armed_at.elapsed() >= YIELD_AFTER => UpdateDeadline::Yield(1),
+                    _ => UpdateDeadline::Continue(1),
+                })
+            });
+        }
         Ok(Armed { interrupt, limits: inv.limits.clone(), deadline, cancel })
     }
 
@@ -204,11 +220,25 @@ impl Armed {
     /// Runs an async call to its end, or drops it at the invocation's
     /// deadline or cancel: a guest parked in a host call (a WASI sleep, a
     /// poll) is not running wasm, so no epoch check can stop it, but
-    /// dropping its future does.
+    /// dropping its future does. Each time the call is polled (again, after
+    /// a yield) the deadline and cancel are checked first.
     pub(crate) async fn bounded<F: std::future::Future<Output = wasmtime::Result<R>>, R>(
         &self,
         call: F,
     ) -> Result<R, GuestError> {
+        let mut call = std::pin::pin!(call);
+        let call = std::future::poll_fn(|cx| {
+            if self.cancel.is_canceled() {
+                return Poll::Ready(Err(GuestError::new(GuestErrorKind::Canceled, "the invocation was canceled")));
+            }
+            if Instant::now() >= self.deadline + crate::gate::extension() {
+                return Poll::Ready(Err(GuestError::new(
+                    GuestErrorKind::Timeout,
+                    format!("the guest ran past its {} ms deadline", self.limits.timeout.as_millis()),
+                )));
+            }
+            call.as_mut().poll(cx).map(|r| r.map_err(|e| self.classify(&e)))
+        });
         // The deadline moves by the time the guest waited for its CPU slot
         // after host calls (`gate::extension`, read as this is polled).
         let deadline = async {
@@ -221,7 +251,7 @@ impl Armed {
             }
         };
         tokio::select! {
-            r = call => r.map_err(|e| self.classify(&e)),
+            r = call => r,
             _ = deadline => Err(GuestError::new(
                 GuestErrorKind::Timeout,
                 format!("the guest ran past its {} ms deadline (waiting in a host call)", self.limits.timeout.as_millis()),
@@ -229,6 +259,21 @@ impl Armed {
             _ = self.cancel.canceled() => Err(GuestError::new(GuestErrorKind::Canceled, "the invocation was canceled")),
         }
     }
+}
+
+/// Stops the guest (a trap whose reason `why` keeps) when it was canceled
+/// or is past its deadline, moved by the time it waited for its CPU slot
+/// after host calls (`gate::extension`).
+fn stop_at(cancel: &CancelHandle, why: &InterruptReason, deadline: Instant) -> wasmtime::Result<()> {
+    if cancel.is_canceled() {
+        why.set(InterruptReason::CANCELED);
+        return Err(Trap::Interrupt.into());
+    }
+    if Instant::now() >= deadline + crate::gate::extension() {
+        why.set(InterruptReason::TIMEOUT);
+        return Err(Trap::Interrupt.into());
+    }
+    Ok(())
 }
 
 /// Parses a guest's result: capped, and it must be JSON.

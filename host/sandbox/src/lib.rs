@@ -164,6 +164,9 @@ pub struct InvokeResult {
 /// compiled-artifact cache.
 struct Tier {
     engine: Engine,
+    /// How its calls are stopped: by epoch checks, or by fuel yields and
+    /// host-call checks on an engine that meters fuel and checks no epochs.
+    calls: invoke::Calls,
     components: component::Linkers,
     commands: wasmtime::Linker<command::CommandState>,
     cache: ArtifactCache,
@@ -172,7 +175,13 @@ struct Tier {
 impl Tier {
     fn new(config: &SandboxConfig, cache_dir: Option<&Path>) -> Result<Self, SandboxError> {
         let engine = config.engine()?;
+        let calls = if config.fuel_metering && !config.epoch_interruption {
+            invoke::Calls::Metered
+        } else {
+            invoke::Calls::Async
+        };
         Ok(Tier {
+            calls,
             components: component::linker(&engine)?,
             commands: command::linker(&engine)?,
             cache: ArtifactCache::new(cache_dir, &engine),
@@ -317,17 +326,22 @@ impl Sandbox {
         }
     }
 
-    /// The engine and preparation an invocation runs with: the fuel-metered
-    /// ones when it has a CPU budget and the main engine meters no fuel.
-    fn tier_for<'a>(&'a self, guest: &'a Guest, inv: &Invocation) -> Result<(&'a Engine, &'a Kind), GuestError> {
+    /// The engine and preparation an invocation runs with (and how its
+    /// calls are stopped): the fuel-metered ones, which check no epochs,
+    /// when it has a CPU budget and the main engine meters no fuel.
+    fn tier_for<'a>(
+        &'a self,
+        guest: &'a Guest,
+        inv: &Invocation,
+    ) -> Result<(&'a Engine, &'a Kind, invoke::Calls), GuestError> {
         if inv.limits.fuel.is_none() || self.config.fuel_metering {
-            return Ok((&self.main.engine, &guest.kind));
+            return Ok((&self.main.engine, &guest.kind, self.main.calls));
         }
         let host = |what: &str, e: &str| GuestError::new(GuestErrorKind::Trap, format!("host error: {what}: {e}"));
         let tier = self
             .metered
             .get_or_init(|| {
-                let config = SandboxConfig { fuel_metering: true, ..self.config.clone() };
+                let config = SandboxConfig { fuel_metering: true, epoch_interruption: false, ..self.config.clone() };
                 Tier::new(&config, self.cache_dir.as_deref()).map_err(|e| e.to_string())
             })
             .as_ref()
@@ -337,7 +351,7 @@ impl Sandbox {
             .get_or_init(|| tier.prepare(&guest.digest, &guest.bytes).map_err(|e| e.to_string()))
             .as_ref()
             .map_err(|e| host("cannot prepare the guest for fuel metering", e))?;
-        Ok((&tier.engine, kind))
+        Ok((&tier.engine, kind, tier.calls))
     }
 
     /// Runs one invocation in a fresh store, once the [`gate`] admits it
@@ -393,7 +407,7 @@ impl Sandbox {
             inv
         };
         let start = Instant::now();
-        let (engine, kind) = match self.tier_for(guest, inv) {
+        let (engine, kind, calls) = match self.tier_for(guest, inv) {
             Ok(t) => t,
             Err(e) => {
                 return InvokeResult {
@@ -409,8 +423,8 @@ impl Sandbox {
         let host_lines = host_log::HostLines::new(inv.limits.log_bytes);
         let call = async {
             match kind {
-                Kind::Component(c) => c.invoke(engine, inv).await,
-                Kind::Command(c) => c.invoke(engine, inv).await,
+                Kind::Component(c) => c.invoke(engine, inv, calls).await,
+                Kind::Command(c) => c.invoke(engine, inv, calls).await,
             }
         };
         let gated = gate::Gated::new(call, admitted, inv.priority, host_lines.clone(), inv.observer.clone());

@@ -242,6 +242,47 @@ fn a_fuel_budget_runs_on_a_metered_engine_built_on_demand() {
     assert_eq!(dirs, 2, "the metered engine has a cache folder of its own");
 }
 
+/// A guest with a CPU budget runs on the metered engine, which compiles in
+/// no epoch checks; its deadline and cancel still stop it: when computing,
+/// at its next fuel yield; when it spends its time in host calls (here 1
+/// MiB of random bytes each, a few fuel per call, so it would not yield for
+/// hours), at its next host call.
+#[test]
+fn a_budgeted_guest_meets_its_deadline_and_cancel_though_its_engine_checks_no_epochs() {
+    let s = sandbox();
+    let huge = Some(1_000_000_000_000_000);
+    let limits = Limits { fuel: huge, timeout: Duration::from_millis(200), ..Limits::default() };
+    let r = run(&s, &command("(loop (br 0))"), limits.clone());
+    assert_eq!(err_kind(&r), GuestErrorKind::Timeout, "{:?}", r.outcome);
+    assert!(r.elapsed >= Duration::from_millis(200) && r.elapsed < Duration::from_millis(700), "{:?}", r.elapsed);
+    let tier = s.metered.get().expect("built").as_ref().expect("no error");
+    assert_eq!(tier.calls, invoke::Calls::Metered);
+
+    let random = r#"(module
+  (import "wasi_snapshot_preview1" "random_get" (func $random (param i32 i32) (result i32)))
+  (memory (export "memory") 257)
+  (func (export "_start") (loop (drop (call $random (i32.const 0) (i32.const 1048576))) (br 0))))"#;
+    let r = run(&s, random, limits);
+    assert_eq!(err_kind(&r), GuestErrorKind::Timeout, "{:?}", r.outcome);
+    eprintln!("host-call loop stopped after {:?}", r.elapsed);
+    assert!(r.elapsed < Duration::from_millis(700), "{:?}", r.elapsed);
+    let used = r.fuel_used.expect("counted");
+    assert!(used < invoke::FUEL_SLICE, "stopped by a host call's check, not at a yield: {used} fuel");
+
+    let g = s.load(command("(loop (br 0))").as_bytes()).unwrap();
+    let mut inv = Invocation::new("{}");
+    inv.limits.fuel = huge;
+    let cancel = inv.cancel.clone();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        cancel.cancel();
+    });
+    let r = s.invoke(&g, &inv);
+    t.join().unwrap();
+    assert_eq!(err_kind(&r), GuestErrorKind::Canceled);
+    assert!(r.elapsed < Duration::from_millis(500), "{:?}", r.elapsed);
+}
+
 // Fuzzing the decoding of a guest's output (docs/reliability.md, "fuzzing"):
 // any bytes, nested without bound, are a value or a classified error,
 // never a panic or a stack overflow. `PROPTEST_CASES=N` runs longer.

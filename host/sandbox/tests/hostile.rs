@@ -57,6 +57,20 @@ fn an_infinite_loop_hits_the_wall_clock_limit() {
     assert!(r.elapsed < Duration::from_millis(300 + 250), "slack exceeded: {:?}", r.elapsed);
 }
 
+/// With a CPU budget the guest runs on the metered engine, which has no
+/// epoch checks: a loop still stops at its wall-clock limit.
+#[test]
+fn a_budgeted_infinite_loop_hits_the_wall_clock_limit() {
+    let g = hostile();
+    let limits = Limits { fuel: Some(1_000_000_000_000_000), timeout: Duration::from_millis(300), ..Limits::default() };
+    // The first budgeted call compiles the guest for the metered engine.
+    assert!(call(&g, json!({"mode": "ok"}), limits.clone()).outcome.is_ok());
+    let r = call(&g, json!({"mode": "loop"}), limits);
+    fails_with(&g, &r, GuestErrorKind::Timeout);
+    assert!(r.elapsed >= Duration::from_millis(300), "{:?}", r.elapsed);
+    assert!(r.elapsed < Duration::from_millis(300 + 250), "slack exceeded: {:?}", r.elapsed);
+}
+
 #[test]
 fn an_infinite_loop_exhausts_its_fuel() {
     let g = hostile();
@@ -224,16 +238,20 @@ fn context_reaches_the_guest() {
 
 /// A guest parked in a blocking host call (a WASI sleep of an hour) is not
 /// running wasm, so no epoch check reaches it: its call is dropped at the
-/// deadline, as a component and as a WASI command, and a cancel drops it
-/// at once.
+/// deadline, as a component and as a WASI command, with a CPU budget (the
+/// metered engine) or without, and a cancel drops it at once.
 #[test]
 fn a_guest_sleeping_in_a_host_call_meets_its_deadline_and_its_cancel() {
-    let limits = Limits { timeout: Duration::from_millis(300), ..Limits::default() };
     for (name, g) in [("component", hostile()), ("command", guest(weft_test_artifacts::HOSTILE_COMMAND))] {
-        let r = call(&g, json!({"mode": "sleep", "n": 3600}), limits.clone());
-        let e = r.outcome.as_ref().unwrap_err();
-        assert_eq!(e.kind, GuestErrorKind::Timeout, "{name}: {}", e.message);
-        assert!(r.elapsed < Duration::from_millis(300 + 250), "{name}: slack exceeded: {:?}", r.elapsed);
+        for fuel in [None, Some(1_000_000_000_000)] {
+            let limits = Limits { timeout: Duration::from_millis(300), fuel, ..Limits::default() };
+            // The first budgeted call compiles the guest for the metered engine.
+            assert!(call(&g, json!({"mode": "ok"}), limits.clone()).outcome.is_ok());
+            let r = call(&g, json!({"mode": "sleep", "n": 3600}), limits);
+            let e = r.outcome.as_ref().unwrap_err();
+            assert_eq!(e.kind, GuestErrorKind::Timeout, "{name}, fuel {fuel:?}: {}", e.message);
+            assert!(r.elapsed < Duration::from_millis(300 + 250), "{name}: slack exceeded: {:?}", r.elapsed);
+        }
         let next = call(&g, json!({"mode": "ok"}), Limits::default());
         assert!(next.outcome.is_ok(), "{name}: the next invocation: {:?}", next.outcome);
 
