@@ -134,6 +134,9 @@ pub(crate) fn store_limits(limits: &Limits) -> Limiter {
 
 /// A store armed with an invocation's limits; classifies what went wrong.
 pub(crate) struct Armed {
+    /// Keeps the epoch ticking while the guest runs (none on the metered
+    /// engine, which checks no epochs).
+    _ticking: Option<crate::config::Ticking>,
     interrupt: InterruptReason,
     limits: Limits,
     deadline: Instant,
@@ -190,6 +193,7 @@ impl Armed {
         let deadline = armed_at + inv.limits.timeout;
         let cancel = inv.cancel.clone();
         let (c, why) = (cancel.clone(), interrupt.clone());
+        let mut ticking = None;
         if calls == Calls::Metered {
             store.fuel_async_yield_interval(Some(FUEL_SLICE)).map_err(|e| {
                 GuestError::new(GuestErrorKind::Trap, format!("host error: cannot set the fuel yield interval: {e:#}"))
@@ -199,6 +203,7 @@ impl Armed {
                 _ => Ok(()),
             });
         } else {
+            ticking = Some(crate::config::Ticking::start());
             store.set_epoch_deadline(1);
             store.epoch_deadline_callback(move |_| {
                 stop_at(&c, &why, deadline)?;
@@ -209,7 +214,7 @@ impl Armed {
                 })
             });
         }
-        Ok(Armed { interrupt, limits: inv.limits.clone(), deadline, cancel })
+        Ok(Armed { _ticking: ticking, interrupt, limits: inv.limits.clone(), deadline, cancel })
     }
 
     /// Classifies an error from instantiation or a call.

@@ -283,6 +283,29 @@ fn a_budgeted_guest_meets_its_deadline_and_cancel_though_its_engine_checks_no_ep
     assert!(r.elapsed < Duration::from_millis(500), "{:?}", r.elapsed);
 }
 
+/// With no guest armed for [`config::IDLE_AFTER`], the epoch ticker
+/// sleeps (an idle server wakes no thread 500 times a second); a guest
+/// arming wakes it, and the guest's deadline holds.
+#[test]
+fn the_epoch_ticker_sleeps_while_no_guest_runs_and_wakes_for_one() {
+    use std::sync::atomic::Ordering;
+    let s = sandbox();
+    let ok = command("(call $write (i32.const 1) (i32.const 100) (i32.const 11))");
+    assert!(run(&s, &ok, Limits::default()).outcome.is_ok());
+    assert!(!config::PARKED.load(Ordering::SeqCst), "it ticks right after a guest");
+    let since = std::time::Instant::now();
+    while !config::PARKED.load(Ordering::SeqCst) {
+        assert!(since.elapsed() < Duration::from_secs(5), "the ticker never slept");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(since.elapsed() >= config::IDLE_AFTER - Duration::from_millis(100), "{:?}", since.elapsed());
+    let limits = Limits { fuel: None, timeout: Duration::from_millis(100), ..Limits::default() };
+    let r = run(&s, &command("(loop (br 0))"), limits);
+    assert_eq!(err_kind(&r), GuestErrorKind::Timeout);
+    assert!(r.elapsed < Duration::from_millis(600), "{:?}", r.elapsed);
+    assert!(!config::PARKED.load(Ordering::SeqCst), "a guest woke it");
+}
+
 // Fuzzing the decoding of a guest's output (docs/reliability.md, "fuzzing"):
 // any bytes, nested without bound, are a value or a classified error,
 // never a panic or a stack overflow. `PROPTEST_CASES=N` runs longer.
