@@ -7,6 +7,7 @@
 //! `--release` for meaningful figures.
 
 pub mod client;
+mod served;
 pub mod w10;
 pub mod w5;
 pub mod w7;

@@ -131,7 +131,7 @@ fn postgres_cpu() -> PgCpu {
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
         if std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim() == "postgres") {
-            m.insert(pid, super::w9::cpu_us(pid));
+            m.insert(pid, super::served::cpu_us(pid));
         }
     }
     PgCpu(m)
@@ -177,7 +177,7 @@ pub fn run(base: &str, runs: Option<usize>, out: &mut Figures) -> anyhow::Result
             drained(&db, &mut watch, Duration::from_secs(600)).await?;
             let db_us = (postgres_cpu().since(&pg0) / backlog_runs as f64).round();
             let worker_us =
-                (children.iter().map(|c| super::w9::cpu_us(c.id())).sum::<f64>() / backlog_runs as f64).round();
+                (children.iter().map(|c| super::served::cpu_us(c.id())).sum::<f64>() / backlog_runs as f64).round();
             let span_ms = db
                 .count(
                     "SELECT ((SELECT max(updated_at) FROM runs) - (SELECT min(started_at) FROM attempts))::bigint",

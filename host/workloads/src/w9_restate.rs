@@ -20,7 +20,7 @@
 use serde_json::json;
 
 use super::Figures;
-use super::w9::{Measured, measure};
+use super::served::{Measured, measure, over_mcp};
 
 /// Rounds of the comparison.
 pub const ROUNDS: usize = 3;
@@ -67,7 +67,7 @@ pub(crate) async fn beside(
 
 /// weft's side of a round: MCP 2026-07-28, a fresh client.
 async fn weft_side(mcp_url: &str, weft: u32, rounds: usize, out: &mut Figures) -> anyhow::Result<Measured> {
-    super::w9::over_mcp(mcp_url, rmcp::model::ProtocolVersion::V_2026_07_28, weft, rounds, out).await
+    over_mcp(mcp_url, rmcp::model::ProtocolVersion::V_2026_07_28, weft, rounds, out).await
 }
 
 /// Restate's side of a round: `POST {ingress}/Chain/{template}`, each
