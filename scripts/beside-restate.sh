@@ -28,7 +28,7 @@ if [[ -z "${WEFT_BESIDE_IN_NETNS:-}" ]]; then
     export WEFT_BIN=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
     userns=()
     [[ "$(id -u)" == 0 ]] || userns=(--map-root-user)
-    if unshare --net "${userns[@]}" true 2>/dev/null; then
+    if command -v ip >/dev/null && unshare --net "${userns[@]}" true 2>/dev/null; then
         exec unshare --net "${userns[@]}" env WEFT_BESIDE_IN_NETNS=1 \
             bash -c 'ip link set lo up && exec bash "$0" "$@"' "$0" "$@"
     fi

@@ -21,9 +21,12 @@ fingerprint() {
 if [ -f "$stamp" ] && [ -x "$bin" ] && [ "$(cat "$stamp")" = "$(fingerprint)" ]; then
     exit 0
 fi
-# node, npm and curl (the script's admin calls) come with the MCP peers' set-up.
+# node and npm come with the MCP peers' set-up; curl (the script's admin
+# calls) and ip (loopback up in the script's network namespace) from apt.
 "$here/../mcp-peers/setup.sh" --npm-only
-command -v curl >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q curl >/dev/null; }
+if ! command -v curl >/dev/null || ! command -v ip >/dev/null; then
+    apt-get update -q >/dev/null && apt-get install -y -q curl iproute2 >/dev/null
+fi
 if command -v flock >/dev/null 2>&1; then
     exec 9>"$here/.setup.lock"
     flock 9

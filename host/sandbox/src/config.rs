@@ -24,7 +24,8 @@ pub struct SandboxConfig {
     /// builds for guests with a CPU budget: fuel bounds their time instead
     /// (they yield every 20 million fuel, where the deadline and cancel are
     /// checked, and each host call checks them), since each check costs
-    /// about what the other does (W2, docs/performance.md). Without either, a guest cannot be stopped.
+    /// about what the other does (W2, docs/performance.md). Without
+    /// either, a guest cannot be stopped.
     pub epoch_interruption: bool,
     /// Meter fuel in every guest's code, beside epoch checks (+7–46% over
     /// them, W2). Off by default: the sandbox then builds a second, metered
