@@ -446,7 +446,9 @@ impl Driver {
         }
         let name = self.def.steps[i].name.clone();
         let input = {
-            let t = self.def.steps[i].input.clone();
+            // The definition is shared: hold it, not a copy of the template.
+            let def = self.def.clone();
+            let t = &def.steps[i].input;
             let value = &self.steps[i].units[u].value;
             let it = item.map(|k| (value, k.0 as u64));
             self.scope_eval(it, |s| t.try_resolve(s))
