@@ -85,12 +85,11 @@ fn an_infinite_loop_runs_out_of_fuel() {
     assert_eq!(err_kind(&r), GuestErrorKind::FuelExhausted);
 }
 
-#[test]
-fn cancel_interrupts_a_running_guest() {
-    let s = sandbox();
+/// A guest looping forever, given `fuel`, canceled after 50 ms.
+fn canceled_loop(s: &Sandbox, fuel: Option<u64>) -> InvokeResult {
     let g = s.load(command("(loop (br 0))").as_bytes()).unwrap();
     let mut inv = Invocation::new("{}");
-    inv.limits.fuel = None;
+    inv.limits.fuel = fuel;
     let cancel = inv.cancel.clone();
     let t = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(50));
@@ -98,6 +97,12 @@ fn cancel_interrupts_a_running_guest() {
     });
     let r = s.invoke(&g, &inv);
     t.join().unwrap();
+    r
+}
+
+#[test]
+fn cancel_interrupts_a_running_guest() {
+    let r = canceled_loop(&sandbox(), None);
     assert_eq!(err_kind(&r), GuestErrorKind::Canceled);
     assert!(r.elapsed < Duration::from_secs(2));
 }
@@ -269,16 +274,7 @@ fn a_budgeted_guest_meets_its_deadline_and_cancel_though_its_engine_checks_no_ep
     let used = r.fuel_used.expect("counted");
     assert!(used < invoke::FUEL_SLICE, "stopped by a host call's check, not at a yield: {used} fuel");
 
-    let g = s.load(command("(loop (br 0))").as_bytes()).unwrap();
-    let mut inv = Invocation::new("{}");
-    inv.limits.fuel = huge;
-    let cancel = inv.cancel.clone();
-    let t = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(50));
-        cancel.cancel();
-    });
-    let r = s.invoke(&g, &inv);
-    t.join().unwrap();
+    let r = canceled_loop(&s, huge);
     assert_eq!(err_kind(&r), GuestErrorKind::Canceled);
     assert!(r.elapsed < Duration::from_millis(500), "{:?}", r.elapsed);
 }
