@@ -5,7 +5,7 @@
 //! the pooling allocator sized for many short invocations, and the ticker
 //! thread that advances epochs while a guest runs.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -118,11 +118,11 @@ fn start_ticker(engine: &Engine) -> Result<(), HostError> {
                 idle = if ARMED.load(Ordering::SeqCst) == 0 { idle + EPOCH_TICK } else { Duration::ZERO };
                 if idle >= IDLE_AFTER {
                     let mut sleep = SLEEP.lock().unwrap_or_else(|p| p.into_inner());
-                    PARKED.store(true, Ordering::SeqCst);
+                    SLEEPING.fetch_add(1, Ordering::SeqCst);
                     while ARMED.load(Ordering::SeqCst) == 0 && weak.upgrade().is_some() {
                         sleep = WAKE.wait_timeout(sleep, Duration::from_secs(60)).unwrap_or_else(|p| p.into_inner()).0;
                     }
-                    PARKED.store(false, Ordering::SeqCst);
+                    SLEEPING.fetch_sub(1, Ordering::SeqCst);
                     idle = Duration::ZERO;
                 }
             }
@@ -136,8 +136,9 @@ pub(crate) const IDLE_AFTER: Duration = Duration::from_secs(1);
 
 /// Guests armed with an epoch deadline, in this process.
 static ARMED: AtomicUsize = AtomicUsize::new(0);
-/// Whether a ticker sleeps (read without the lock by [`Ticking::start`]).
-pub(crate) static PARKED: AtomicBool = AtomicBool::new(false);
+/// Tickers asleep (read without the lock by [`Ticking::start`]; a count,
+/// not a flag, since one ticker waking or ending must not hide another).
+pub(crate) static SLEEPING: AtomicUsize = AtomicUsize::new(0);
 static SLEEP: Mutex<()> = Mutex::new(());
 static WAKE: Condvar = Condvar::new();
 
@@ -145,13 +146,13 @@ static WAKE: Condvar = Condvar::new();
 pub(crate) struct Ticking(());
 
 impl Ticking {
-    /// Counts a guest in, waking the tickers if they sleep. A ticker sets
-    /// [`PARKED`] under [`SLEEP`] before it looks at [`ARMED`] a last time,
-    /// so either it sees this guest or this guest sees it parked and
-    /// wakes it (the lock is held until it waits).
+    /// Counts a guest in, waking the tickers if they sleep. A ticker
+    /// counts itself in [`SLEEPING`] under [`SLEEP`] before it looks at
+    /// [`ARMED`] a last time, so either it sees this guest or this guest
+    /// sees it asleep and wakes it (the lock is held until it waits).
     pub(crate) fn start() -> Ticking {
         ARMED.fetch_add(1, Ordering::SeqCst);
-        if PARKED.load(Ordering::SeqCst) {
+        if SLEEPING.load(Ordering::SeqCst) > 0 {
             let _sleep = SLEEP.lock().unwrap_or_else(|p| p.into_inner());
             WAKE.notify_all();
         }

@@ -164,9 +164,10 @@ pub(crate) enum Calls {
 
 /// Fuel between two yields of a guest on the fuel-metered engine: 4 ms
 /// (call-heavy code, ~5 G fuel/s) to 30 ms (a tight loop, ~0.7 G fuel/s)
-/// of computing on the development VM. About [`YIELD_AFTER`] or more, so a
-/// short call never yields; and the precision of such a guest's deadline
-/// and cancel.
+/// of computing on the development VM, more for code that mostly waits on
+/// memory (a load costs one fuel however long its cache miss). About
+/// [`YIELD_AFTER`] or more, so a short call never yields; and the
+/// precision of such a guest's deadline and cancel.
 pub const FUEL_SLICE: u64 = 20_000_000;
 
 /// How long a guest computes before it starts yielding at epoch ticks. A

@@ -281,25 +281,29 @@ fn a_budgeted_guest_meets_its_deadline_and_cancel_though_its_engine_checks_no_ep
 
 /// With no guest armed for [`config::IDLE_AFTER`], the epoch ticker
 /// sleeps (an idle server wakes no thread 500 times a second); a guest
-/// arming wakes it, and the guest's deadline holds.
+/// arming wakes it, and the guest's deadline holds. Two sandboxes, so two
+/// tickers, one of whose engines is dropped while both sleep: the guest
+/// wakes both, and the dropped one's ends. (The counts are the process's:
+/// nextest runs each test in a process of its own.)
 #[test]
 fn the_epoch_ticker_sleeps_while_no_guest_runs_and_wakes_for_one() {
     use std::sync::atomic::Ordering;
-    let s = sandbox();
+    let (s, gone) = (sandbox(), sandbox());
     let ok = command("(call $write (i32.const 1) (i32.const 100) (i32.const 11))");
     assert!(run(&s, &ok, Limits::default()).outcome.is_ok());
-    assert!(!config::PARKED.load(Ordering::SeqCst), "it ticks right after a guest");
+    assert_eq!(config::SLEEPING.load(Ordering::SeqCst), 0, "they tick right after a guest");
     let since = std::time::Instant::now();
-    while !config::PARKED.load(Ordering::SeqCst) {
-        assert!(since.elapsed() < Duration::from_secs(5), "the ticker never slept");
+    while config::SLEEPING.load(Ordering::SeqCst) < 2 {
+        assert!(since.elapsed() < Duration::from_secs(5), "the tickers never slept");
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(since.elapsed() >= config::IDLE_AFTER - Duration::from_millis(100), "{:?}", since.elapsed());
+    drop(gone);
     let limits = Limits { fuel: None, timeout: Duration::from_millis(100), ..Limits::default() };
     let r = run(&s, &command("(loop (br 0))"), limits);
     assert_eq!(err_kind(&r), GuestErrorKind::Timeout);
     assert!(r.elapsed < Duration::from_millis(600), "{:?}", r.elapsed);
-    assert!(!config::PARKED.load(Ordering::SeqCst), "a guest woke it");
+    assert_eq!(config::SLEEPING.load(Ordering::SeqCst), 0, "a guest woke both (the dropped one's ended)");
 }
 
 // Fuzzing the decoding of a guest's output (docs/reliability.md, "fuzzing"):
