@@ -106,7 +106,19 @@ pub(crate) fn opt_json(v: &Option<Value>) -> Option<String> {
 
 fn configure(conn: &Connection, durability: Durability) -> Result<(), StoreError> {
     conn.busy_timeout(BUSY_TIMEOUT).map_err(map_err)?;
-    let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0)).map_err(map_err)?;
+    // Switching a new file's journal to WAL takes its lock without calling
+    // the busy handler: a process that opens the file while another
+    // creates it (a worker and a `weft run` started together) is refused
+    // at once. It waits here as the busy handler would have.
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    let mode: String = loop {
+        match conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0)).map_err(map_err) {
+            Err(StoreError::Busy(_)) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5))
+            }
+            other => break other?,
+        }
+    };
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(StoreError::Other(format!("could not switch the journal to WAL (got {mode})")));
     }

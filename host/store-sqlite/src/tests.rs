@@ -245,3 +245,26 @@ async fn a_watch_wakes_at_another_connections_commit_and_not_before() {
     let quiet = tokio::time::timeout(std::time::Duration::from_millis(150), watch.changed()).await;
     assert!(quiet.is_err(), "a read is not a change");
 }
+
+/// Processes that start together on a data folder no one has opened yet
+/// (a worker and a `weft run`) all open the store: the first creates and
+/// migrates it while the others wait for it rather than fail busy.
+#[test]
+fn stores_opened_at_once_on_a_new_file_all_open() {
+    for _ in 0..20 {
+        let (_d, p) = tmp();
+        let start = Arc::new(std::sync::Barrier::new(6));
+        let openers: Vec<_> = (0..6)
+            .map(|_| {
+                let (p, start) = (p.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    SqliteStore::open(&p, Durability::Normal).map(|_| ())
+                })
+            })
+            .collect();
+        for o in openers {
+            o.join().unwrap().expect("every opener opens the store");
+        }
+    }
+}
