@@ -36,6 +36,7 @@ pub mod size_limits;
 pub mod state;
 pub mod store;
 pub mod stored;
+pub mod template_cache;
 pub mod trace;
 pub mod view;
 

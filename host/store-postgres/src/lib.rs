@@ -189,6 +189,8 @@ pub struct PgStore {
     swept: std::sync::Mutex<(Option<std::time::Instant>, Option<std::time::Instant>)>,
     /// Where the next claim of free runs starts (see `workers::claim_fresh`).
     cursor: std::sync::Mutex<String>,
+    /// Templates as last read (see `weft_engine::template_cache`).
+    templates: weft_engine::template_cache::TemplateCache,
 }
 
 /// `url` with its password replaced, for messages and logs.
@@ -244,6 +246,7 @@ impl PgStore {
             listener: Default::default(),
             swept: Default::default(),
             cursor: Default::default(),
+            templates: Default::default(),
         })
     }
 
@@ -514,7 +517,16 @@ impl TemplateStore for PgStore {
     }
 
     async fn template(&self, name: &str, version: Option<u32>) -> Result<Option<TemplateRecord>, StoreError> {
-        read::template(&self.reader().await?, name, version).await
+        let c = self.reader().await?;
+        let changes = read::template_changes(&c).await?;
+        if let Some(t) = self.templates.get(name, version, changes) {
+            return Ok(Some(t));
+        }
+        let t = read::template(&c, name, version).await?;
+        if let Some(t) = &t {
+            self.templates.put(name, version, changes, t);
+        }
+        Ok(t)
     }
 
     async fn list_templates(&self) -> Result<Vec<TemplateRecord>, StoreError> {

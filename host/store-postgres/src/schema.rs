@@ -226,6 +226,18 @@ const MIGRATIONS: &[&str] = &[
                e.value->>3 AS step, (e.value->>4)::integer AS item, (e.value->5)::text AS data
         FROM event_batches b CROSS JOIN LATERAL json_array_elements(b.events::json) AS e;
     "#,
+    // 8: a number that grows with every change of a template, in the
+    // change's own transaction (a trigger: any process, any statement), so
+    // a template read can be answered from memory while it stays the same
+    // (`weft_engine::template_cache`).
+    r#"
+    CREATE TABLE template_changes (n BIGINT NOT NULL);
+    INSERT INTO template_changes (n) VALUES (0);
+    CREATE FUNCTION weft_template_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN UPDATE template_changes SET n = n + 1; RETURN NULL; END $$;
+    CREATE TRIGGER templates_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON templates
+        FOR EACH STATEMENT EXECUTE FUNCTION weft_template_changed();
+    "#,
 ];
 
 /// The schema version this build writes.

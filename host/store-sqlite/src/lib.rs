@@ -74,6 +74,8 @@ pub struct SqliteStore {
     checkpointer: Mutex<Option<checkpoint::Checkpointer>>,
     readers: Mutex<Vec<Connection>>,
     stats: Arc<Stats>,
+    /// Templates as last read (see `weft_engine::template_cache`).
+    templates: weft_engine::template_cache::TemplateCache,
 }
 
 const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -183,6 +185,7 @@ impl SqliteStore {
             checkpointer: Mutex::new(checkpointer),
             readers: Mutex::new(vec![]),
             stats,
+            templates: Default::default(),
         })
     }
 
@@ -404,7 +407,17 @@ impl TemplateStore for SqliteStore {
     }
 
     async fn template(&self, name: &str, version: Option<u32>) -> Result<Option<TemplateRecord>, StoreError> {
-        self.read(|c| read::template(c, name, version))
+        self.read(|c| {
+            let changes = read::template_changes(c)?;
+            if let Some(t) = self.templates.get(name, version, changes) {
+                return Ok(Some(t));
+            }
+            let t = read::template(c, name, version)?;
+            if let Some(t) = &t {
+                self.templates.put(name, version, changes, t);
+            }
+            Ok(t)
+        })
     }
 
     async fn list_templates(&self) -> Result<Vec<TemplateRecord>, StoreError> {

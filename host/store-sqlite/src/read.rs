@@ -398,6 +398,11 @@ fn to_template(
     Ok(TemplateRecord { name, version, definition: json_req(definition)?, created_at })
 }
 
+/// The number every change of a template makes grow (schema 15).
+pub fn template_changes(c: &Connection) -> Result<i64, StoreError> {
+    c.prepare_cached("SELECT n FROM template_changes").and_then(|mut s| s.query_row([], |r| r.get(0))).map_err(map_err)
+}
+
 pub fn template(c: &Connection, name: &str, version: Option<u32>) -> Result<Option<TemplateRecord>, StoreError> {
     let row = c
         .prepare_cached(

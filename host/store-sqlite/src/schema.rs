@@ -230,6 +230,17 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX start_keys_run ON start_keys(run_id);
     "#,
+    // 15: a number that grows with every change of a template, in the
+    // change's own transaction (triggers: any process, any statement), so
+    // a template read can be answered from memory while it stays the same
+    // (`weft_engine::template_cache`).
+    r#"
+    CREATE TABLE template_changes (n INTEGER NOT NULL);
+    INSERT INTO template_changes (n) VALUES (0);
+    CREATE TRIGGER templates_inserted AFTER INSERT ON templates BEGIN UPDATE template_changes SET n = n + 1; END;
+    CREATE TRIGGER templates_updated AFTER UPDATE ON templates BEGIN UPDATE template_changes SET n = n + 1; END;
+    CREATE TRIGGER templates_deleted AFTER DELETE ON templates BEGIN UPDATE template_changes SET n = n + 1; END;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -268,3 +268,18 @@ fn stores_opened_at_once_on_a_new_file_all_open() {
         }
     }
 }
+
+/// Two stores on one file (two processes): a template changed through
+/// one, or by hand in SQL, reads fresh through the other, which had read
+/// it before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn templates_changed_elsewhere_read_fresh() {
+    let (_d, p) = tmp();
+    let a: Arc<dyn Store> = Arc::new(SqliteStore::open(&p, Durability::Normal).unwrap());
+    let b: Arc<dyn Store> = Arc::new(SqliteStore::open(&p, Durability::Normal).unwrap());
+    templates_changed_by_another_handle_read_fresh(a.clone(), b).await;
+    let by_hand = Connection::open(&p).unwrap();
+    by_hand.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+    by_hand.execute("UPDATE templates SET definition = '{\"v\":\"by hand\"}' WHERE name = 't'", []).unwrap();
+    assert_eq!(a.template("t", None).await.unwrap().unwrap().definition, json!({"v": "by hand"}));
+}

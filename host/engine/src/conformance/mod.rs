@@ -31,7 +31,7 @@ pub use writes::{
     a_failed_batch_leaves_no_trace, concurrent_lives_agree_with_the_reference,
     every_write_kind_round_trips_like_the_reference, group_commit_under_concurrent_callers,
     last_seq_and_updated_at_come_from_the_last_event, list_runs_filters, refused_writes_match_the_reference,
-    templates_are_versioned, unfinished_runs_are_those_not_terminal,
+    templates_are_versioned, templates_changed_by_another_handle_read_fresh, unfinished_runs_are_those_not_terminal,
 };
 
 use serde_json::{Value, json};

@@ -403,6 +403,32 @@ pub async fn templates_are_versioned(store: Arc<dyn Store>) {
     assert!(s.template("onboard", None).await.unwrap().is_none());
 }
 
+/// `a` and `b` are two handles on one store (two processes sharing it):
+/// whatever `b` does to a template, `a`'s next read of it shows, though
+/// `a` read it before (a store may answer a read from memory only while
+/// no template changed; see `template_cache`).
+pub async fn templates_changed_by_another_handle_read_fresh(a: Arc<dyn Store>, b: Arc<dyn Store>) {
+    let latest = |s: Arc<dyn Store>| async move { s.template("t", None).await.unwrap().map(|t| t.definition) };
+    b.save_template("t", &json!({"v": 1}), 1).await.unwrap();
+    for _ in 0..2 {
+        assert_eq!(latest(a.clone()).await, Some(json!({"v": 1})));
+    }
+    assert_eq!(a.template("t", Some(1)).await.unwrap().unwrap().definition, json!({"v": 1}));
+    b.save_template("t", &json!({"v": 2}), 2).await.unwrap();
+    assert_eq!(latest(a.clone()).await, Some(json!({"v": 2})), "a new version");
+    // Deleted and saved again: version 1 once more, another definition.
+    b.delete_template("t").await.unwrap();
+    assert_eq!(latest(a.clone()).await, None, "deleted");
+    assert!(a.template("t", Some(1)).await.unwrap().is_none(), "version 1 deleted");
+    b.save_template("t", &json!({"v": "again"}), 3).await.unwrap();
+    let t = a.template("t", Some(1)).await.unwrap().unwrap();
+    assert_eq!((t.version, t.definition), (1, json!({"v": "again"})), "the same version, saved again");
+    assert_eq!(latest(a.clone()).await, Some(json!({"v": "again"})));
+    // A change of another template leaves this one as it is.
+    b.save_template("u", &json!({"u": 1}), 4).await.unwrap();
+    assert_eq!(latest(a.clone()).await, Some(json!({"v": "again"})));
+}
+
 /// The unfinished runs are exactly those in a state that is not terminal.
 pub async fn unfinished_runs_are_those_not_terminal(store: Arc<dyn Store>) {
     let mut want = vec![];

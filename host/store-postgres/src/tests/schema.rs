@@ -1,5 +1,6 @@
 //! How events are stored: rows of a run's events (paged across them),
-//! and the migration over events an older build stored one per row.
+//! and the migration over events an older build stored one per row; the
+//! count of template changes (schema 8).
 
 use serde_json::json;
 use weft_engine::Seq;
@@ -103,4 +104,19 @@ async fn pages_of_events_cross_the_rows_a_transaction_wrote() {
     assert!(seqs(70, 10).await.is_empty());
     let run = store.run(&id).await.unwrap().unwrap();
     assert_eq!(run.last_seq, Seq(70), "the run's last seq is its last row's");
+}
+
+/// Schema 8 counts template changes: two stores on one database (two
+/// workers) and a change by hand in SQL; a template changed through one
+/// reads fresh through the other, which had read it before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn templates_changed_elsewhere_read_fresh() {
+    let url = tokio::task::spawn_blocking(weft_test_postgres::database).await.unwrap();
+    let a: std::sync::Arc<dyn Store> = std::sync::Arc::new(PgStore::connect(&url, Options::default()).await.unwrap());
+    let b: std::sync::Arc<dyn Store> = std::sync::Arc::new(PgStore::connect(&url, Options::default()).await.unwrap());
+    weft_engine::conformance::templates_changed_by_another_handle_read_fresh(a.clone(), b).await;
+    let (c, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    c.execute("UPDATE templates SET definition = '{\"v\":\"by hand\"}' WHERE name = 't'", &[]).await.unwrap();
+    assert_eq!(a.template("t", None).await.unwrap().unwrap().definition, json!({"v": "by hand"}));
 }
