@@ -506,10 +506,14 @@ impl Engine {
     /// ended (as [`Engine::wait`]).
     pub async fn ended(&self, end: &mut RunEnd) -> Result<RunRecord, EngineError> {
         if let Some((done, ended)) = &mut end.watch {
-            if done.wait_for(|v| *v).await.is_ok()
-                && let Some(r) = ended.get()
-            {
-                return Ok(r.clone());
+            if done.wait_for(|v| *v).await.is_ok() && ended.get().is_some() {
+                // The driver has let go of the record: the only waiter
+                // takes it (no copy of its attempts); another copies it.
+                let (_, ended) = end.watch.take().expect("watched");
+                return Ok(match Arc::try_unwrap(ended) {
+                    Ok(cell) => cell.into_inner().expect("set"),
+                    Err(shared) => shared.get().expect("set").clone(),
+                });
             }
             // It hibernated (waits for something outside it), or its
             // driver stopped: wait as anyone would.
