@@ -37,9 +37,22 @@ const DUPLICATE: &str = "\u{1}duplicate\u{1}";
 /// `text` as JSON: a leading byte-order mark skipped, a key given twice in
 /// one object refused.
 pub fn parse_json_text(text: &str) -> Result<Value, JsonTextError> {
+    strictly::<Doc>(text)
+}
+
+/// What [`parse_json_text`] would refuse in `text`, without building the
+/// document (the HTTP front end checks every JSON-RPC body before its MCP
+/// library parses it).
+pub fn check_json_text(text: &str) -> Result<(), JsonTextError> {
+    strictly::<Check>(text)
+}
+
+fn strictly<B: Build>(text: &str) -> Result<B::Out, JsonTextError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut de = serde_json::Deserializer::from_str(text);
-    let parsed = Strict { path: String::new() }.deserialize(&mut de).and_then(|v| de.end().map(|()| v));
+    let parsed = Strict::<B> { at: &At::Root, build: std::marker::PhantomData }
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|()| v));
     parsed.map_err(|e| {
         let full = e.to_string();
         // serde_json appends " at line L column C" to a custom message.
@@ -64,77 +77,154 @@ fn segment(s: &str) -> String {
     s.replace('~', "~0").replace('/', "~1")
 }
 
-/// Builds a [`Value`] at `path`, refusing duplicate keys.
-struct Strict {
-    path: String,
+/// Where a value is in the document: written out as a JSON Pointer only
+/// for a refusal (a string per value cost more than the parse).
+enum At<'a> {
+    Root,
+    Key(&'a At<'a>, &'a str),
+    Index(&'a At<'a>, usize),
 }
 
-impl<'de> DeserializeSeed<'de> for Strict {
-    type Value = Value;
+impl At<'_> {
+    fn pointer(&self) -> String {
+        match self {
+            At::Root => String::new(),
+            At::Key(up, key) => format!("{}/{}", up.pointer(), segment(key)),
+            At::Index(up, i) => format!("{}/{i}", up.pointer()),
+        }
+    }
+}
 
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+/// What a strict read makes of the values it meets: the document, or
+/// nothing (a check).
+trait Build {
+    type Out;
+    type Object: Default;
+    fn scalar(v: Value) -> Self::Out;
+    fn string(s: &str) -> Self::Out;
+    fn array(items: Vec<Self::Out>) -> Self::Out;
+    /// Whether `key` is in the object already.
+    fn has(object: &Self::Object, key: &str) -> bool;
+    fn put(object: &mut Self::Object, key: String, v: Self::Out);
+    fn object(object: Self::Object) -> Self::Out;
+}
+
+/// Builds the [`Value`].
+struct Doc;
+
+impl Build for Doc {
+    type Out = Value;
+    type Object = Map<String, Value>;
+    fn scalar(v: Value) -> Value {
+        v
+    }
+    fn string(s: &str) -> Value {
+        Value::String(s.to_string())
+    }
+    fn array(items: Vec<Value>) -> Value {
+        Value::Array(items)
+    }
+    fn has(object: &Self::Object, key: &str) -> bool {
+        object.contains_key(key)
+    }
+    fn put(object: &mut Self::Object, key: String, v: Value) {
+        object.insert(key, v);
+    }
+    fn object(object: Self::Object) -> Value {
+        Value::Object(object)
+    }
+}
+
+/// Keeps only each object's keys, to find one given twice.
+struct Check;
+
+impl Build for Check {
+    type Out = ();
+    type Object = std::collections::HashSet<String>;
+    fn scalar(_: Value) {}
+    fn string(_: &str) {}
+    fn array(_: Vec<()>) {}
+    fn has(object: &Self::Object, key: &str) -> bool {
+        object.contains(key)
+    }
+    fn put(object: &mut Self::Object, key: String, (): ()) {
+        object.insert(key);
+    }
+    fn object(_: Self::Object) {}
+}
+
+/// Reads the value at `at`, refusing duplicate keys.
+struct Strict<'a, B> {
+    at: &'a At<'a>,
+    build: std::marker::PhantomData<B>,
+}
+
+impl<'de, B: Build> DeserializeSeed<'de> for Strict<'_, B> {
+    type Value = B::Out;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<B::Out, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for Strict {
-    type Value = Value;
+impl<'de, B: Build> Visitor<'de> for Strict<'_, B> {
+    type Value = B::Out;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON value")
     }
 
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
+    fn visit_bool<E>(self, v: bool) -> Result<B::Out, E> {
+        Ok(B::scalar(Value::Bool(v)))
     }
 
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
+    fn visit_i64<E>(self, v: i64) -> Result<B::Out, E> {
+        Ok(B::scalar(Value::from(v)))
     }
 
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
+    fn visit_u64<E>(self, v: u64) -> Result<B::Out, E> {
+        Ok(B::scalar(Value::from(v)))
     }
 
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    fn visit_f64<E>(self, v: f64) -> Result<B::Out, E> {
+        Ok(B::scalar(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number)))
     }
 
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_string()))
+    fn visit_str<E>(self, v: &str) -> Result<B::Out, E> {
+        Ok(B::string(v))
     }
 
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
+    fn visit_unit<E>(self) -> Result<B::Out, E> {
+        Ok(B::scalar(Value::Null))
     }
 
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
+    fn visit_none<E>(self) -> Result<B::Out, E> {
+        Ok(B::scalar(Value::Null))
     }
 
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<B::Out, A::Error> {
         let mut out = vec![];
-        while let Some(v) = seq.next_element_seed(Strict { path: format!("{}/{}", self.path, out.len()) })? {
-            out.push(v);
+        loop {
+            let at = At::Index(self.at, out.len());
+            match seq.next_element_seed(Strict::<B> { at: &at, build: std::marker::PhantomData })? {
+                Some(v) => out.push(v),
+                None => return Ok(B::array(out)),
+            }
         }
-        Ok(Value::Array(out))
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut out = Map::new();
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<B::Out, A::Error> {
+        let mut out = B::Object::default();
         while let Some(key) = map.next_key::<String>()? {
-            let path = format!("{}/{}", self.path, segment(&key));
-            if out.contains_key(&key) {
+            if B::has(&out, &key) {
+                let path = At::Key(self.at, &key).pointer();
                 return Err(de::Error::custom(format!("{DUPLICATE}{path}\u{1}{key}")));
             }
-            let v = map.next_value_seed(Strict { path })?;
-            out.insert(key, v);
+            let at = At::Key(self.at, &key);
+            let v = map.next_value_seed(Strict::<B> { at: &at, build: std::marker::PhantomData })?;
+            B::put(&mut out, key, v);
         }
-        Ok(Value::Object(out))
+        Ok(B::object(out))
     }
 }
 
@@ -157,6 +247,25 @@ mod tests {
         assert_eq!(e.line, 2);
         let top = parse_json_text(r#"{"x": 1, "x": 1}"#).unwrap_err();
         assert_eq!(top.path.as_deref(), Some("/x"));
+    }
+
+    #[test]
+    fn the_check_refuses_what_the_parse_refuses_and_nothing_else() {
+        for text in [
+            "{\"steps\": [\n  {\"id\": \"a\", \"id\": \"b\"}\n]}",
+            r#"{"a~/b": [0, {"c": 1, "c": 2}]}"#,
+            r#"{"x": 1, "x": 1}"#,
+            "{\"a\": 1,\n}",
+            "{} x",
+            r#"[{"a": "\u00e9", "b": {"a": 1}}, {"a": 2}]"#,
+            "\u{feff}{\"a\": 1}",
+        ] {
+            assert_eq!(check_json_text(text).err(), parse_json_text(text).err(), "{text}");
+        }
+        assert_eq!(
+            check_json_text(r#"{"a~/b": [0, {"c": 1, "c": 2}]}"#).unwrap_err().path.as_deref(),
+            Some("/a~0~1b/1/c")
+        );
     }
 
     #[test]

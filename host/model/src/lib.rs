@@ -40,7 +40,7 @@ pub use definition::{
 };
 pub use graph::{Graph, GraphEdge};
 pub use json_schema::{NoSchemas, SchemaLookup, schema_type, validate_against, validate_input};
-pub use json_text::{JsonTextError, parse_json_text};
+pub use json_text::{JsonTextError, check_json_text, parse_json_text};
 pub use labels::Labels;
 pub use problem::{Problem, Problems, closest, did_you_mean, type_name};
 pub use refs::{Ref, RefError, RefRoot, Segment, Unresolved, describe, parse_ref};

@@ -206,7 +206,7 @@ async fn mcp_body_errors(State(cap): State<usize>, req: Request, next: Next) -> 
     };
     // A key given twice (`"name"` in a definition, or the message's `id`):
     // JSON keeps one silently, so the request is refused, naming it.
-    if let Ok(Err(e)) = std::str::from_utf8(&bytes).map(weft_model::parse_json_text)
+    if let Ok(Err(e)) = std::str::from_utf8(&bytes).map(weft_model::check_json_text)
         && let Some(path) = &e.path
     {
         let message = format!("Invalid Request: {} (at {path}, line {} column {})", e.message, e.line, e.column);
