@@ -283,3 +283,30 @@ async fn templates_changed_elsewhere_read_fresh() {
     by_hand.execute("UPDATE templates SET definition = '{\"v\":\"by hand\"}' WHERE name = 't'", []).unwrap();
     assert_eq!(a.template("t", None).await.unwrap().unwrap().definition, json!({"v": "by hand"}));
 }
+
+/// A batch of many events around its state writes: all read back in
+/// order; one repeated seq refuses the whole batch, which leaves no trace.
+#[tokio::test]
+async fn a_batch_of_many_events_reads_back_whole_or_not_at_all() {
+    let (_d, p) = tmp();
+    let s = SqliteStore::open(&p, Durability::Normal).unwrap();
+    let id = rid(11);
+    let mut writes = vec![create(&id, &["a"])];
+    for seq in 1..=19 {
+        writes.push(event(&id, seq, &format!("e{seq}")));
+        if seq == 5 {
+            writes.push(step_to(&id, "a", StepState::Pending, StepState::Running, None, 5));
+        }
+    }
+    s.commit(b(writes)).await.unwrap();
+    let kinds = |evs: Vec<EventRecord>| evs.into_iter().map(|e| (e.seq.0, e.kind)).collect::<Vec<_>>();
+    let want: Vec<(u64, String)> = (1..=19).map(|n| (n, format!("e{n}"))).collect();
+    assert_eq!(kinds(s.events_after(&id, Seq::ZERO, 100).await.unwrap()), want);
+    let mut again = vec![step_to(&id, "a", StepState::Running, StepState::Succeeded, None, 9)];
+    again.extend((20..=32).map(|seq| event(&id, seq, "late")));
+    again.push(event(&id, 7, "repeated"));
+    assert!(matches!(s.commit(b(again)).await, Err(StoreError::Conflict(_))));
+    assert_eq!(kinds(s.events_after(&id, Seq::ZERO, 100).await.unwrap()), want, "nothing of it stored");
+    let run = s.run(&id).await.unwrap().unwrap();
+    assert_eq!(run.steps[0].state, StepState::Running, "its step write undone too");
+}
