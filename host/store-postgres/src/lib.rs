@@ -354,12 +354,20 @@ impl RunStore for PgStore {
     async fn runs(&self, ids: &[RunId]) -> Result<Vec<RunRecord>, StoreError> {
         // Its five queries see one snapshot: read apart, a run committed
         // between them showed `submitted` with a step already `waiting`.
-        let c = self.reader().await?;
-        c.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await.map_err(map_err)?;
-        let read = read::runs(&c, ids).await;
-        let end = c.batch_execute(if read.is_ok() { "COMMIT" } else { "ROLLBACK" }).await.map_err(map_err);
-        let runs = read?;
-        end?;
+        // A transaction object, not `BEGIN` sent by hand: if this future
+        // is dropped midway (a client gone), its drop rolls back, and the
+        // connection goes back to the pool outside any transaction (else
+        // every later read on it saw this snapshot).
+        let mut c = self.reader().await?;
+        let tx = c
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(map_err)?;
+        let runs = read::runs(&tx, ids).await?;
+        tx.commit().await.map_err(map_err)?;
         Ok(runs)
     }
 

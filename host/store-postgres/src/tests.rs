@@ -17,6 +17,7 @@ pub(super) async fn fresh() -> PgStore {
 
 weft_engine::conformance_suite!(async { (Arc::new(fresh().await) as Arc<dyn Store>, ()) });
 
+mod reads;
 mod schema;
 mod sets;
 mod workers;
