@@ -50,7 +50,11 @@ impl TemplateCache {
         if map.len() >= CAP {
             map.clear();
         }
-        map.insert((name.to_string(), version), (changes, record.clone()));
+        let key = (name.to_string(), version);
+        // Two reads racing: the one at the later number stays.
+        if map.get(&key).is_none_or(|(at, _)| *at <= changes) {
+            map.insert(key, (changes, record.clone()));
+        }
     }
 }
 
@@ -73,6 +77,8 @@ mod tests {
         c.put("t", None, 2, &rec(2));
         assert_eq!(c.get("t", None, 2).map(|t| t.version), Some(2));
         assert!(c.get("t", None, 1).is_none());
+        c.put("t", None, 1, &rec(1));
+        assert_eq!(c.get("t", None, 2).map(|t| t.version), Some(2), "a read at an older number does not replace it");
     }
 
     #[test]

@@ -231,10 +231,10 @@ const MIGRATIONS: &[&str] = &[
     // a template read can be answered from memory while it stays the same
     // (`weft_engine::template_cache`).
     r#"
-    CREATE TABLE template_changes (n BIGINT NOT NULL);
+    CREATE TABLE template_changes (id BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (id), n BIGINT NOT NULL);
     INSERT INTO template_changes (n) VALUES (0);
     CREATE FUNCTION weft_template_changed() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN UPDATE template_changes SET n = n + 1; RETURN NULL; END $$;
+        BEGIN UPDATE template_changes SET n = n + 1 WHERE id; RETURN NULL; END $$;
     CREATE TRIGGER templates_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON templates
         FOR EACH STATEMENT EXECUTE FUNCTION weft_template_changed();
     "#,

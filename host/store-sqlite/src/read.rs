@@ -398,9 +398,12 @@ fn to_template(
     Ok(TemplateRecord { name, version, definition: json_req(definition)?, created_at })
 }
 
-/// The number every change of a template makes grow (schema 15).
-pub fn template_changes(c: &Connection) -> Result<i64, StoreError> {
-    c.prepare_cached("SELECT n FROM template_changes").and_then(|mut s| s.query_row([], |r| r.get(0))).map_err(map_err)
+/// The number every change of a template makes grow (schema 15); `None`
+/// if its row was deleted by hand (templates are then read each time).
+pub fn template_changes(c: &Connection) -> Result<Option<i64>, StoreError> {
+    c.prepare_cached("SELECT n FROM template_changes WHERE id = 1")
+        .and_then(|mut s| s.query_row([], |r| r.get(0)).optional())
+        .map_err(map_err)
 }
 
 pub fn template(c: &Connection, name: &str, version: Option<u32>) -> Result<Option<TemplateRecord>, StoreError> {

@@ -235,11 +235,14 @@ const MIGRATIONS: &[&str] = &[
     // a template read can be answered from memory while it stays the same
     // (`weft_engine::template_cache`).
     r#"
-    CREATE TABLE template_changes (n INTEGER NOT NULL);
-    INSERT INTO template_changes (n) VALUES (0);
-    CREATE TRIGGER templates_inserted AFTER INSERT ON templates BEGIN UPDATE template_changes SET n = n + 1; END;
-    CREATE TRIGGER templates_updated AFTER UPDATE ON templates BEGIN UPDATE template_changes SET n = n + 1; END;
-    CREATE TRIGGER templates_deleted AFTER DELETE ON templates BEGIN UPDATE template_changes SET n = n + 1; END;
+    CREATE TABLE template_changes (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL);
+    INSERT INTO template_changes (id, n) VALUES (1, 0);
+    CREATE TRIGGER templates_inserted AFTER INSERT ON templates
+        BEGIN UPDATE template_changes SET n = n + 1 WHERE id = 1; END;
+    CREATE TRIGGER templates_updated AFTER UPDATE ON templates
+        BEGIN UPDATE template_changes SET n = n + 1 WHERE id = 1; END;
+    CREATE TRIGGER templates_deleted AFTER DELETE ON templates
+        BEGIN UPDATE template_changes SET n = n + 1 WHERE id = 1; END;
     "#,
 ];
 

@@ -282,6 +282,11 @@ async fn templates_changed_elsewhere_read_fresh() {
     by_hand.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
     by_hand.execute("UPDATE templates SET definition = '{\"v\":\"by hand\"}' WHERE name = 't'", []).unwrap();
     assert_eq!(a.template("t", None).await.unwrap().unwrap().definition, json!({"v": "by hand"}));
+    // Its counter deleted by hand: templates are read each time, still fresh.
+    by_hand.execute("DELETE FROM template_changes", []).unwrap();
+    by_hand.execute("UPDATE templates SET definition = '{\"v\":\"uncounted\"}' WHERE name = 't'", []).unwrap();
+    assert_eq!(a.template("t", None).await.unwrap().unwrap().definition, json!({"v": "uncounted"}));
+    assert!(by_hand.execute("INSERT INTO template_changes (id, n) VALUES (2, 0)", []).is_err(), "one row at most");
 }
 
 /// A batch of many events around its state writes: all read back in

@@ -503,7 +503,8 @@ impl Engine {
     }
 
     /// The record of a run [`Engine::submit_watched`] started, once it
-    /// ended (as [`Engine::wait`]).
+    /// ended (as [`Engine::wait`]). The record kept in memory is handed
+    /// out once: a second call with the same `end` reads the store.
     pub async fn ended(&self, end: &mut RunEnd) -> Result<RunRecord, EngineError> {
         if let Some((done, ended)) = &mut end.watch {
             if done.wait_for(|v| *v).await.is_ok() && ended.get().is_some() {
