@@ -3,7 +3,7 @@
 //!
 //! Why: a served `wf_<name>` call, an API or A2A start by template name
 //! each read the template (its definition parsed from JSON) before the
-//! pipeline finds it already validated: ~4% of the server's CPU per
+//! pipeline finds it already validated: ~3% of the server's CPU per
 //! trivial-3 run. A store keeps a number in the same transaction as every
 //! change to its templates (a trigger, so another process's save, delete,
 //! import or a hand edit counts too), reads that number first, and answers
