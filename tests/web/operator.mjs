@@ -8,8 +8,15 @@
 import { auditor } from "./audit.mjs";
 
 export async function operatorChecks({ page, base, api, ok, check, shot, axePath }) {
+  // Opens a page of the view and waits for `ready` on it. The page being
+  // left is emptied first: a change of hash renders the next page
+  // asynchronously, and under load `ready` matched the page left (its
+  // `#retry` was clicked, then replaced by the new run's page).
   const open = async (hash, ready) => {
-    await page.goto(`${base}/#${hash}`);
+    await page.evaluate(() => document.getElementById("main")?.replaceChildren());
+    const url = `${base}/#${hash}`;
+    if (page.url() === url) await page.reload();
+    else await page.goto(url);
     await page.waitForSelector(ready, { timeout: 20000 });
   };
   const audit = auditor({ page, check, shot, axePath });
