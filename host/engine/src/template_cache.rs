@@ -34,8 +34,10 @@ type Asked = (String, Option<u32>);
 
 impl TemplateCache {
     /// The record read for `name` and `version` at change number `changes`,
-    /// if that is still the store's number.
-    pub fn get(&self, name: &str, version: Option<u32>, changes: i64) -> Option<TemplateRecord> {
+    /// if that is still the store's number. With no number (its row
+    /// deleted by hand), nothing is answered from here.
+    pub fn get(&self, name: &str, version: Option<u32>, changes: Option<i64>) -> Option<TemplateRecord> {
+        let changes = changes?;
         let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         match map.get(&(name.to_string(), version)) {
             Some((at, t)) if *at == changes => Some(t.clone()),
@@ -44,8 +46,10 @@ impl TemplateCache {
     }
 
     /// Keeps `record`, read for `name` and `version` after the store's
-    /// change number was `changes`.
-    pub fn put(&self, name: &str, version: Option<u32>, changes: i64, record: &TemplateRecord) {
+    /// change number was `changes` (nothing is kept without a record or a
+    /// number).
+    pub fn put(&self, name: &str, version: Option<u32>, changes: Option<i64>, record: Option<&TemplateRecord>) {
+        let (Some(changes), Some(record)) = (changes, record) else { return };
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         if map.len() >= CAP {
             map.clear();
@@ -69,25 +73,32 @@ mod tests {
     #[test]
     fn a_record_is_answered_only_at_the_number_it_was_read_at() {
         let c = TemplateCache::default();
-        assert!(c.get("t", None, 1).is_none());
-        c.put("t", None, 1, &rec(1));
-        assert_eq!(c.get("t", None, 1).map(|t| t.version), Some(1));
-        assert!(c.get("t", None, 2).is_none(), "a change since: read again");
-        assert!(c.get("t", Some(1), 1).is_none(), "another version asked");
-        c.put("t", None, 2, &rec(2));
-        assert_eq!(c.get("t", None, 2).map(|t| t.version), Some(2));
-        assert!(c.get("t", None, 1).is_none());
-        c.put("t", None, 1, &rec(1));
-        assert_eq!(c.get("t", None, 2).map(|t| t.version), Some(2), "a read at an older number does not replace it");
+        assert!(c.get("t", None, Some(1)).is_none());
+        c.put("t", None, Some(1), Some(&rec(1)));
+        assert_eq!(c.get("t", None, Some(1)).map(|t| t.version), Some(1));
+        assert!(c.get("t", None, None).is_none(), "no number (its row deleted): read each time");
+        c.put("t", None, None, Some(&rec(9)));
+        assert_eq!(c.get("t", None, Some(1)).map(|t| t.version), Some(1), "nothing kept without a number");
+        assert!(c.get("t", None, Some(2)).is_none(), "a change since: read again");
+        assert!(c.get("t", Some(1), Some(1)).is_none(), "another version asked");
+        c.put("t", None, Some(2), Some(&rec(2)));
+        assert_eq!(c.get("t", None, Some(2)).map(|t| t.version), Some(2));
+        assert!(c.get("t", None, Some(1)).is_none());
+        c.put("t", None, Some(1), Some(&rec(1)));
+        assert_eq!(
+            c.get("t", None, Some(2)).map(|t| t.version),
+            Some(2),
+            "a read at an older number does not replace it"
+        );
     }
 
     #[test]
     fn past_its_cap_it_forgets_rather_than_grows() {
         let c = TemplateCache::default();
         for i in 0..CAP + 1 {
-            c.put(&format!("t{i}"), None, 1, &rec(1));
+            c.put(&format!("t{i}"), None, Some(1), Some(&rec(1)));
         }
         assert!(c.map.lock().unwrap().len() <= CAP);
-        assert!(c.get(&format!("t{CAP}"), None, 1).is_some(), "the newest entry is kept");
+        assert!(c.get(&format!("t{CAP}"), None, Some(1)).is_some(), "the newest entry is kept");
     }
 }

@@ -527,13 +527,11 @@ impl TemplateStore for PgStore {
     async fn template(&self, name: &str, version: Option<u32>) -> Result<Option<TemplateRecord>, StoreError> {
         let c = self.reader().await?;
         let changes = read::template_changes(&c).await?;
-        if let Some(t) = changes.and_then(|n| self.templates.get(name, version, n)) {
+        if let Some(t) = self.templates.get(name, version, changes) {
             return Ok(Some(t));
         }
         let t = read::template(&c, name, version).await?;
-        if let (Some(t), Some(n)) = (&t, changes) {
-            self.templates.put(name, version, n, t);
-        }
+        self.templates.put(name, version, changes, t.as_ref());
         Ok(t)
     }
 

@@ -409,13 +409,11 @@ impl TemplateStore for SqliteStore {
     async fn template(&self, name: &str, version: Option<u32>) -> Result<Option<TemplateRecord>, StoreError> {
         self.read(|c| {
             let changes = read::template_changes(c)?;
-            if let Some(t) = changes.and_then(|n| self.templates.get(name, version, n)) {
+            if let Some(t) = self.templates.get(name, version, changes) {
                 return Ok(Some(t));
             }
             let t = read::template(c, name, version)?;
-            if let (Some(t), Some(n)) = (&t, changes) {
-                self.templates.put(name, version, n, t);
-            }
+            self.templates.put(name, version, changes, t.as_ref());
             Ok(t)
         })
     }
